@@ -1,0 +1,188 @@
+"""Every pipeline parameter: name, type, default, help and validation, defined once.
+
+The names are a contract: the CLI (``-p Name=Value``), the notebook, CI and the local runner
+use them. This module does not import the SageMaker SDK, so values can be checked before
+anything is built, uploaded or started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pipeline.instances import gpus_per_instance
+from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
+
+
+class ParameterError(ValueError):
+    """A parameter value or combination that cannot work; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class ParameterSpec:
+    name: str
+    type: type  # str, int or float: the SageMaker ParameterString/Integer/Float
+    help: str
+    default: object = None  # None: computed from the build settings (see defaults())
+    choices: tuple = ()
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def parse(self, raw) -> object:
+        """Convert and check one value (a string from the command line, or a typed value)."""
+        try:
+            if self.type is int:
+                if isinstance(raw, float) and not raw.is_integer():
+                    raise ValueError
+                value = int(str(raw).strip())
+            elif self.type is float:
+                value = float(str(raw).strip())
+            else:
+                value = str(raw)
+        except ValueError:
+            raise ParameterError(
+                f"{self.name}={raw!r}: expected {'an integer' if self.type is int else 'a number'}"
+            ) from None
+        if self.choices and value not in self.choices:
+            raise ParameterError(
+                f"{self.name}={value!r}: must be one of {', '.join(self.choices)}"
+            )
+        if self.minimum is not None and value < self.minimum:
+            raise ParameterError(f"{self.name}={value}: must be at least {self.minimum:g}")
+        if self.maximum is not None and value > self.maximum:
+            raise ParameterError(f"{self.name}={value}: must be at most {self.maximum:g}")
+        if self.type is str and not value:
+            raise ParameterError(f"{self.name}: must not be empty")
+        return value
+
+
+INPUT_DATA_URI = "InputDataUri"
+PROCESSING_INSTANCE_TYPE = "ProcessingInstanceType"
+PROCESSING_INSTANCE_COUNT = "ProcessingInstanceCount"
+TRAINING_INSTANCE_TYPE = "TrainingInstanceType"
+TRAINING_INSTANCE_COUNT = "TrainingInstanceCount"
+PROCESSES_PER_HOST = "ProcessesPerHost"
+TRAIN_INPUT_MODE = "TrainInputMode"
+TRAIN_DISTRIBUTION = "TrainDistribution"
+EPOCHS = "Epochs"
+BATCH_SIZE = "BatchSize"
+BASE_LEARNING_RATE = "BaseLearningRate"
+WARMUP_EPOCHS = "WarmupEpochs"
+ACCURACY_THRESHOLD = "AccuracyThreshold"
+MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
+
+APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
+
+SPECS: tuple[ParameterSpec, ...] = (
+    ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file); "
+                  "default: the embedded digits data in the artifact bucket"),
+    ParameterSpec(PROCESSING_INSTANCE_TYPE, str, "instance type of the processing and evaluation jobs",
+                  "ml.m5.xlarge"),
+    ParameterSpec(PROCESSING_INSTANCE_COUNT, int, "instances of the processing job", 1, minimum=1),
+    ParameterSpec(TRAINING_INSTANCE_TYPE, str, "instance type of the training job", "ml.c5.2xlarge"),
+    ParameterSpec(TRAINING_INSTANCE_COUNT, int, "instances (hosts) of the training job", 2, minimum=1),
+    ParameterSpec(PROCESSES_PER_HOST, int, "Horovod ranks per host; default: the GPUs of "
+                  "TrainingInstanceType, 1 on CPU types", minimum=1),
+    ParameterSpec(TRAIN_INPUT_MODE, str, "how the train/validation channels reach the job",
+                  "File", choices=INPUT_MODES),
+    ParameterSpec(TRAIN_DISTRIBUTION, str, "how the train/validation objects are spread over hosts",
+                  "ShardedByS3Key", choices=DISTRIBUTIONS),
+    ParameterSpec(EPOCHS, int, "training epochs", 10, minimum=1),
+    ParameterSpec(BATCH_SIZE, int, "batch size per worker", 32, minimum=1),
+    ParameterSpec(BASE_LEARNING_RATE, float, "learning rate per worker, before scaling by the "
+                  "number of workers", 0.001, minimum=0.0),
+    ParameterSpec(WARMUP_EPOCHS, int, "epochs of linear learning-rate warm-up (Goyal et al. 2017)",
+                  2, minimum=0),
+    ParameterSpec(ACCURACY_THRESHOLD, float, "test accuracy at or above which the model is registered",
+                  0.9, minimum=0.0, maximum=1.0),
+    ParameterSpec(MODEL_APPROVAL_STATUS, str, "approval status of the registered model package",
+                  "PendingManualApproval", choices=APPROVAL_STATUSES),
+)
+BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def default_input_data_uri(bucket: str, prefix: str) -> str:
+    return f"s3://{bucket}/{prefix}/data/digits/"
+
+
+def parse_assignments(assignments: Iterable[str]) -> dict[str, str]:
+    """``["Epochs=3", ...]`` from ``-p`` flags -> {"Epochs": "3"}; unknown names are errors."""
+    values: dict[str, str] = {}
+    for item in assignments:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ParameterError(f"-p {item!r}: expected Name=Value, e.g. -p Epochs=3")
+        if name not in BY_NAME:
+            raise ParameterError(
+                f"unknown parameter {name!r}; known parameters: {', '.join(BY_NAME)}"
+            )
+        values[name] = value
+    return values
+
+
+def resolve(
+    overrides: Mapping[str, object],
+    *,
+    bucket: str,
+    prefix: str,
+    default_data_records: int | None = None,
+) -> dict[str, object]:
+    """Defaults plus ``overrides``, each parsed and checked, then the combinations checked.
+
+    ``default_data_records`` is the size of the embedded default data set, used to refuse
+    more shards than the smallest split can fill when the run uses that data.
+    """
+    unknown = set(overrides) - set(BY_NAME)
+    if unknown:
+        raise ParameterError(
+            f"unknown parameter(s) {', '.join(sorted(unknown))}; known: {', '.join(BY_NAME)}"
+        )
+    values: dict[str, object] = {}
+    for spec in SPECS:
+        if spec.name in overrides:
+            values[spec.name] = spec.parse(overrides[spec.name])
+        elif spec.default is not None:
+            values[spec.name] = spec.default
+    values.setdefault(INPUT_DATA_URI, default_input_data_uri(bucket, prefix))
+    if not str(values[INPUT_DATA_URI]).startswith("s3://"):
+        raise ParameterError(f"{INPUT_DATA_URI}={values[INPUT_DATA_URI]!r}: must be an s3:// URI")
+    if PROCESSES_PER_HOST not in values:
+        instance_type = values[TRAINING_INSTANCE_TYPE]
+        gpus = gpus_per_instance(instance_type)
+        if gpus is None:
+            raise ParameterError(
+                f"{TRAINING_INSTANCE_TYPE}={instance_type!r} is not a type trainpipe knows, so it "
+                f"cannot tell how many GPUs (Horovod ranks) it has: pass -p {PROCESSES_PER_HOST}=N"
+            )
+        values[PROCESSES_PER_HOST] = max(gpus, 1)
+    if values[WARMUP_EPOCHS] > values[EPOCHS]:
+        raise ParameterError(
+            f"{WARMUP_EPOCHS}={values[WARMUP_EPOCHS]} is longer than {EPOCHS}={values[EPOCHS]}: "
+            f"the learning rate would never reach its scaled value; lower {WARMUP_EPOCHS}"
+        )
+    if default_data_records is not None and values[INPUT_DATA_URI] == default_input_data_uri(
+        bucket, prefix
+    ):
+        check_shards_fit(values, default_data_records)
+    return values
+
+
+def world_size(values: Mapping[str, object]) -> int:
+    """Horovod ranks = instances x processes per host = train shards the processing writes."""
+    return int(values[TRAINING_INSTANCE_COUNT]) * int(values[PROCESSES_PER_HOST])
+
+
+def check_shards_fit(values: Mapping[str, object], records: int) -> None:
+    """Refuse more shards per split than the smallest split has records (empty shards would
+    leave ranks, or whole ShardedByS3Key hosts, with no data)."""
+    from processing.contract import DEFAULT_TEST_FRACTION, DEFAULT_VALIDATION_FRACTION
+
+    smallest = int(records * min(DEFAULT_TEST_FRACTION, DEFAULT_VALIDATION_FRACTION))
+    shards = world_size(values)
+    if shards > smallest:
+        raise ParameterError(
+            f"{TRAINING_INSTANCE_COUNT} x {PROCESSES_PER_HOST} = {shards} shards per split, but "
+            f"the default data's smallest split has only {smallest} records; use fewer workers "
+            f"or a larger {INPUT_DATA_URI}"
+        )

@@ -1,0 +1,107 @@
+"""Build-time settings: what SageMaker cannot take as a pipeline variable, fixed when the
+definition is built (``trainpipe definition``/``upsert`` flags or TRAINPIPE_* variables).
+
+- Account wiring: region, execution role, artifact bucket and prefix, model package group.
+- Image URIs: chosen from the build-time ``TrainingInstanceType`` (GPU or CPU image), because
+  the SDK must pick an image before any execution exists.
+- The MPI launch (``custom_mpi_options``: Horovod fusion threshold and cycle time), the
+  mixed-precision and fp16-allreduce switches, the optional ``init`` channel, KMS key,
+  network isolation, spot training: each changes the shape of the request, not a value in it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+
+from training_entry.contract import MIXED_PRECISION_CHOICES
+
+# Placeholders that make `trainpipe definition` work with no account; upsert replaces them.
+PLACEHOLDER_ACCOUNT = "111122223333"
+PLACEHOLDER_ROLE = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/trainpipe-sagemaker-execution"
+PLACEHOLDER_BUCKET = "trainpipe-artifacts-placeholder"
+
+FRAMEWORK_VERSION = "2.14.1"  # SageMaker's TF 2.14 training image, matching our local TF
+PY_VERSION = "py310"
+INFERENCE_FRAMEWORK_VERSION = "2.14"
+INFERENCE_INSTANCE_TYPE = "ml.m5.large"
+
+
+@dataclass(frozen=True)
+class Settings:
+    pipeline_name: str = "trainpipe"
+    region: str = "us-east-1"
+    role_arn: str = PLACEHOLDER_ROLE
+    bucket: str = PLACEHOLDER_BUCKET
+    prefix: str = "trainpipe"
+    model_package_group: str = "trainpipe-models"
+    # Horovod: tensor fusion buffer (bytes) and cycle time (ms), passed as -x to every rank.
+    # None keeps Horovod's own defaults (64 MiB, 1 ms on 0.28).
+    fusion_threshold_bytes: int | None = None
+    cycle_time_ms: float | None = None
+    mixed_precision: str = "off"
+    fp16_allreduce: bool = False
+    seed: int = 42
+    # s3:// URI of starting weights (a model.tar.gz or a prefix); adds the `init` channel.
+    init_model_uri: str | None = None
+    kms_key_id: str | None = None
+    network_isolation: bool = True
+    use_spot: bool = False
+    max_run_seconds: int = 24 * 3600
+    # SageMaker step caching (ISO 8601 duration); None turns it off.
+    step_cache_expiry: str | None = "P30D"
+    tags: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.mixed_precision not in MIXED_PRECISION_CHOICES:
+            raise ValueError(
+                f"mixed_precision={self.mixed_precision!r}: must be one of "
+                f"{', '.join(MIXED_PRECISION_CHOICES)}"
+            )
+        if self.init_model_uri is not None and not self.init_model_uri.startswith("s3://"):
+            raise ValueError(f"init_model_uri={self.init_model_uri!r}: must be an s3:// URI")
+        if self.fusion_threshold_bytes is not None and self.fusion_threshold_bytes < 0:
+            raise ValueError("fusion_threshold_bytes must be >= 0 (0 disables tensor fusion)")
+        if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:
+            raise ValueError("cycle_time_ms must be > 0")
+
+    @property
+    def custom_mpi_options(self) -> str:
+        """Horovod: extra mpirun options SageMaker appends to its launch command."""
+        from training_entry.contract import HOROVOD_CYCLE_TIME_ENV, HOROVOD_FUSION_THRESHOLD_ENV
+
+        options = []
+        if self.fusion_threshold_bytes is not None:
+            options.append(f"-x {HOROVOD_FUSION_THRESHOLD_ENV}={self.fusion_threshold_bytes}")
+        if self.cycle_time_ms is not None:
+            options.append(f"-x {HOROVOD_CYCLE_TIME_ENV}={self.cycle_time_ms:g}")
+        return " ".join(options)
+
+    def s3_uri(self, *parts: str) -> str:
+        return "s3://" + "/".join([self.bucket, self.prefix, *parts])
+
+
+# Environment variables that set a field (the CLI's flags take precedence over these).
+ENV_PREFIX = "TRAINPIPE_"
+
+
+def from_environment(base: Settings | None = None, environ=os.environ) -> Settings:
+    """``base`` with every field that has a TRAINPIPE_<FIELD> variable set overridden."""
+    base = base or Settings()
+    changes = {}
+    for f in fields(Settings):
+        raw = environ.get(ENV_PREFIX + f.name.upper())
+        if raw is None or f.name == "tags":
+            continue
+        current = getattr(base, f.name)
+        if isinstance(current, bool) or f.name in ("network_isolation", "fp16_allreduce", "use_spot"):
+            changes[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
+        elif f.name in ("fusion_threshold_bytes", "seed", "max_run_seconds"):
+            changes[f.name] = int(raw)
+        elif f.name == "cycle_time_ms":
+            changes[f.name] = float(raw)
+        else:
+            changes[f.name] = raw
+    if "region" not in changes and environ.get("AWS_REGION"):
+        changes["region"] = environ["AWS_REGION"]
+    return replace(base, **changes)

@@ -1,0 +1,104 @@
+"""The training container's contract with ``pipeline/``: every shared name, defined once.
+
+Imported by the entrypoints inside the SageMaker containers and by ``pipeline/`` when it builds
+the definition or runs it locally. Standard library only, Python 3.10 syntax (the TF 2.14
+training image is py310).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+
+# SageMaker: every container path lives under /opt/ml. The training toolkit lets
+# SAGEMAKER_BASE_DIR move that root; the local runner uses it to give each simulated host its
+# own tree, and our processing and evaluation scripts honour it the same way.
+BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
+CONTAINER_BASE_DIR = "/opt/ml"
+
+
+def container_path(path: str) -> str:
+    """Where an ``/opt/ml/...`` path is in this container (honours ``SAGEMAKER_BASE_DIR``)."""
+    base = os.environ.get(BASE_DIR_ENV)
+    if base and (path == CONTAINER_BASE_DIR or path.startswith(CONTAINER_BASE_DIR + "/")):
+        return base.rstrip("/") + path[len(CONTAINER_BASE_DIR) :]
+    return path
+
+
+# --- Training container paths (SageMaker: the training container contract) ---------------
+INPUT_CONFIG_DIR = "/opt/ml/input/config"
+INPUT_DATA_DIR = "/opt/ml/input/data"
+MODEL_DIR = "/opt/ml/model"
+OUTPUT_DIR = "/opt/ml/output"
+FAILURE_FILE = "/opt/ml/output/failure"
+CHECKPOINT_DIR = "/opt/ml/checkpoints"  # SageMaker: CheckpointConfig.LocalPath default
+# TF Serving loads numbered versions: /opt/ml/model/1 is servable as it stands.
+MODEL_VERSION = "1"
+
+# --- Entry point file and channel names ----------------------------------------------------
+ENTRY_POINT = "train.py"
+CHANNEL_TRAIN = "train"
+CHANNEL_VALIDATION = "validation"
+# Record counts of every shard (written by processing), always File + FullyReplicated, so
+# every rank can work out the same number of steps per epoch without reading the data.
+CHANNEL_MANIFEST = "manifest"
+# Optional starting weights (a previous model.tar.gz or a SavedModel/weights directory).
+CHANNEL_INIT = "init"
+DATA_CHANNELS = (CHANNEL_TRAIN, CHANNEL_VALIDATION)
+
+INPUT_MODES = ("File", "Pipe", "FastFile")
+DISTRIBUTIONS = ("FullyReplicated", "ShardedByS3Key")
+
+# --- Hyperparameters: the names the definition sends, ``--name value`` in the container -----
+HP_EPOCHS = "epochs"
+HP_BATCH_SIZE = "batch-size"  # per worker
+HP_BASE_LEARNING_RATE = "base-learning-rate"  # per worker, before scaling by hvd.size()
+HP_WARMUP_EPOCHS = "warmup-epochs"
+HP_SEED = "seed"
+HP_MIXED_PRECISION = "mixed-precision"
+HP_FP16_ALLREDUCE = "fp16-allreduce"
+MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
+
+# Horovod: knobs passed to every rank through the MPI launch (custom_mpi_options, -x NAME=V).
+HOROVOD_FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"
+HOROVOD_CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
+
+# --- Metrics: the log line rank 0 prints once per epoch, and the regexes that read it -------
+# Keys are chosen so that no key is a substring of another ("loss=" would also match inside
+# "val_loss="). No "^" anchors: MPI prefixes every line with its rank tag.
+METRIC_LINE_PREFIX = "trainpipe-metrics"
+METRIC_KEYS = {
+    "loss": "train_loss",
+    "accuracy": "train_accuracy",
+    "val_loss": "val_loss",
+    "val_accuracy": "val_accuracy",
+    "throughput": "samples_per_sec",
+}
+_NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+METRIC_DEFINITIONS = [
+    {"Name": name, "Regex": f"{METRIC_LINE_PREFIX}.* {key}=({_NUMBER})"}
+    for name, key in METRIC_KEYS.items()
+]
+
+
+def format_metric_line(epoch: int, metrics: dict[str, float]) -> str:
+    """The one line per epoch that ``METRIC_DEFINITIONS`` match (metric names as keys)."""
+    unknown = set(metrics) - set(METRIC_KEYS)
+    if unknown:
+        raise ValueError(f"unknown metric(s) {sorted(unknown)}; known: {sorted(METRIC_KEYS)}")
+    parts = [f"{METRIC_LINE_PREFIX} epoch={epoch}"]
+    for name, key in METRIC_KEYS.items():
+        if name in metrics and metrics[name] is not None and math.isfinite(metrics[name]):
+            parts.append(f"{key}={metrics[name]:.6g}")
+    return " ".join(parts)
+
+
+def parse_metric_line(line: str) -> dict[str, float]:
+    """Apply ``METRIC_DEFINITIONS`` to one log line, as SageMaker does: {metric name: value}."""
+    found = {}
+    for definition in METRIC_DEFINITIONS:
+        match = re.search(definition["Regex"], line)
+        if match:
+            found[definition["Name"]] = float(match.group(1))
+    return found

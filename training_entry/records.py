@@ -1,0 +1,228 @@
+"""The data format between processing, training and evaluation, defined once.
+
+- Examples: ``tf.train.Example`` with ``FEATURE_X`` (float list) and ``FEATURE_Y`` (int64).
+- Shards: TFRecord files named ``<split>-<index>-of-<count>.tfrecord``, so that sorted keys
+  give host i the shards i, i+N, ... under ShardedByS3Key (see ``assign_shards``).
+- Manifest: ``<split>.json`` with every shard's name and record count.
+- TFRecord framing: ``uint64 length, uint32 masked_crc32c(length), data,
+  uint32 masked_crc32c(data)``, little-endian. ``read_records`` streams it from any binary
+  file object (a FIFO included: it never seeks, unlike ``tf.data.TFRecordDataset``, whose
+  pread fails on a pipe with "Illegal seek") and checks both CRCs.
+
+Standard library only (``google_crc32c`` is used when installed: it is ~100x faster).
+Python 3.10 syntax: this module runs in SageMaker's TF 2.14 py310 containers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+FEATURE_X = "x"
+FEATURE_Y = "y"
+SHARD_SUFFIX = ".tfrecord"
+_SHARD_RE = re.compile(r"^(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$")
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}{SHARD_SUFFIX}"
+
+
+def is_shard_name(name: str) -> bool:
+    return bool(_SHARD_RE.match(name))
+
+
+def manifest_name(split: str) -> str:
+    return f"{split}.json"
+
+
+# --- Which rank reads what -----------------------------------------------------------------
+def host_objects(keys: Sequence[str], host_index: int, host_count: int) -> list[str]:
+    """SageMaker: ShardedByS3Key gives each host ~1/N of the objects. AWS does not document
+    the rule; we use sorted keys, host i taking positions i, i+N, ... (the local runner's
+    feeder and stager use this same function)."""
+    if host_count < 1 or not 0 <= host_index < host_count:
+        raise ValueError(f"host {host_index} of {host_count} does not exist")
+    return sorted(keys)[host_index::host_count]
+
+
+def assign_shards(
+    shards: Sequence[str],
+    distribution: str,
+    host_index: int,
+    host_count: int,
+    local_rank: int,
+    local_size: int,
+) -> list[str]:
+    """The shards one rank reads, in the order its host sees them.
+
+    FullyReplicated: every host holds every shard; global rank r takes shards r, r+W, ...
+    ShardedByS3Key: the host holds only its share; its local ranks split that share.
+    """
+    world_size = host_count * local_size
+    if distribution == "FullyReplicated":
+        rank = host_index * local_size + local_rank
+        return sorted(shards)[rank::world_size]
+    if distribution == "ShardedByS3Key":
+        return host_objects(shards, host_index, host_count)[local_rank::local_size]
+    raise ValueError(
+        f"unknown S3DataDistributionType {distribution!r}; use FullyReplicated or ShardedByS3Key"
+    )
+
+
+# --- Manifest ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Manifest:
+    split: str
+    num_features: int
+    num_classes: int
+    shards: dict[str, int]  # shard name -> record count
+
+    @property
+    def total_records(self) -> int:
+        return sum(self.shards.values())
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "split": self.split,
+                "num_features": self.num_features,
+                "num_classes": self.num_classes,
+                "total_records": self.total_records,
+                "shards": [{"name": n, "records": c} for n, c in sorted(self.shards.items())],
+            },
+            indent=2,
+        )
+
+    @classmethod
+    def load(cls, path: str) -> Manifest:
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+            return cls(
+                split=doc["split"],
+                num_features=int(doc["num_features"]),
+                num_classes=int(doc["num_classes"]),
+                shards={s["name"]: int(s["records"]) for s in doc["shards"]},
+            )
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"manifest {path} is missing: the processing step writes one per split"
+            ) from None
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"manifest {path} is malformed ({e!r}); re-run processing") from e
+
+
+# --- CRC32C --------------------------------------------------------------------------------
+def _make_table() -> list[int]:
+    table = []
+    for i in range(256):
+        crc = i
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_TABLE = _make_table()
+
+
+def _crc32c_python(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    table = _TABLE
+    for byte in data:
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+try:  # C implementation with SSE4.2 where present
+    from google_crc32c import value as _crc32c_c
+except ImportError:  # pragma: no cover - depends on the container
+    _crc32c_c = None
+
+crc32c = _crc32c_c or _crc32c_python
+CRC_IMPLEMENTATION = "google_crc32c" if _crc32c_c else "python"
+
+
+def masked_crc32c(data: bytes) -> int:
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+# --- TFRecord framing ------------------------------------------------------------------------
+_LEN = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+
+
+class RecordError(ValueError):
+    """A TFRecord stream is truncated or corrupt; the message names the source and offset."""
+
+
+def frame_record(data: bytes) -> bytes:
+    length = _LEN.pack(len(data))
+    return length + _CRC.pack(masked_crc32c(length)) + data + _CRC.pack(masked_crc32c(data))
+
+
+def write_records(path: str, records: Sequence[bytes]) -> None:
+    """Write a TFRecord file atomically (a reader never sees half a shard)."""
+    tmp = f"{path}.partial"
+    with open(tmp, "wb") as f:
+        for data in records:
+            f.write(frame_record(data))
+    os.replace(tmp, path)
+
+
+def read_records(stream, source: str, verify: bool = True) -> Iterator[bytes]:
+    """Yield each record's payload from a binary stream, reading sequentially to EOF.
+
+    ``source`` names the stream in errors (a shard path or a FIFO). A stream that ends
+    between records is fine; one that ends inside a record, or whose CRC does not match,
+    raises ``RecordError`` with the byte offset of the bad record.
+    """
+    offset = 0
+    read = stream.read
+    while True:
+        header = _read_exactly(read, 12)
+        if not header:
+            return
+        if len(header) < 12:
+            raise RecordError(f"{source}: truncated record header at byte offset {offset}")
+        (length,) = _LEN.unpack_from(header)
+        if verify and _CRC.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
+            raise RecordError(f"{source}: corrupt record length (CRC mismatch) at byte offset {offset}")
+        body = _read_exactly(read, length + 4)
+        if len(body) < length + 4:
+            raise RecordError(
+                f"{source}: truncated record at byte offset {offset} "
+                f"(expected {length + 16} bytes, got {len(body) + 12})"
+            )
+        data = body[:length]
+        if verify and _CRC.unpack_from(body, length)[0] != masked_crc32c(data):
+            raise RecordError(f"{source}: corrupt record data (CRC mismatch) at byte offset {offset}")
+        yield data
+        offset += length + 16
+
+
+def _read_exactly(read, size: int) -> bytes:
+    """``read`` until ``size`` bytes or EOF: a pipe returns short reads."""
+    chunk = read(size)
+    if len(chunk) == size or not chunk:
+        return chunk
+    parts = [chunk]
+    got = len(chunk)
+    while got < size:
+        chunk = read(size - got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def read_file_records(path: str, verify: bool = True) -> Iterator[bytes]:
+    with open(path, "rb", buffering=1 << 20) as f:
+        yield from read_records(f, path, verify)
