@@ -43,6 +43,7 @@ from sagemaker.workflow.steps import CacheConfig, ProcessingStep, TrainingStep
 from evaluation import report
 from pipeline import parameters as P
 from pipeline.bundles import SOURCEDIR_ARCHIVE, all_bundles
+from pipeline.default_data import DIGITS_RECORDS
 from pipeline.session import OfflinePipelineSession
 from pipeline.settings import (
     FRAMEWORK_VERSION,
@@ -63,8 +64,6 @@ STEP_FAIL = "AccuracyTooLow"
 STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL)
 
 _SDK_PARAMETER = {str: ParameterString, int: ParameterInteger, float: ParameterFloat}
-# Default data: the size of the embedded data set, so impossible shard counts fail at build.
-DIGITS_RECORDS = 1797
 
 
 def _sdk_parameters(values: Mapping[str, object]) -> dict:

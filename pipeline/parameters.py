@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from pipeline.errors import UserError
 from pipeline.instances import gpus_per_instance
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 
 
-class ParameterError(ValueError):
+class ParameterError(UserError, ValueError):
     """A parameter value or combination that cannot work; the message says how to fix it."""
 
 

@@ -1,0 +1,52 @@
+"""``trainpipe``: the command line. Each command lives in ``pipeline/commands/<name>.py`` and
+registers itself through ``register(subparsers)``; this module only dispatches and turns
+expected errors (bad parameters, missing settings) into one clear line and a non-zero exit.
+
+    trainpipe definition [-p Name=Value ...]     print the pipeline definition JSON (offline)
+    trainpipe run --local [-p Name=Value ...]    run the whole pipeline on this machine
+    python -m pipeline ...                        the same
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import traceback
+
+from pipeline.errors import UserError
+
+# Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
+COMMAND_MODULES = ("pipeline.commands.definition",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trainpipe",
+        description="Horovod/MPI TensorFlow training pipelines for SageMaker, runnable locally.",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as error:
+        print(f"trainpipe {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"trainpipe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        # A bug, not bad input: the full traceback, on stderr (the SDK installs a rich
+        # excepthook that would print it to stdout, mixed into the definition JSON).
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

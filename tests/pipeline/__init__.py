@@ -1,0 +1,4 @@
+"""Tests of pipeline/: parameters, settings, bundles, the definition, the CLI.
+
+    .venv/bin/pytest tests/pipeline -q
+"""
