@@ -12,6 +12,7 @@
 #      by everything it was compiled against, so a second install skips the ~2-6 minute build.
 #   4. A check that Horovod runs over MPI with TensorFlow.
 set -euo pipefail
+export TF_CPP_MIN_LOG_LEVEL=2  # keep TensorFlow's start-up banner out of the install log
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
