@@ -1,0 +1,191 @@
+"""End to end: ``mpirun -np 2`` on training_entry/train.py against per-host /opt/ml trees.
+
+Each run takes ~10-25 s on two cores (one TF thread per rank). See ``helpers`` for how the
+trees, the SM_* environment and the Pipe FIFOs are made.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.training_entry import helpers
+from tests.training_entry.helpers import make_job, model_accuracy, run_job, start_feeders, start_job
+from training_entry import contract
+from training_entry.model import build_model, save_for_serving
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun"),
+]
+MIN_ACCURACY = 0.85
+
+
+@pytest.fixture(scope="module")
+def splits(tmp_path_factory):
+    """Digits through processing: 2 shards per split (one per rank of a 2-rank job)."""
+    return helpers.make_splits(tmp_path_factory.mktemp("digits"), shard_count=2)
+
+
+def _tail(result) -> str:
+    return result.output[-4000:]
+
+
+def _check_trained(job, result, epochs: int, first_epoch: int = 1):
+    assert result.returncode == 0, _tail(result)
+    lines = result.metric_lines()
+    assert [line.split("<")[0] for line in lines] == ["[1,0]"] * len(lines), "only rank 0 prints metrics"
+    assert len(lines) == epochs - first_epoch + 1, _tail(result)
+    for epoch, line in zip(range(first_epoch, epochs + 1), lines, strict=True):
+        assert f"epoch={epoch} " in line
+        metrics = contract.parse_metric_line(line)
+        assert set(metrics) == set(contract.METRIC_KEYS), line
+        assert metrics["throughput"] > 0
+    chief, *others = job.hosts
+    assert sorted(os.listdir(job.model_dir(chief))) == [contract.MODEL_VERSION]
+    assert (job.model_dir(chief) / "1" / "saved_model.pb").is_file()
+    assert sorted(os.listdir(job.checkpoint_dir(chief))) == [
+        f"epoch-{e:06d}" for e in range(max(epochs - 1, 1), epochs + 1)
+    ]
+    for host in others:  # nothing but rank 0 writes model/ or checkpoints/
+        assert os.listdir(job.model_dir(host)) == []
+        assert os.listdir(job.checkpoint_dir(host)) == []
+    for host in job.hosts:
+        assert not job.failure_file(host).exists()
+
+
+def test_file_mode_one_host_two_ranks(splits, tmp_path):
+    job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="File", epochs=3)
+    result = run_job(job)
+    _check_trained(job, result, epochs=3)
+    assert model_accuracy(job.model_dir(), splits["test"]) >= MIN_ACCURACY
+
+
+def test_file_mode_two_hosts_fully_replicated_from_the_bundle(splits, tmp_path):
+    """Also: the bundle's root train.py, run from code/ as the toolkit does, imports the
+    bundled training_entry package."""
+    job = make_job(tmp_path, splits, hosts=2, ranks_per_host=1, mode="FastFile",
+                   distribution="FullyReplicated", epochs=2, from_bundle=True)
+    result = run_job(job)
+    _check_trained(job, result, epochs=2)
+    assert "2 ranks (2 host(s) x 1); train FastFile/FullyReplicated" in result.output
+
+
+def test_pipe_mode_one_host_two_ranks(splits, tmp_path):
+    """Local rank 0 reads the host's FIFO and hands rank 1 its records."""
+    job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="Pipe", epochs=3)
+    feeders = start_feeders(job, passes=4)
+    try:
+        result = run_job(job)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    _check_trained(job, result, epochs=3)
+    # One pass per epoch and channel, each read to EOF; the 4th FIFO is never opened.
+    assert [(f.channel, f.fed, f.closed_early, f.errors) for f in feeders] == [
+        ("train", 3, 0, []), ("validation", 3, 0, [])]
+    assert model_accuracy(job.model_dir(), splits["test"]) >= MIN_ACCURACY
+
+
+def test_pipe_mode_two_hosts_sharded(splits, tmp_path):
+    job = make_job(tmp_path, splits, hosts=2, ranks_per_host=1, mode="Pipe",
+                   distribution="ShardedByS3Key", epochs=2)
+    feeders = start_feeders(job, passes=2)
+    try:
+        result = run_job(job)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    _check_trained(job, result, epochs=2)
+    assert [(f.fed, f.closed_early) for f in feeders] == [(2, 0)] * 4
+    assert [len(f.objects) for f in feeders] == [1] * 4  # each host streams only its shard
+
+
+def test_mixed_float16_fp16_allreduce_and_init_weights(splits, tmp_path):
+    init = tmp_path / "init-model"
+    save_for_serving(build_model(64, 10), str(init), "1")
+    job = make_job(tmp_path / "job", splits, mode="File", epochs=1, mixed_precision="mixed_float16",
+                   fp16_allreduce=True, init=init)
+    result = run_job(job)
+    _check_trained(job, result, epochs=1)
+    assert f"initial weights from saved_model {job.base()}/input/data/init/1" in result.output
+
+
+@pytest.mark.parametrize(
+    ("mode", "fail_at", "abort_flag"),
+    [("File", "1:5", True),  # a worker fails; mpirun told to abort on non-zero status
+     ("Pipe", "0:25", False)],  # the rank reading the host's FIFO fails; default mpirun
+)
+def test_a_failing_rank_ends_the_job_with_its_reason(splits, tmp_path, mode, fail_at, abort_flag):
+    job = make_job(tmp_path, splits, mode=mode, epochs=3)
+    feeders = start_feeders(job, passes=3) if mode == "Pipe" else []
+    try:
+        result = run_job(job, timeout=60, extra_env={"TRAINPIPE_TEST_FAIL_AT_STEP": fail_at},
+                         abort_on_failure=abort_flag)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    rank, step = fail_at.split(":")
+    assert result.returncode != 0
+    assert job.failure_file().read_text() == (
+        f"RuntimeError: TRAINPIPE_TEST_FAIL_AT_STEP: injected failure before step {step} "
+        f"[rank {rank} of 2 on algo-1]")
+    assert not (job.model_dir() / "1").exists()
+
+
+def test_a_killed_job_resumes_from_its_last_checkpoint(splits, tmp_path):
+    """Pipe mode lets the test hold the job after exactly two epochs: the feeder stops."""
+    job = make_job(tmp_path, splits, mode="Pipe", epochs=3)
+    feeders = start_feeders(job, passes=2)
+    proc = start_job(job, tmp_path / "first.log")
+    try:
+        deadline = time.monotonic() + 120
+        while not (job.checkpoint_dir() / "epoch-000002").exists():
+            assert proc.poll() is None, (tmp_path / "first.log").read_text()[-4000:]
+            assert time.monotonic() < deadline, "no checkpoint after 2 epochs"
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the job's own process group (start_new_session)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        for feeder in feeders:
+            feeder.stop()
+    assert not (job.model_dir() / "1").exists()
+
+    # SageMaker: the retried job gets a fresh input directory (FIFOs from _0 again) and the
+    # checkpoints restored from S3; here the tree is reused, so clear the old FIFOs.
+    for fifo in job.fifo_dir(job.hosts[0]).glob("*_[0-9]*"):
+        fifo.unlink()
+    feeders = start_feeders(job, passes=1)
+    try:
+        result = run_job(job)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    assert f"resuming from {job.checkpoint_dir()}/epoch-000002: 2 of 3 epochs done" in result.output
+    _check_trained(job, result, epochs=3, first_epoch=3)
+    assert [f.fed for f in feeders] == [1, 1]
+
+
+def test_an_empty_channel_fails_the_job_with_one_line(splits, tmp_path):
+    job = make_job(tmp_path, splits, mode="File", epochs=1)
+    train_dir = job.base() / "input" / "data" / "train"
+    for shard in train_dir.iterdir():
+        shard.unlink()
+    result = run_job(job, timeout=60)
+    assert result.returncode != 0
+    reason = job.failure_file().read_text()
+    assert re.fullmatch(
+        rf"channel 'train': {train_dir} is empty of TFRecord shards \(it holds nothing\); expected "
+        rf"names like train-00000-of-00002\.tfrecord from the processing step \[rank [01] of 2 on algo-1\]",
+        reason,
+    ), reason

@@ -1,0 +1,113 @@
+"""Our Keras callbacks: the learning-rate schedule, per-epoch checkpoints, the metric line,
+and a test-only fault injector. Horovod's own callbacks come from ``hvd.callbacks``.
+
+Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import tensorflow as tf
+
+from training_entry import checkpoints, contract, schedule
+
+FAIL_AT_STEP_ENV = "TRAINPIPE_TEST_FAIL_AT_STEP"  # "<rank>:<step>", tests only
+
+
+class LearningRateSchedule(tf.keras.callbacks.Callback):
+    """Sets the optimizer's rate before every step from the global (fractional) epoch, so a
+    resumed run (Keras passes the real epoch index from ``initial_epoch`` on) continues on
+    the same curve."""
+
+    def __init__(self, base: float, size: int, warmup_epochs: float, steps_per_epoch: int):
+        super().__init__()
+        self.base = base
+        self.size = size
+        self.warmup_epochs = warmup_epochs
+        self.steps_per_epoch = steps_per_epoch
+        self.epoch = 0
+        self.last = None
+
+    def rate(self, epoch: int, step: int) -> float:
+        position = schedule.global_epoch(epoch, step, self.steps_per_epoch)
+        return schedule.learning_rate(position, self.base, self.size, self.warmup_epochs)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_begin(self, batch, logs=None):
+        lr = self.rate(self.epoch, batch)
+        if lr != self.last:  # constant after warm-up: skip the variable write
+            tf.keras.backend.set_value(self.model.optimizer.learning_rate, lr)
+            self.last = lr
+
+
+class EpochCheckpoint(tf.keras.callbacks.Callback):
+    """Rank 0: after every epoch, write the training state (see ``checkpoints``)."""
+
+    def __init__(self, checkpoint: tf.train.Checkpoint, epoch_counter: tf.Variable, root: str, log):
+        super().__init__()
+        self.checkpoint = checkpoint
+        self.epoch_counter = epoch_counter
+        self.root = root
+        self.log = log
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch_counter.assign(epoch + 1)
+        path = checkpoints.save(self.checkpoint, self.root, epoch + 1)
+        self.log(f"checkpoint {path}")
+
+
+class MetricLine(tf.keras.callbacks.Callback):
+    """Rank 0: the line SageMaker's metric regexes read, once per epoch. Runs after
+    MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
+    every rank's samples over the epoch's training time (validation excluded)."""
+
+    def __init__(self, global_batch: int, steps_per_epoch: int):
+        super().__init__()
+        self.global_batch = global_batch
+        self.steps_per_epoch = steps_per_epoch
+        self.started = 0.0
+        self.trained = 0.0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.started = time.perf_counter()
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.trained = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        seconds = max(self.trained - self.started, 1e-9)
+        metrics = {name: float(logs[name]) for name in contract.METRIC_KEYS if name in logs}
+        metrics["throughput"] = self.global_batch * self.steps_per_epoch / seconds
+        print(contract.format_metric_line(epoch + 1, metrics), flush=True)
+
+
+class FailAtStep(tf.keras.callbacks.Callback):
+    """Test hook: raise before this process's ``step``-th training step (1-based, counted
+    from the start of this job)."""
+
+    def __init__(self, step: int):
+        super().__init__()
+        self.step = step
+        self.count = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.count += 1
+        if self.count == self.step:
+            raise RuntimeError(f"{FAIL_AT_STEP_ENV}: injected failure before step {self.step}")
+
+
+def fault_injection(rank: int, env=None) -> list[tf.keras.callbacks.Callback]:
+    env = os.environ if env is None else env
+    spec = env.get(FAIL_AT_STEP_ENV)
+    if not spec:
+        return []
+    try:
+        target_rank, step = (int(part) for part in spec.split(":"))
+    except ValueError:
+        raise ValueError(f"{FAIL_AT_STEP_ENV}={spec!r}: expected <rank>:<step>") from None
+    return [FailAtStep(step)] if target_rank == rank else []

@@ -1,0 +1,395 @@
+"""Input pipelines: which records each rank reads, how many steps every rank runs, tf.data.
+
+The one rule for who reads what is ``records.assign_shards``. Every rank computes the same
+plan from the manifest channel (record counts of every shard), so all ranks agree on the
+number of steps per epoch without reading any data or talking to each other: the minimum
+over ranks of floor(records of the rank / batch size). Unequal step counts are the classic
+Horovod deadlock (horovod#2083): the rank with more batches waits forever in an allreduce.
+For the same reason no input pipeline here can run short: File mode repeats its shards, Pipe
+mode raises when a stream holds fewer records than the manifest promised.
+
+- File / FastFile: the rank's shards in the channel directory, read with TFRecordDataset.
+- Pipe: one FIFO per pass (see ``pipe``); ``sagemaker_tensorflow.PipeModeDataset`` when it
+  is installed (SageMaker's TF images) and the rank is alone on its host, else our reader.
+
+Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import tensorflow as tf
+
+from training_entry import examples, pipe, records
+from training_entry.config import Channel, Hosts
+from training_entry.failure import UserError, cleanup_on_failure, note_cause
+
+SHUFFLE_BUFFER = 10_000
+
+
+class DataError(UserError):
+    """The channels do not hold what the manifest and the job's layout need."""
+
+
+# --- Where this rank sits ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """This rank's place among SageMaker hosts (not MPI's view of the machine)."""
+
+    host_index: int
+    host_count: int
+    local_rank: int
+    local_size: int
+
+    @property
+    def world_size(self) -> int:
+        return self.host_count * self.local_size
+
+
+def layout_from_peers(hosts: Hosts, rank: int, host_of_rank: Sequence[str]) -> Layout:
+    """Local rank/size among the ranks that report the same SageMaker host.
+
+    ``host_of_rank[r]``: SM_CURRENT_HOST of Horovod rank r (an allgather). On SageMaker this
+    equals ``hvd.local_rank()/local_size()``; the local runner simulates several hosts on one
+    machine, where MPI sees a single host, so we count by the SageMaker host names.
+    """
+    counts = Counter(host_of_rank)
+    unknown = sorted(set(counts) - set(hosts.hosts))
+    if unknown:
+        raise DataError(f"ranks report hosts {unknown} that are not in the job's hosts {list(hosts.hosts)}")
+    idle = [h for h in hosts.hosts if h not in counts]
+    if idle:
+        raise DataError(
+            f"no training process runs on host(s) {idle} of {list(hosts.hosts)}: their data "
+            f"would never be read; launch processes_per_host ranks on every host"
+        )
+    if len(set(counts.values())) != 1:
+        raise DataError(f"hosts run different numbers of ranks ({dict(counts)}); every host must run the same number")
+    me = host_of_rank[rank]
+    local_rank = sum(1 for r in range(rank) if host_of_rank[r] == me)
+    return Layout(hosts.hosts.index(me), len(hosts.hosts), local_rank, counts[me])
+
+
+# --- The plan: shards, stream routing, steps ---------------------------------------------------
+@dataclass(frozen=True)
+class ChannelPlan:
+    channel: Channel
+    manifest: records.Manifest
+    layout: Layout
+    batch_size: int
+    steps: int  # per epoch, identical on every rank
+    my_shards: tuple[str, ...]  # this rank's shards (assign_shards order)
+    stream: tuple[tuple[str, int], ...]  # Pipe: this host's objects in stream order, with counts
+    owners: tuple[int | None, ...]  # Pipe: the local rank that reads each stream object
+
+    @property
+    def quota(self) -> int:
+        """Records each rank uses per pass: exactly steps x batch."""
+        return self.steps * self.batch_size
+
+    def router(self) -> pipe.RecordRouter:
+        return pipe.RecordRouter(self.stream, self.owners)
+
+
+def rank_shards(manifest: records.Manifest, distribution: str, layout: Layout, host_index: int,
+                local_rank: int) -> list[str]:
+    return records.assign_shards(
+        list(manifest.shards), distribution, host_index, layout.host_count, local_rank, layout.local_size
+    )
+
+
+def host_stream(manifest: records.Manifest, distribution: str, host_index: int, host_count: int) -> list[str]:
+    """SageMaker: the objects a host receives, in the order a Pipe stream carries them."""
+    names = sorted(manifest.shards)
+    if distribution == "ShardedByS3Key":
+        return records.host_objects(names, host_index, host_count)
+    return names
+
+
+def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layout, batch_size: int,
+                    channel: str) -> int:
+    """min over all ranks of floor(records of the rank / batch); the same on every rank."""
+    world = layout.world_size
+    fewest = None
+    for host_index in range(layout.host_count):
+        for local_rank in range(layout.local_size):
+            shards = rank_shards(manifest, distribution, layout, host_index, local_rank)
+            rank = host_index * layout.local_size + local_rank
+            if not shards:
+                raise DataError(
+                    f"channel {channel!r}: {len(manifest.shards)} shard(s) for {world} ranks "
+                    f"({layout.host_count} host(s) x {layout.local_size}) under {distribution}: "
+                    f"rank {rank} gets none; re-run processing with --instance-count x "
+                    f"--processes-per-host = {layout.host_count} x {layout.local_size}"
+                )
+            count = sum(manifest.shards[s] for s in shards)
+            if fewest is None or count < fewest[0]:
+                fewest = (count, rank, len(shards))
+    count, rank, shard_count = fewest
+    steps = count // batch_size
+    if steps == 0:
+        raise DataError(
+            f"channel {channel!r}: batch-size {batch_size} is larger than the {count} records "
+            f"rank {rank} reads per epoch ({shard_count} shard(s)); lower batch-size to at most "
+            f"{count} or give each rank more records"
+        )
+    return steps
+
+
+def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, batch_size: int) -> ChannelPlan:
+    steps = steps_per_epoch(manifest, channel.distribution, layout, batch_size, channel.name)
+    mine = rank_shards(manifest, channel.distribution, layout, layout.host_index, layout.local_rank)
+    stream = host_stream(manifest, channel.distribution, layout.host_index, layout.host_count)
+    owner_of = {
+        shard: local_rank
+        for local_rank in range(layout.local_size)
+        for shard in rank_shards(manifest, channel.distribution, layout, layout.host_index, local_rank)
+    }
+    return ChannelPlan(
+        channel=channel,
+        manifest=manifest,
+        layout=layout,
+        batch_size=batch_size,
+        steps=steps,
+        my_shards=tuple(mine),
+        stream=tuple((name, manifest.shards[name]) for name in stream),
+        owners=tuple(owner_of.get(name) for name in stream),
+    )
+
+
+def load_manifest(manifest_channel: Channel, split: str) -> records.Manifest:
+    path = os.path.join(manifest_channel.directory, records.manifest_name(split))
+    try:
+        manifest = records.Manifest.load(path)
+    except FileNotFoundError:
+        present = sorted(os.listdir(manifest_channel.directory)) if os.path.isdir(manifest_channel.directory) else None
+        where = f"it holds {present}" if present is not None else "the directory does not exist"
+        raise DataError(
+            f"channel {manifest_channel.name!r}: {path} is missing ({where}); the processing "
+            f"step writes <split>.json for every split into its 'manifest' output"
+        ) from None
+    except ValueError as e:
+        raise DataError(str(e)) from None
+    if manifest.split != split:
+        raise DataError(f"{path} describes split {manifest.split!r}, not {split!r}")
+    if not manifest.shards:
+        raise DataError(f"{path} lists no shards: the {split!r} split is empty; re-run processing")
+    return manifest
+
+
+# --- File / FastFile -----------------------------------------------------------------------------
+def file_shards(plan: ChannelPlan, hosts: Hosts) -> list[str]:
+    """Paths of this rank's shards, after checking the directory holds what the plan says."""
+    channel = plan.channel
+    if not os.path.isdir(channel.directory):
+        raise DataError(
+            f"channel {channel.name!r}: {channel.directory} does not exist; SageMaker downloads "
+            f"{channel.mode}-mode channels there (check the channel's S3 URI)"
+        )
+    entries = sorted(os.listdir(channel.directory))
+    present = [n for n in entries if records.is_shard_name(n)]
+    if not present:
+        shown = ", ".join(entries[:5]) or "nothing"
+        raise DataError(
+            f"channel {channel.name!r}: {channel.directory} is empty of TFRecord shards (it "
+            f"holds {shown}); expected names like {records.shard_name(channel.name, 0, 2)} "
+            f"from the processing step"
+        )
+    stray = [n for n in present if n not in plan.manifest.shards]
+    if stray:
+        raise DataError(
+            f"channel {channel.name!r}: {stray[0]} in {channel.directory} is not in the "
+            f"{plan.manifest.split!r} manifest: the shards and the manifest come from different "
+            f"processing runs"
+        )
+    # FullyReplicated: every shard; ShardedByS3Key: this host's share (records.host_objects).
+    expected = {name for name, _ in plan.stream}
+    missing = sorted(expected - set(present))
+    if missing:
+        raise DataError(
+            f"channel {channel.name!r} ({channel.distribution}): host {hosts.current} "
+            f"({hosts.index + 1} of {hosts.count}) should hold {missing[0]}"
+            f"{f' and {len(missing) - 1} more' if len(missing) > 1 else ''} but "
+            f"{channel.directory} does not"
+        )
+    return [os.path.join(channel.directory, name) for name in plan.my_shards]
+
+
+def _file_records(paths: list[str]) -> tf.data.Dataset:
+    return tf.data.TFRecordDataset(paths, buffer_size=1 << 20)
+
+
+# --- What every input pipeline of this rank needs to know -----------------------------------
+@dataclass
+class InputContext:
+    hosts: Hosts
+    fifo_dir: str
+    config_dir: str
+    private_dir: str
+    num_features: int
+    seed: int
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+# --- Pipe ----------------------------------------------------------------------------------------
+def private_pipe_dir(run_id: str, host: str) -> str:
+    """Where local rank 0 hands other local ranks their records (one per host and job)."""
+    return os.path.join(tempfile.gettempdir(), f"trainpipe-pipes-{run_id}-{host}")
+
+
+def pipe_mode_dataset_available() -> bool:
+    """SageMaker: the TF training images ship sagemaker_tensorflow (a TF op library, only
+    built for TF <= 2.14 / Python <= 3.10); anything that does not import means our reader."""
+    try:
+        from sagemaker_tensorflow import PipeModeDataset  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class PipeReader:
+    """Makes one pass of a Pipe channel at a time for this rank, whatever the layout."""
+
+    def __init__(self, plan: ChannelPlan, fifo_dir: str, private_dir: str):
+        self.plan = plan
+        self.fifo_dir = fifo_dir
+        self.private_dir = private_dir
+        self.hint = pipe.staged_as_files_hint(fifo_dir, plan.channel.name)
+        layout = plan.layout
+        self.fifos = pipe.FifoSequence(fifo_dir, plan.channel.name)
+        self.demux = None
+        if layout.local_size > 1 and layout.local_rank == 0:
+            os.makedirs(private_dir, mode=0o700, exist_ok=True)
+            cleanup_on_failure(lambda: shutil.rmtree(private_dir, ignore_errors=True))
+            self.demux = pipe.HostPipeDemux(
+                self.fifos, plan.router(), layout.local_size, plan.quota, private_dir, hint=self.hint
+            )
+        self.passes = 0
+
+    def one_pass(self) -> Iterator[bytes]:
+        layout = self.plan.layout
+        index = self.passes
+        self.passes += 1
+        if self.demux is not None:
+            return self.demux.next_epoch()
+        if layout.local_size > 1:
+            path = pipe.private_fifo_path(self.private_dir, self.plan.channel.name, layout.local_rank, index)
+            # Local rank 0 verified the CRCs already. Wait longer than it waits for the
+            # SageMaker FIFO, so that when the platform's pipe never comes, local rank 0's
+            # error (naming that pipe) is the job's failure reason, not ours.
+            return pipe.read_epoch(path, self.plan.quota, verify=False, forwarded=True,
+                                   timeout=pipe.wait_seconds() + 60)
+        router = self.plan.router()
+        me = layout.local_rank
+        return pipe.read_epoch(
+            self.fifos.next_path(), self.plan.quota, keep=lambda i: router.owner(i) == me,
+            router=router, hint=self.hint,
+        )
+
+
+def _noting_causes(make: Callable[[], Iterator[bytes]]) -> Callable[[], Iterator[bytes]]:
+    def generate() -> Iterator[bytes]:
+        try:
+            yield from make()
+        except Exception as error:
+            note_cause(error)
+            raise
+
+    return generate
+
+
+def _pipe_mode_dataset_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """SageMaker's PipeModeDataset (C++ reader), one rank per host; keep this rank's records."""
+    from sagemaker_tensorflow import PipeModeDataset  # SageMaker: in the TF training images
+
+    # A fresh state dir for this job: the FIFO index must start at 0 in every job
+    # (PipeModeDataset keeps it in a file, which a reused tree would carry over).
+    state_dir = os.path.join(ctx.private_dir, f"pipe-state-{plan.channel.name}")
+    os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    cleanup_on_failure(lambda: shutil.rmtree(ctx.private_dir, ignore_errors=True))
+    ds = PipeModeDataset(
+        plan.channel.name, record_format="TFRecord", state_dir=state_dir, pipe_dir=ctx.fifo_dir,
+        config_dir=ctx.config_dir,
+    )
+    owners = plan.owners
+    if not all(o == plan.layout.local_rank for o in owners):
+        ends = []
+        total = 0
+        for _, count in plan.stream:
+            total += count
+            ends.append(total)
+        ends_t = tf.constant(ends, dtype=tf.int64)
+        mine_t = tf.constant([o == plan.layout.local_rank for o in owners])
+
+        def is_mine(index, _record):
+            return tf.gather(mine_t, tf.searchsorted(ends_t, [index], side="right")[0])
+
+        ds = ds.enumerate().filter(is_mine).map(lambda _index, record: record)
+    # assert_cardinality fails the pass if the stream runs short (a short rank would deadlock
+    # the others).
+    return ds.take(plan.quota).apply(tf.data.experimental.assert_cardinality(plan.quota))
+
+
+def _pipe_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """Each iterator of the returned dataset is one pass: the channel's next FIFO, exactly
+    ``plan.quota`` records of this rank."""
+    if plan.layout.local_size == 1 and pipe_mode_dataset_available():
+        return _pipe_mode_dataset_pass(plan, ctx)
+    reader = PipeReader(plan, ctx.fifo_dir, ctx.private_dir)
+    return tf.data.Dataset.from_generator(
+        _noting_causes(reader.one_pass), output_signature=tf.TensorSpec(shape=(), dtype=tf.string)
+    )
+
+
+def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """Keras makes a second iterator when a dataset's cardinality equals steps_per_epoch
+    (keras DataHandler.enumerate_epochs); for a Pipe channel every iterator may open the
+    next FIFO. An unknown cardinality makes Keras keep exactly one."""
+    return ds.filter(lambda *_: True)
+
+
+# --- The datasets Keras gets ------------------------------------------------------------------
+def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
+    """``epochs`` epochs of exactly ``plan.steps`` batches each, as one dataset (one iterator)."""
+    if plan.channel.is_pipe:
+        # Shuffle within a pass, then repeat: each repetition is a new iterator of the pass
+        # dataset, i.e. the next FIFO. A shuffle buffer spanning passes would hold epoch k
+        # back until pass k+1 arrives (a feeder that creates pipes one by one would hang).
+        ds = _pipe_pass(plan, ctx).shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed)
+        ds = _hide_cardinality(ds.repeat(epochs))
+        # tf.data would otherwise fuse shuffle + repeat into one op that fills its buffer
+        # from the next repetition: the same cross-pass wait.
+        options = tf.data.Options()
+        options.experimental_optimization.shuffle_and_repeat_fusion = False
+        ds = ds.with_options(options)
+    else:
+        ds = _file_records(file_shards(plan, ctx.hosts))
+        ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
+        # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
+        ds = ds.repeat()
+    return _batches(ds, plan, ctx)
+
+
+def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
+    if plan.channel.is_pipe:
+        ds = _hide_cardinality(_pipe_pass(plan, ctx))
+    else:
+        ds = _file_records(file_shards(plan, ctx.hosts)).repeat().take(plan.quota)
+    return _batches(ds, plan, ctx)
+
+
+def _batches(ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    num_features = ctx.num_features
+    ds = ds.batch(plan.batch_size, drop_remainder=True)
+    # Parse after batching: one vectorised op per batch instead of one per record.
+    ds = ds.map(lambda batch: examples.parse_batch(batch, num_features), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)

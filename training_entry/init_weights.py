@@ -1,0 +1,103 @@
+"""The optional ``init`` channel: start training from an earlier model's weights.
+
+Accepted in the channel directory (SageMaker: File mode, so it is on local disk; nothing is
+downloaded from the internet): a ``model.tar.gz`` as training writes it (SavedModel at
+``1/``), a SavedModel directory (at the root or in a numbered version directory), a Keras
+weights file (``*.h5``) or a TensorFlow checkpoint (``*.index`` + data files). The weights
+must fit this model: same features, same classes, same ``model.py``. Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+import tempfile
+
+import tensorflow as tf
+
+from training_entry.failure import UserError
+
+SAVED_MODEL_FILE = "saved_model.pb"
+
+
+class InitError(UserError):
+    """The init channel holds nothing usable, or weights that do not fit the model."""
+
+
+def _saved_model_dir(root: str) -> str | None:
+    if os.path.isfile(os.path.join(root, SAVED_MODEL_FILE)):
+        return root
+    versions = sorted(
+        (int(name) for name in os.listdir(root)
+         if name.isdigit() and os.path.isfile(os.path.join(root, name, SAVED_MODEL_FILE))),
+    )
+    return os.path.join(root, str(versions[-1])) if versions else None
+
+
+def _extract(archive: str, destination: str) -> None:
+    """Extract regular files and directories only, never outside ``destination``."""
+    root = os.path.realpath(destination)
+    with tarfile.open(archive) as tar:
+        members = []
+        for member in tar.getmembers():
+            target = os.path.realpath(os.path.join(root, member.name))
+            if not (member.isfile() or member.isdir()) or not target.startswith(root + os.sep):
+                raise InitError(f"{archive}: refusing member {member.name!r} (not a plain file inside the archive)")
+            members.append(member)
+        tar.extractall(destination, members=members)
+
+
+def find_source(directory: str, scratch: str) -> tuple[str, str]:
+    """(kind, path): kind is ``saved_model``, ``h5`` or ``checkpoint``."""
+    if not os.path.isdir(directory):
+        raise InitError(f"init channel {directory} does not exist")
+    entries = sorted(os.listdir(directory))
+    saved = _saved_model_dir(directory)
+    if saved:
+        return "saved_model", saved
+    archives = [e for e in entries if e.endswith(".tar.gz")]
+    if archives:
+        archive = os.path.join(directory, archives[0])
+        try:
+            _extract(archive, scratch)
+        except (tarfile.TarError, OSError) as e:
+            raise InitError(f"init channel: cannot extract {archive} ({e})") from None
+        saved = _saved_model_dir(scratch)
+        if not saved:
+            raise InitError(f"init channel: {archive} holds no SavedModel (expected 1/{SAVED_MODEL_FILE})")
+        return "saved_model", saved
+    for entry in entries:
+        if entry.endswith(".h5"):
+            return "h5", os.path.join(directory, entry)
+    for entry in entries:
+        if entry.endswith(".index"):
+            return "checkpoint", os.path.join(directory, entry[: -len(".index")])
+    raise InitError(
+        f"init channel {directory} holds {', '.join(entries[:5]) or 'nothing'}; expected a "
+        f"model.tar.gz, a SavedModel directory, a Keras .h5 weights file or a TF checkpoint"
+    )
+
+
+def load_initial_weights(model: tf.keras.Model, directory: str) -> str:
+    """Copy the init channel's weights into ``model``; returns what was loaded."""
+    with tempfile.TemporaryDirectory(prefix="trainpipe-init-") as scratch:
+        kind, path = find_source(directory, scratch)
+        try:
+            if kind == "saved_model":
+                source = tf.keras.models.load_model(path, compile=False)
+                weights = source.get_weights()
+                expected = [w.shape for w in model.get_weights()]
+                if [w.shape for w in weights] != expected:
+                    raise InitError(
+                        f"init model {path} has weights of shapes {[w.shape for w in weights]} but "
+                        f"this model needs {expected}: it was trained on other features/classes "
+                        f"or with another model.py"
+                    )
+                model.set_weights(weights)
+            else:
+                model.load_weights(path)
+        except InitError:
+            raise
+        except Exception as e:  # Keras raises many types for weights that do not fit
+            raise InitError(f"cannot load initial weights from {path}: {type(e).__name__}: {e}") from None
+    return f"{kind} {path}"

@@ -1,0 +1,52 @@
+"""The network: a small MLP over the feature vector, softmax probabilities out.
+
+Evaluation and TF Serving consume its output as class probabilities, so the last layer is a
+softmax, not logits. Under a mixed-precision policy the hidden layers compute in float16 or
+bfloat16; the softmax is forced to float32 so the probabilities sum to 1 and the loss is
+computed in full precision. Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from training_entry.records import FEATURE_X
+
+INPUT_NAME = FEATURE_X  # the serving signature's input key: {"x": [[...features...]]}
+OUTPUT_NAME = "probabilities"  # the serving signature's output key
+HIDDEN_UNITS = (128, 64)
+DROPOUT = 0.2
+
+
+def build_model(num_features: int, num_classes: int) -> tf.keras.Model:
+    if num_features < 1 or num_classes < 2:
+        raise ValueError(f"need >= 1 feature and >= 2 classes, got {num_features} and {num_classes}")
+    inputs = tf.keras.Input(shape=(num_features,), name=INPUT_NAME, dtype=tf.float32)
+    hidden = inputs
+    for i, units in enumerate(HIDDEN_UNITS):
+        hidden = tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(hidden)
+        hidden = tf.keras.layers.Dropout(DROPOUT, name=f"dropout_{i}")(hidden)
+    logits = tf.keras.layers.Dense(num_classes, name="logits")(hidden)
+    probabilities = tf.keras.layers.Activation("softmax", dtype="float32", name=OUTPUT_NAME)(logits)
+    return tf.keras.Model(inputs=inputs, outputs=probabilities, name="digits_mlp")
+
+
+def save_for_serving(model: tf.keras.Model, model_dir: str, version: str) -> str:
+    """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
+    written beside and renamed into place so no reader sees half a model. Without the
+    optimizer: Horovod's optimizer class would not deserialize where Horovod is absent."""
+    os.makedirs(model_dir, exist_ok=True)
+    final = os.path.join(model_dir, version)
+    partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)
+    try:
+        model.save(partial, include_optimizer=False, save_format="tf")
+        if os.path.exists(final):  # a reused local tree
+            shutil.rmtree(final)
+        os.rename(partial, final)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return final

@@ -1,0 +1,70 @@
+"""Process setup that is not Horovod's business: devices, threads, precision, logging.
+
+Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from training_entry.failure import UserError
+
+# Performance hook: how many threads TensorFlow may use per process. Unset: TF's default
+# (all cores per rank, which oversubscribes a host running several ranks on CPU).
+INTRA_OP_THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
+INTER_OP_THREADS_ENV = "TF_NUM_INTEROP_THREADS"
+
+
+def pin_gpu(local_rank: int) -> str:
+    """One GPU per local rank, grown on demand; the CPU when there is none. Must run before
+    TensorFlow creates its devices (before the first op)."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpus:
+        return "CPU"
+    if local_rank >= len(gpus):
+        raise UserError(
+            f"local rank {local_rank} has no GPU: this host has {len(gpus)}; set "
+            f"processes_per_host to at most {len(gpus)}"
+        )
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    tf.config.set_visible_devices(gpus[local_rank], "GPU")
+    return gpus[local_rank].name
+
+
+def set_threads_from_env(env=None) -> tuple[int, int]:
+    """Honour TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (0 = TensorFlow decides)."""
+    env = os.environ if env is None else env
+    values = []
+    for name in (INTRA_OP_THREADS_ENV, INTER_OP_THREADS_ENV):
+        raw = env.get(name, "0") or "0"
+        try:
+            value = int(raw)
+        except ValueError:
+            raise UserError(f"{name}={raw!r} is not a whole number of threads") from None
+        values.append(max(value, 0))
+    intra, inter = values
+    if intra:
+        tf.config.threading.set_intra_op_parallelism_threads(intra)
+    if inter:
+        tf.config.threading.set_inter_op_parallelism_threads(inter)
+    return intra, inter
+
+
+def set_precision_policy(name: str) -> None:
+    """``off`` = float32; ``mixed_float16`` / ``mixed_bfloat16``: compute in 16 bits, keep
+    float32 variables. Set before the model is built."""
+    tf.keras.mixed_precision.set_global_policy("float32" if name == "off" else name)
+
+
+class Log:
+    """One line on stdout, from the chief only (every rank would repeat it)."""
+
+    def __init__(self, chief: bool):
+        self.chief = chief
+
+    def __call__(self, message: str) -> None:
+        if self.chief:
+            print(f"trainpipe: {message}", flush=True)
