@@ -193,14 +193,32 @@ def preprocess(args: argparse.Namespace) -> dict[str, dict[str, int]]:
                 staged[split], split, data.x[indices], data.y[indices], shard_count, only=mine
             )
         if host == 0:  # one writer per manifest: every host would upload the same key
-            write_manifests(staged[contract.OUTPUT_MANIFEST], data, shards)
+            mean, std = feature_statistics(data.x[order["train"]])
+            write_manifests(staged[contract.OUTPUT_MANIFEST], data, shards, mean, std)
     print_summary(data, shards, sorted(mine), host, hosts, time.perf_counter() - started)
     return shards
 
 
-def write_manifests(directory: str, data: RawData, shards: dict[str, dict[str, int]]) -> None:
+def feature_statistics(x: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Per-feature mean and standard deviation of the train split (float64 sums). A constant
+    feature gets std 1, so standardising it gives 0 instead of a division by zero."""
+    values = np.asarray(x, dtype=np.float64)
+    std = values.std(axis=0)
+    std[std == 0] = 1.0
+    return tuple(values.mean(axis=0).tolist()), tuple(std.tolist())
+
+
+def write_manifests(
+    directory: str,
+    data: RawData,
+    shards: dict[str, dict[str, int]],
+    feature_mean: tuple[float, ...],
+    feature_std: tuple[float, ...],
+) -> None:
     for split, counts in shards.items():
-        manifest = records.Manifest(split, data.num_features, data.num_classes, counts)
+        manifest = records.Manifest(
+            split, data.num_features, data.num_classes, counts, feature_mean, feature_std
+        )
         with open(os.path.join(directory, records.manifest_name(split)), "w") as f:
             f.write(manifest.to_json())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -22,11 +23,22 @@ HIDDEN_UNITS = (128, 64)
 DROPOUT = 0.2
 
 
-def build_model(num_features: int, num_classes: int) -> tf.keras.Model:
+def build_model(
+    num_features: int,
+    num_classes: int,
+    feature_mean: Sequence[float] | None = None,
+    feature_std: Sequence[float] | None = None,
+) -> tf.keras.Model:
+    """``feature_mean``/``feature_std`` (the train split's, from the manifest) standardise the
+    raw input inside the model, so evaluation and serving feed raw features as well."""
     if num_features < 1 or num_classes < 2:
         raise ValueError(f"need >= 1 feature and >= 2 classes, got {num_features} and {num_classes}")
     inputs = tf.keras.Input(shape=(num_features,), name=INPUT_NAME, dtype=tf.float32)
     hidden = inputs
+    if feature_mean is not None and feature_std is not None:
+        hidden = tf.keras.layers.Normalization(
+            mean=list(feature_mean), variance=[s * s for s in feature_std], name="standardize"
+        )(hidden)
     for i, units in enumerate(HIDDEN_UNITS):
         hidden = tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(hidden)
         hidden = tf.keras.layers.Dropout(DROPOUT, name=f"dropout_{i}")(hidden)

@@ -81,6 +81,10 @@ class Manifest:
     num_features: int
     num_classes: int
     shards: dict[str, int]  # shard name -> record count
+    # Per-feature mean and standard deviation of the *train* split: the model standardises its
+    # raw input with them (a layer inside the SavedModel, so serving takes raw features too).
+    feature_mean: tuple[float, ...] | None = None
+    feature_std: tuple[float, ...] | None = None
 
     @property
     def total_records(self) -> int:
@@ -94,6 +98,11 @@ class Manifest:
                 "num_classes": self.num_classes,
                 "total_records": self.total_records,
                 "shards": [{"name": n, "records": c} for n, c in sorted(self.shards.items())],
+                **(
+                    {"feature_mean": list(self.feature_mean), "feature_std": list(self.feature_std)}
+                    if self.feature_mean is not None and self.feature_std is not None
+                    else {}
+                ),
             },
             indent=2,
         )
@@ -108,6 +117,8 @@ class Manifest:
                 num_features=int(doc["num_features"]),
                 num_classes=int(doc["num_classes"]),
                 shards={s["name"]: int(s["records"]) for s in doc["shards"]},
+                feature_mean=_floats(doc.get("feature_mean")),
+                feature_std=_floats(doc.get("feature_std")),
             )
         except FileNotFoundError:
             raise FileNotFoundError(
@@ -115,6 +126,10 @@ class Manifest:
             ) from None
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"manifest {path} is malformed ({e!r}); re-run processing") from e
+
+
+def _floats(values) -> tuple[float, ...] | None:
+    return None if values is None else tuple(float(v) for v in values)
 
 
 # --- CRC32C --------------------------------------------------------------------------------

@@ -90,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         seed=hp.seed + hvd.rank(),  # Horovod: each rank shuffles its records differently
     )
 
-    model = build_model(manifest.num_features, manifest.num_classes)
+    model = build_model(
+        manifest.num_features, manifest.num_classes, manifest.feature_mean, manifest.feature_std
+    )
     # Horovod: Keras 2 legacy optimizer (DistributedOptimizer does not support the new ones);
     # its rate is set every step by LearningRateSchedule (base x hvd.size() after warm-up).
     optimizer = tf.keras.optimizers.legacy.Adam(learning_rate=hp.base_learning_rate)

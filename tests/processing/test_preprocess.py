@@ -50,6 +50,27 @@ def test_manifests_describe_the_data_and_every_shard(ml):
     assert sizes == {"train": 70, "validation": 15, "test": 15}
 
 
+def test_manifests_carry_the_train_split_feature_statistics(ml):
+    x, y = labelled_data(per_class=(40, 35, 25), features=5)
+    x[:, 2] = 7.0  # a constant feature must not give a zero std
+    ml.write_csv(x, y)
+    assert main(["--instance-count", "1", "--processes-per-host", "1"]) == 0
+    train = ml.manifest("train")
+    (shard,) = sorted(os.listdir(ml.outputs["train"]))
+    from training_entry.examples import parse_batch
+
+    serialized = list(records.read_file_records(os.path.join(ml.outputs["train"], shard)))
+    train_x = parse_batch(np.array(serialized, dtype=object), 5)[0].numpy().astype(np.float64)
+    np.testing.assert_allclose(train.feature_mean, train_x.mean(axis=0), rtol=1e-5)
+    expected_std = train_x.std(axis=0)
+    expected_std[2] = 1.0
+    np.testing.assert_allclose(train.feature_std, expected_std, rtol=1e-4)
+    # Every split's manifest carries the train statistics (never its own).
+    assert ml.manifest("test").feature_mean == train.feature_mean
+    round_trip = records.Manifest.load(os.path.join(ml.outputs["manifest"], "train.json"))
+    assert round_trip == train
+
+
 def test_every_record_lands_in_exactly_one_split_unchanged(ml):
     x, y = labelled_data()
     ml.write_csv(x, y)

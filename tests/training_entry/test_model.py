@@ -31,6 +31,15 @@ def test_outputs_float32_probabilities_under_every_policy(policy, name):
         assert model.get_layer("dense_0").compute_dtype == name.split("_")[1]
 
 
+def test_standardises_raw_input_with_the_manifest_statistics():
+    mean, std = [8.0] * 4, [2.0, 4.0, 1.0, 0.5]
+    model = build_model(4, 3, mean, std)
+    standardize = model.get_layer("standardize")
+    raw = np.array([[8.0, 12.0, 9.0, 7.0]], dtype="float32")
+    np.testing.assert_allclose(standardize(raw).numpy(), [[0.0, 1.0, 1.0, -2.0]], atol=1e-6)
+    assert "standardize" not in [layer.name for layer in build_model(4, 3).layers]
+
+
 def test_saved_model_serves_probabilities_under_x(tmp_path):
     model = build_model(64, 10)
     path = save_for_serving(model, str(tmp_path / "model"), "1")
