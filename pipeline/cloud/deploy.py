@@ -1,0 +1,156 @@
+"""upsert: build the definition for real settings, check it, scan it, diff it against what is
+deployed, upload what the bucket lacks, then create or update the pipeline.
+
+``plan_upsert`` only reads (the bucket listing and the deployed pipeline): ``--dry-run`` stops
+after it. ``apply_upsert`` writes, uploads first, so a pipeline never points at code that is
+not there yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from botocore.exceptions import ClientError
+
+from pipeline import parameters as P
+from pipeline.cloud.account import Target
+from pipeline.cloud.aws import aws_errors, is_not_found
+from pipeline.cloud.diff import definition_diff
+from pipeline.cloud.secrets import find_secrets
+from pipeline.cloud.uploads import Upload, bundle_uploads, default_data_upload, put
+from pipeline.errors import UserError
+
+DESCRIPTION = "trainpipe: preprocess, Horovod/MPI TensorFlow training, evaluate, register"
+# On every pipeline trainpipe creates, so an account's pipelines say where they came from.
+MANAGED_BY_TAG = ("trainpipe:managed-by", "trainpipe")
+
+
+class SecretInDefinitionError(UserError):
+    """The definition would carry a credential to SageMaker."""
+
+
+@dataclass
+class UpsertPlan:
+    target: Target
+    definition: dict
+    definition_text: str
+    deployed: dict | None  # the definition now deployed, None if there is no pipeline yet
+    deployed_role_arn: str | None
+    pipeline_arn: str | None
+    uploads: list[Upload]
+    unchanged_bundles: list[str]
+    diff: str
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def creates(self) -> bool:
+        return self.deployed is None
+
+    @property
+    def changes_pipeline(self) -> bool:
+        return (
+            self.creates
+            or self.deployed != self.definition
+            or self.deployed_role_arn != self.target.settings.role_arn
+        )
+
+
+def deployed_pipeline(sagemaker, name: str) -> dict | None:
+    """DescribePipeline's answer, or None when there is no such pipeline."""
+    with aws_errors(f"reading pipeline {name!r}"):
+        try:
+            return sagemaker.describe_pipeline(PipelineName=name)
+        except ClientError as error:
+            if is_not_found(error):
+                return None
+            raise
+
+
+def plan_upsert(
+    target: Target,
+    overrides: Mapping[str, object],
+    tags: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> UpsertPlan:
+    from pipeline.definition import build_definition
+    from pipeline.schema_check import check_definition
+
+    settings = target.settings
+    definition = build_definition(settings, overrides)
+    check_definition(definition)
+    text = json.dumps(definition)
+    findings = find_secrets(text, environ, target.clients.credential_values())
+    if findings:
+        raise SecretInDefinitionError(
+            "refusing to send the definition: it contains "
+            + "; ".join(str(f) for f in findings)
+            + ". Pass credentials through the environment or the execution role, never as "
+            "parameters, settings or tags"
+        )
+    s3 = target.clients.s3
+    with aws_errors(f"listing s3://{settings.bucket}/{settings.prefix}/"):
+        uploads, unchanged = bundle_uploads(s3, settings)
+        input_data_uri = next(
+            p["DefaultValue"] for p in definition["Parameters"] if p["Name"] == P.INPUT_DATA_URI
+        )
+        data = default_data_upload(s3, settings, input_data_uri)
+    if data is not None:
+        uploads.append(data)
+    described = deployed_pipeline(target.clients.sagemaker, settings.pipeline_name)
+    deployed = json.loads(described["PipelineDefinition"]) if described else None
+    return UpsertPlan(
+        target=target,
+        definition=definition,
+        definition_text=text,
+        deployed=deployed,
+        deployed_role_arn=described.get("RoleArn") if described else None,
+        pipeline_arn=described.get("PipelineArn") if described else None,
+        uploads=uploads,
+        unchanged_bundles=unchanged,
+        diff=definition_diff(deployed, definition),
+        tags={MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1], **settings.tags, **(tags or {})},
+    )
+
+
+def apply_upsert(plan: UpsertPlan) -> str:
+    """Upload, then create or update; returns the pipeline ARN."""
+    settings = plan.target.settings
+    clients = plan.target.clients
+    for upload in plan.uploads:
+        with aws_errors(f"uploading s3://{settings.bucket}/{upload.key}"):
+            put(clients.s3, settings, upload)
+    tag_list = [{"Key": k, "Value": v} for k, v in sorted(plan.tags.items())]
+    sagemaker = clients.sagemaker
+    if plan.creates:
+        with aws_errors(f"creating pipeline {settings.pipeline_name!r}"):
+            answer = sagemaker.create_pipeline(
+                PipelineName=settings.pipeline_name,
+                PipelineDefinition=plan.definition_text,
+                PipelineDescription=DESCRIPTION,
+                RoleArn=settings.role_arn,
+                Tags=tag_list,
+            )
+        return answer["PipelineArn"]
+    if plan.changes_pipeline:
+        with aws_errors(f"updating pipeline {settings.pipeline_name!r}"):
+            sagemaker.update_pipeline(
+                PipelineName=settings.pipeline_name,
+                PipelineDefinition=plan.definition_text,
+                PipelineDescription=DESCRIPTION,
+                RoleArn=settings.role_arn,
+            )
+    # UpdatePipeline takes no tags: add the ones that are missing or differ (AddTags
+    # overwrites a key's value), so an upsert with nothing to change writes nothing.
+    with aws_errors(f"tagging pipeline {settings.pipeline_name!r}"):
+        current = {
+            tag["Key"]: tag["Value"]
+            for page in sagemaker.get_paginator("list_tags").paginate(ResourceArn=plan.pipeline_arn)
+            for tag in page.get("Tags", [])
+        }
+        wanted = [tag for tag in tag_list if current.get(tag["Key"]) != tag["Value"]]
+        if wanted:
+            sagemaker.add_tags(ResourceArn=plan.pipeline_arn, Tags=wanted)
+    return plan.pipeline_arn

@@ -1,0 +1,94 @@
+"""What upsert puts in the artifact bucket before the pipeline can run: the code bundles and,
+when the pipeline reads the default InputDataUri and nothing is there yet, the default data.
+
+Bundle keys contain the hash of their content (``bundles.py``), so an object already under
+its key is the same code: only missing objects are uploaded. Uploads are encrypted with the
+settings' KMS key when there is one (the bucket's default encryption covers the rest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline import parameters as P
+from pipeline.bundles import Bundle, all_bundles
+from pipeline.default_data import DIGITS_FILENAME, digits_csv
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+
+
+@dataclass(frozen=True)
+class Upload:
+    key: str
+    body_factory: Callable[[], bytes]
+    what: str  # for the plan printed before anything is written
+
+    def body(self) -> bytes:
+        return self.body_factory()
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        raise UserError(f"{uri!r} is not an s3:// URI")
+    bucket, _, key = uri[len("s3://") :].partition("/")
+    return bucket, key
+
+
+def _existing(s3, bucket: str, prefix: str) -> dict[str, int]:
+    """key -> size of every object under ``prefix``."""
+    found: dict[str, int] = {}
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            found[item["Key"]] = item["Size"]
+    return found
+
+
+def bundle_uploads(
+    s3, settings: Settings, bundles: dict[str, Bundle] | None = None
+) -> tuple[list[Upload], list[str]]:
+    """(objects to upload, names of bundles already complete in the bucket)."""
+    uploads, unchanged = [], []
+    for name, bundle in (bundles or all_bundles()).items():
+        key_prefix = bundle.key_prefix(settings.prefix)
+        existing = _existing(s3, settings.bucket, key_prefix + "/")
+        objects = bundle.objects()
+        # Same key means same content; a size check also catches a torn earlier upload.
+        missing = {
+            rel: body for rel, body in objects.items()
+            if existing.get(f"{key_prefix}/{rel}") != len(body)
+        }
+        if not missing:
+            unchanged.append(name)
+        for rel, body in sorted(missing.items()):
+            uploads.append(
+                Upload(f"{key_prefix}/{rel}", (lambda b=body: b), f"code bundle {name}")
+            )
+    return uploads, unchanged
+
+
+def default_data_upload(s3, settings: Settings, input_data_uri: str) -> Upload | None:
+    """The digits CSV, if the pipeline reads the default InputDataUri and it holds nothing."""
+    if input_data_uri != P.default_input_data_uri(settings.bucket, settings.prefix):
+        return None
+    bucket, prefix = split_s3_uri(input_data_uri)
+    if bucket != settings.bucket or _existing(s3, bucket, prefix):
+        return None
+
+    def body() -> bytes:
+        try:
+            return digits_csv()
+        except ImportError as error:
+            raise UserError(
+                f"the default data needs scikit-learn ({error}): install trainpipe[local], or "
+                f"upload your own data and pass -p {P.INPUT_DATA_URI}=s3://..."
+            ) from None
+
+    return Upload(prefix + DIGITS_FILENAME, body, "default data (scikit-learn digits)")
+
+
+def put(s3, settings: Settings, upload: Upload) -> None:
+    extra = {}
+    if settings.kms_key_id:
+        extra = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": settings.kms_key_id}
+    s3.put_object(Bucket=settings.bucket, Key=upload.key, Body=upload.body(), **extra)

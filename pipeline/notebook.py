@@ -1,0 +1,389 @@
+"""What ``notebooks/run_pipeline.ipynb`` shows, as functions: the DAG as a picture, training
+curves per epoch, the evaluation report and the registered model. The notebook only calls
+these (and the runner or the cloud commands); no pipeline logic lives in it.
+
+Everything is read from the definition JSON and from the files a run leaves behind, so the
+same pictures come out of a local run and, for the DAG, of what SageMaker was given.
+matplotlib is imported only when a picture is drawn (``trainpipe definition`` must not need it),
+and figures are made without pyplot: no global state, and a notebook shows each one once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation import report
+from training_entry.contract import METRIC_LINE_PREFIX, parse_metric_line
+
+# Step type -> box colour in the DAG picture.
+STEP_COLOURS = {
+    "Processing": "#cfe2f3",
+    "Training": "#d9ead3",
+    "Condition": "#fff2cc",
+    "RegisterModel": "#ead1dc",
+    "Fail": "#f4cccc",
+}
+_STEP_REFERENCE = re.compile(r'"Steps\.([A-Za-z0-9_-]+)[."]')
+_EPOCH = re.compile(rf"{METRIC_LINE_PREFIX}\s+epoch=(\d+)")
+
+
+# --- The DAG -----------------------------------------------------------------------------------
+
+
+def dag_edges(definition: dict) -> tuple[list[dict], list[tuple[str, str, str]]]:
+    """(every step, edges as (from, to, label)) of a definition. An edge is a data reference
+    (``Get: Steps.X...``, a property file), a ``DependsOn``, or a condition's branch, whose
+    label is ``if`` or ``else``; the others have an empty label."""
+    steps: list[dict] = []
+    edges: list[tuple[str, str, str]] = []
+
+    def visit(items: Iterable[dict]):
+        for step in items:
+            steps.append(step)
+            arguments = dict(step.get("Arguments") or {})
+            branches = {}
+            if step.get("Type") == "Condition":
+                branches = {"if": arguments.pop("IfSteps", []), "else": arguments.pop("ElseSteps", [])}
+            body = {k: v for k, v in step.items() if k != "Arguments"} | {"Arguments": arguments}
+            sources = set(_STEP_REFERENCE.findall(json.dumps(body))) | set(step.get("DependsOn") or [])
+            edges.extend((source, step["Name"], "") for source in sorted(sources) if source != step["Name"])
+            for label, branch in branches.items():
+                edges.extend((step["Name"], child["Name"], label) for child in branch)
+                visit(branch)
+
+    visit(definition.get("Steps") or [])
+    return steps, edges
+
+
+def reduced_edges(edges: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """``edges`` without those implied by a longer path (the transitive reduction): the
+    picture shows the order of the steps, not every data reference. Branch edges stay."""
+    targets: dict[str, set[str]] = {}
+    for source, target, _label in edges:
+        targets.setdefault(source, set()).add(target)
+
+    def reachable_without(source: str, target: str) -> bool:
+        seen, todo = set(), [t for t in targets.get(source, ()) if t != target]
+        while todo:
+            node = todo.pop()
+            if node == target:
+                return True
+            if node not in seen:
+                seen.add(node)
+                todo.extend(targets.get(node, ()))
+        return False
+
+    return [e for e in edges if e[2] or not reachable_without(e[0], e[1])]
+
+
+def _layers(steps: list[dict], edges: list[tuple[str, str, str]]) -> dict[str, int]:
+    """Each step's column: the length of the longest chain of edges leading to it."""
+    depth = {s["Name"]: 0 for s in steps}
+    for _ in range(len(steps)):
+        changed = False
+        for source, target, _label in edges:
+            if source in depth and depth[target] < depth[source] + 1:
+                depth[target] = depth[source] + 1
+                changed = True
+        if not changed:
+            break
+    return depth
+
+
+def dag_figure(definition: dict):
+    """The DAG as a matplotlib Figure: one box per step (name and type), arrows between them,
+    condition branches labelled."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
+
+    steps, edges = dag_edges(definition)
+    depth = _layers(steps, edges)
+    edges = reduced_edges(edges)
+    columns: dict[int, list[str]] = {}
+    for step in steps:
+        columns.setdefault(depth[step["Name"]], []).append(step["Name"])
+    kinds = {s["Name"]: s.get("Type", "?") for s in steps}
+    width, height, gap_x, gap_y = 2.6, 0.9, 0.9, 0.6
+    position = {}
+    tallest = max(len(names) for names in columns.values()) if columns else 1
+    for column, names in columns.items():
+        top = (tallest - len(names)) * (height + gap_y) / 2
+        for row, name in enumerate(names):
+            position[name] = (column * (width + gap_x), -(top + row * (height + gap_y)))
+
+    figure = Figure(figsize=(max(4.0, len(columns) * (width + gap_x) * 0.9),
+                             max(2.0, tallest * (height + gap_y) * 0.9)))
+    axes = figure.subplots()
+    for name, (x, y) in position.items():
+        axes.add_patch(FancyBboxPatch(
+            (x, y - height / 2), width, height, boxstyle="round,pad=0.05",
+            facecolor=STEP_COLOURS.get(kinds[name], "#eeeeee"), edgecolor="#444444",
+        ))
+        label = name if len(name) <= 30 else name[:28] + "..."
+        axes.text(x + width / 2, y + 0.12, label, ha="center", va="center",
+                  fontsize=9 if len(label) <= 22 else 7.5, weight="bold")
+        axes.text(x + width / 2, y - 0.2, kinds[name], ha="center", va="center", fontsize=8, color="#444444")
+    for source, target, label in edges:
+        if source not in position or target not in position:
+            continue
+        (x0, y0), (x1, y1) = position[source], position[target]
+        axes.add_patch(FancyArrowPatch(
+            (x0 + width + 0.05, y0), (x1 - 0.05, y1), arrowstyle="-|>", mutation_scale=12,
+            color="#333333", connectionstyle="arc3,rad=0.0",
+        ))
+        if label:
+            axes.text((x0 + width + x1) / 2, (y0 + y1) / 2 + 0.12, label, ha="center", fontsize=8,
+                      style="italic", color="#7f6000")
+    xs = [x for x, _ in position.values()] or [0]
+    ys = [y for _, y in position.values()] or [0]
+    axes.set_xlim(min(xs) - 0.3, max(xs) + width + 0.3)
+    axes.set_ylim(min(ys) - height, max(ys) + height)
+    axes.set_axis_off()
+    axes.set_title(f"{len(steps)} steps", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+def dag_picture(definition: dict, format: str = "png") -> bytes:
+    """The DAG picture as PNG (default) or SVG bytes."""
+    import matplotlib
+
+    # SVG keeps its text as text (searchable, readable by screen readers), not as outlines.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        figure = dag_figure(definition)
+        out = io.BytesIO()
+        figure.savefig(out, format=format, dpi=110)
+    return out.getvalue()
+
+
+# --- Training curves ----------------------------------------------------------------------------
+
+
+def training_curves(lines: Iterable[str]) -> dict[str, list[tuple[int, float]]]:
+    """{metric name: [(epoch, value), ...]} from training log lines: the per-epoch line rank 0
+    prints, read with the same regexes SageMaker applies (``METRIC_DEFINITIONS``). A repeated
+    epoch (a resumed job) keeps its last value."""
+    curves: dict[str, dict[int, float]] = {}
+    for line in lines:
+        epoch = _EPOCH.search(line)
+        if not epoch:
+            continue
+        for name, value in parse_metric_line(line).items():
+            curves.setdefault(name, {})[int(epoch.group(1))] = value
+    return {name: sorted(points.items()) for name, points in curves.items()}
+
+
+def _execution_document(execution_dir: str | Path) -> dict:
+    path = Path(execution_dir) / "execution.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: not a local execution folder (no execution.json)")
+    return json.loads(path.read_text())
+
+
+def training_log(execution_dir: str | Path) -> Path:
+    """The training job's log of a local execution (``<job folder>/job.log``)."""
+    document = _execution_document(execution_dir)
+    for step in document.get("steps", []):
+        if step.get("type") == "Training" and step.get("job_dir"):
+            log = Path(step["job_dir"]) / "job.log"
+            if log.exists():
+                return log
+    raise FileNotFoundError(f"{execution_dir}: no training job log in this execution")
+
+
+def plot_training_curves(execution_dir: str | Path | None = None, lines: Iterable[str] | None = None):
+    """Loss and accuracy per epoch (train and validation), as a matplotlib Figure; from a local
+    execution folder, or from log lines."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    if lines is None:
+        if execution_dir is None:
+            raise ValueError("pass an execution folder or the log lines")
+        lines = training_log(execution_dir).read_text(errors="replace").splitlines()
+    curves = training_curves(lines)
+    if not curves:
+        raise ValueError("no per-epoch metric lines in the training log")
+    figure = Figure(figsize=(10, 3.5))
+    loss_axes, accuracy_axes = figure.subplots(1, 2)
+    for axes, kind in ((loss_axes, "loss"), (accuracy_axes, "accuracy")):
+        for name in (kind, f"val_{kind}"):
+            if name in curves:
+                epochs, values = zip(*curves[name], strict=True)
+                axes.plot(epochs, values, marker="o", label=name)
+        axes.set_xlabel("epoch")
+        axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.set_ylabel(kind)
+        axes.grid(alpha=0.3)
+        axes.legend()
+    figure.tight_layout()
+    return figure
+
+
+# --- Results ------------------------------------------------------------------------------------
+
+
+def execution_summary(execution_dir: str | Path) -> list[dict]:
+    """One row per step of a local execution: name, type, status, seconds, detail."""
+    document = _execution_document(execution_dir)
+    return [
+        {
+            "step": step["name"], "type": step["type"], "status": step["status"],
+            "seconds": step.get("duration_seconds"),
+            "detail": step.get("detail") or step.get("failure_reason") or "",
+        }
+        for step in document.get("steps", [])
+    ]
+
+
+
+# --- Results of a run: local ----------------------------------------------------------------------
+
+
+@dataclass
+class RunResults:
+    """What the notebook shows after a run, wherever it ran."""
+
+    status: str
+    steps: list[dict]  # step, type, status, detail
+    training_log: list[str]  # the lines the per-epoch curves are read from
+    evaluation: dict | None  # evaluation.json (evaluation/report.py's shape)
+    models: list[dict]  # the model packages of the group, newest first
+
+    @property
+    def accuracy(self) -> float | None:
+        if not self.evaluation:
+            return None
+        return float(report.read_json_path(self.evaluation, report.ACCURACY_JSON_PATH))
+
+
+def latest_local_execution(workdir: str | Path) -> Path:
+    """The folder of the newest execution ``trainpipe run --local --workdir WORKDIR`` made."""
+    runs = sorted(Path(workdir).glob("runs/*/execution.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"{workdir}: no local executions (run `trainpipe run --local`)")
+    return runs[-1].parent
+
+
+def _evaluation_uri(properties: dict) -> str | None:
+    for output in (properties.get("ProcessingOutputConfig") or {}).get("Outputs", []):
+        if output.get("OutputName") == report.OUTPUT_NAME:
+            return output["S3Output"]["S3Uri"].rstrip("/") + "/" + report.REPORT_FILE
+    return None
+
+
+def local_results(workdir: str | Path, execution_dir: str | Path | None = None) -> RunResults:
+    """The results of a local execution (default: the newest in ``workdir``)."""
+    from pipeline.local.registry import Registry
+    from pipeline.local.storage import LocalStorage
+
+    execution_dir = Path(execution_dir or latest_local_execution(workdir))
+    document = _execution_document(execution_dir)
+    storage = LocalStorage(Path(workdir) / "store")
+    evaluation = None
+    for step in document.get("steps", []):
+        uri = _evaluation_uri(step.get("properties") or {})
+        if uri and storage.exists(uri):
+            evaluation = json.loads(storage.read_bytes(uri))
+    try:
+        lines = training_log(execution_dir).read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        lines = []
+    packages = Registry(Path(workdir) / "registry.sqlite").list()
+    models = [
+        {"group": p.group, "version": p.version, "status": p.approval_status,
+         "accuracy": _accuracy_of(p.metrics), "model": p.model_data_url, "created": p.created}
+        for p in sorted(packages, key=lambda p: (p.created, p.version), reverse=True)
+    ]
+    return RunResults(document.get("status", "?"), execution_summary(execution_dir), lines,
+                      evaluation, models)
+
+
+def _accuracy_of(metrics: dict | None) -> float | None:
+    try:
+        return float(report.read_json_path(metrics or {}, report.ACCURACY_JSON_PATH))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+# --- Results of a run: SageMaker ------------------------------------------------------------------
+
+# SageMaker: where a training job's container output goes in CloudWatch Logs.
+TRAINING_LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+
+
+def cloud_results(clients, execution_arn: str, model_package_group: str) -> RunResults:
+    """The results of a SageMaker execution: the step list (ListPipelineExecutionSteps), the
+    training job's metric lines from CloudWatch Logs (read with the same regexes), the
+    evaluation report from S3 and the group's model packages."""
+    from pipeline.cloud.aws import aws_errors
+    from pipeline.cloud.executions import StepLister, describe_execution
+    from pipeline.cloud.uploads import split_s3_uri
+    from pipeline.definition import STEP_EVALUATE
+
+    sagemaker = clients.sagemaker
+    described = describe_execution(sagemaker, execution_arn)
+    lister = StepLister(sagemaker)
+    steps = lister.steps(execution_arn) or []
+    summary = [
+        {"step": s["StepName"], "type": next(iter(s.get("Metadata") or {"?": 0})),
+         "status": s.get("StepStatus"), "seconds": None, "detail": s.get("FailureReason") or ""}
+        for s in steps
+    ]
+    training_job = evaluation_job = None
+    for step in steps:
+        metadata = step.get("Metadata") or {}
+        if "TrainingJob" in metadata:
+            training_job = metadata["TrainingJob"]["Arn"].rsplit("/", 1)[-1]
+        if "ProcessingJob" in metadata and step["StepName"] == STEP_EVALUATE:
+            evaluation_job = metadata["ProcessingJob"]["Arn"].rsplit("/", 1)[-1]
+    lines: list[str] = []
+    if training_job:
+        with aws_errors("reading the training job's log"):
+            pages = clients.client("logs").get_paginator("filter_log_events").paginate(
+                logGroupName=TRAINING_LOG_GROUP, logStreamNamePrefix=training_job + "/",
+                filterPattern=f'"{METRIC_LINE_PREFIX}"',
+            )
+            lines = [event["message"] for page in pages for event in page.get("events", [])]
+    evaluation = None
+    if evaluation_job:
+        with aws_errors("reading the evaluation report"):
+            job = sagemaker.describe_processing_job(ProcessingJobName=evaluation_job)
+            uri = _evaluation_uri(job)
+            if uri:
+                bucket, key = split_s3_uri(uri)
+                evaluation = json.loads(clients.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    with aws_errors(f"listing model package group {model_package_group!r}"):
+        packages = sagemaker.list_model_packages(
+            ModelPackageGroupName=model_package_group, SortBy="CreationTime", SortOrder="Descending",
+        ).get("ModelPackageSummaryList", [])
+    models = [
+        {"group": p.get("ModelPackageGroupName"), "version": p.get("ModelPackageVersion"),
+         "status": p.get("ModelApprovalStatus"), "model": p.get("ModelPackageArn"),
+         "created": str(p.get("CreationTime", ""))}
+        for p in packages
+    ]
+    return RunResults(described["PipelineExecutionStatus"], summary, lines, evaluation, models)
+
+
+def latest_cloud_results(stack_name: str | None = None) -> RunResults:
+    """``cloud_results`` of the pipeline's newest execution; the pipeline, region and model
+    package group are found as ``trainpipe start`` finds them (variables, then the stack)."""
+    from pipeline.cloud.account import given_sources, resolve_target
+    from pipeline.cloud.executions import latest_execution_arn
+    from pipeline.cloud.stack import stack_name as stack_name_from
+    from pipeline.errors import UserError
+    from pipeline.settings import from_environment
+
+    target = resolve_target(from_environment(), given_sources({}), stack_name=stack_name_from(stack_name))
+    settings = target.settings
+    arn = latest_execution_arn(target.clients.sagemaker, settings.pipeline_name)
+    if arn is None:
+        raise UserError(f"pipeline {settings.pipeline_name!r} has no executions in {settings.region}")
+    return cloud_results(target.clients, arn, settings.model_package_group)
+

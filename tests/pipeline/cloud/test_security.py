@@ -1,0 +1,213 @@
+"""Security of what is sent to SageMaker (issue 6): no credentials in the definition, jobs
+network-isolated with data and weights only through input channels, volumes and outputs
+encrypted with the KMS key."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+
+from pipeline.cli import main
+from pipeline.cloud.secrets import SECRET_KEY, find_secrets
+from pipeline.definition import build_definition
+from pipeline.settings import Settings
+from processing import contract as processing
+from tests.moto_aws import MOTO_CFN_WARNING, REGION, deployed_definition
+from training_entry import contract as training
+
+pytestmark = pytest.mark.filterwarnings(MOTO_CFN_WARNING)
+
+# Shaped like real credentials (AWS's documented example values), so the patterns are tested
+# on what they must catch.
+FAKE_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS_SESSION_TOKEN": "IQoJb3JpZ2luX2VjEXAMPLE" + "Zm9vYmFy" * 30,
+}
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def jobs(definition: dict) -> dict[str, dict]:
+    """Every Training and Processing step's arguments, by step name."""
+    return {s["Name"]: s for s in definition["Steps"] if s["Type"] in ("Training", "Processing")}
+
+
+# --- credentials ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("s3://bucket/AKIAIOSFODNN7EXAMPLE/", "an AWS access key id"),
+        ('"ASIAY34FZKBOKMUTVV7A"', "an AWS access key id"),
+        ('{"key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}', "secret access key"),
+        ("token=" + FAKE_CREDENTIALS["AWS_SESSION_TOKEN"], "session token"),
+    ],
+)
+def test_credential_shapes_are_found(text, kind):
+    findings = find_secrets(text, environ={})
+    assert findings and kind in str(findings[0])
+    # The finding never repeats the secret.
+    assert text.strip('"{}').split("=")[-1] not in str(findings[0])
+
+
+def test_any_aws_variable_value_is_found_but_not_region_or_short_values():
+    environ = {"AWS_CONTAINER_AUTHORIZATION_TOKEN": "opaque-token-value", "AWS_REGION": "us-east-1",
+               "AWS_EC2_METADATA_DISABLED": "true"}
+    text = "us-east-1 true opaque-token-value"
+    assert [str(f) for f in find_secrets(text, environ)] == [
+        "the value of AWS_CONTAINER_AUTHORIZATION_TOKEN (opaq...)"
+    ]
+    assert find_secrets(text, environ, extra_values=["us-east-1-not"]) != []
+
+
+def test_content_hashes_and_paths_are_not_mistaken_for_secret_keys():
+    assert find_secrets("sha1 " + "0123456789abcdef" * 2 + "01234567", environ={}) == []
+    run = "bucket/Team/Data2024/Raw/Digits/v2/abcdefgh"[:40]  # 40 key-shaped characters
+    assert len(run) == 40 and SECRET_KEY.search(f"s3://my-{run}")
+    assert find_secrets(f"s3://my-{run}", environ={}) == []
+
+
+def test_the_definition_carries_no_credentials(monkeypatch):
+    for name, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    text = json.dumps(build_definition(Settings(kms_key_id=KMS_KEY,
+                                                init_model_uri="s3://b/weights/model.tar.gz")))
+    assert find_secrets(text) == []
+    for value in FAKE_CREDENTIALS.values():
+        assert value not in text
+
+
+def test_the_deployed_definition_carries_no_credentials(stack, monkeypatch):
+    # moto accepts any credentials: use ones shaped like real ones for the whole upsert.
+    for name, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    assert main(["upsert"]) == 0
+    text = json.dumps(deployed_definition())
+    assert find_secrets(text) == []
+
+
+def test_upsert_refuses_a_definition_with_a_credential(stack, monkeypatch, capsys):
+    for name, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    leaked = f"s3://{stack['ArtifactBucketName']}/{FAKE_CREDENTIALS['AWS_SECRET_ACCESS_KEY']}/"
+    assert main(["upsert", "-p", f"InputDataUri={leaked}"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to send the definition: it contains" in err
+    assert "the value of AWS_SECRET_ACCESS_KEY" in err
+    assert FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"] not in err
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    assert sagemaker.list_pipelines()["PipelineSummaries"] == []
+    s3 = boto3.client("s3", region_name=REGION)
+    assert s3.list_objects_v2(Bucket=stack["ArtifactBucketName"]).get("KeyCount") == 0
+
+
+# --- network isolation, channels ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("isolated", [True, False])
+def test_every_job_follows_the_network_isolation_setting(isolated):
+    definition = build_definition(Settings(network_isolation=isolated))
+    found = jobs(definition)
+    assert len(found) == 3
+    for name, step in found.items():
+        arguments = step["Arguments"]
+        if step["Type"] == "Training":
+            assert arguments.get("EnableNetworkIsolation", False) is isolated, name
+            assert arguments["EnableInterContainerTrafficEncryption"] is True, name
+        else:
+            assert arguments["NetworkConfig"]["EnableNetworkIsolation"] is isolated, name
+            assert arguments["NetworkConfig"]["EnableInterContainerTrafficEncryption"] is True, name
+
+
+def test_network_isolation_is_the_default():
+    assert Settings().network_isolation is True
+
+
+def _s3_uris(node) -> list[str]:
+    if isinstance(node, dict):
+        return [u for v in node.values() for u in _s3_uris(v)]
+    if isinstance(node, list):
+        return [u for v in node for u in _s3_uris(v)]
+    return [node] if isinstance(node, str) and "s3://" in node else []
+
+
+@pytest.mark.parametrize("init", [None, "s3://b/previous/model.tar.gz"])
+def test_data_code_and_weights_reach_the_jobs_only_through_input_channels(init):
+    definition = build_definition(Settings(init_model_uri=init))
+    train = next(s for s in jobs(definition).values() if s["Type"] == "Training")["Arguments"]
+    channels = {c["ChannelName"] for c in train["InputDataConfig"]}
+    # Under network isolation the SDK ships the code as a channel too.
+    expected = {*training.DATA_CHANNELS, training.CHANNEL_MANIFEST, "code"}
+    assert channels == (expected | {training.CHANNEL_INIT} if init else expected)
+    # No S3 location is handed to a container any other way (it could not fetch it).
+    assert _s3_uris(train.get("HyperParameters", {})) == []
+    assert _s3_uris(train.get("Environment", {})) == []
+    for step in jobs(definition).values():
+        if step["Type"] == "Processing":
+            arguments = step["Arguments"]
+            assert _s3_uris(arguments.get("Environment", {})) == []
+            assert _s3_uris(arguments["AppSpecification"]) == []
+            assert {i["InputName"] for i in arguments["ProcessingInputs"]} >= {"code"}
+    preprocess = next(s for s in jobs(definition).values() if s["Type"] == "Processing")
+    assert {i["InputName"] for i in preprocess["Arguments"]["ProcessingInputs"]} == {"code", "raw"}
+    assert processing.RAW_DATA_DIR in json.dumps(preprocess)
+
+
+def _s3_locations(node) -> list[str]:
+    """Every S3 location in a definition: literal URIs, and the constant head of each
+    Std:Join that builds one (["s3:/", bucket, name, {Get: execution id}, ...])."""
+    if isinstance(node, dict):
+        join = node.get("Std:Join")
+        if join and join["Values"] and join["Values"][0] in ("s3:/", "s3://"):
+            head = []
+            for value in join["Values"]:
+                if not isinstance(value, str):
+                    break
+                head.append(value)
+            return [join["On"].join(head) + join["On"]]
+        return [u for v in node.values() for u in _s3_locations(v)]
+    if isinstance(node, list):
+        return [u for v in node for u in _s3_locations(v)]
+    return [node] if isinstance(node, str) and node.startswith("s3://") else []
+
+
+def test_every_s3_location_is_under_a_prefix_the_execution_role_may_use():
+    # infra/template.yaml grants the role <bucket>/<ArtifactPrefix>/* and
+    # <bucket>/<PipelineName>/* (tests/infra/test_template.py); names differ here on purpose.
+    settings = Settings(bucket="bkt", prefix="team-prefix", pipeline_name="team-pipeline",
+                        init_model_uri="s3://bkt/team-prefix/models/previous.tar.gz")
+    locations = _s3_locations(build_definition(settings))
+    assert len(locations) > 10
+    allowed = ("s3://bkt/team-prefix/", "s3://bkt/team-pipeline/")
+    assert [u for u in locations if not u.startswith(allowed)] == []
+
+
+# --- KMS ---------------------------------------------------------------------------------------
+
+
+def kms_places(definition: dict) -> dict[str, object]:
+    places = {}
+    for name, step in jobs(definition).items():
+        arguments = step["Arguments"]
+        if step["Type"] == "Training":
+            places[f"{name} volume"] = arguments["ResourceConfig"].get("VolumeKmsKeyId")
+            places[f"{name} output"] = arguments["OutputDataConfig"].get("KmsKeyId")
+        else:
+            places[f"{name} volume"] = arguments["ProcessingResources"]["ClusterConfig"].get("VolumeKmsKeyId")
+            places[f"{name} output"] = arguments["ProcessingOutputConfig"].get("KmsKeyId")
+    return places
+
+
+def test_volumes_and_outputs_are_encrypted_with_the_key_when_set():
+    places = kms_places(build_definition(Settings(kms_key_id=KMS_KEY)))
+    assert len(places) == 6
+    assert set(places.values()) == {KMS_KEY}, places
+    assert set(kms_places(build_definition()).values()) == {None}
+
+
+def test_upsert_uses_the_stacks_key(stack):
+    assert main(["upsert"]) == 0
+    assert set(kms_places(deployed_definition()).values()) == {stack["KmsKeyArn"]}
