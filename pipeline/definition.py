@@ -130,6 +130,14 @@ def get_pipeline(
             base_job_name=f"{settings.pipeline_name}-{bundle_name}",
         )
 
+    def output_uri(step: str, name: str) -> Join:
+        """Per execution, under the artifact prefix (the SDK's default would use the pipeline
+        name as the prefix, outside what the execution role may write)."""
+        return Join(
+            on="/",
+            values=[settings.s3_uri(), ExecutionVariables.PIPELINE_EXECUTION_ID, step, "output", name],
+        )
+
     def code_input(bundle_name: str) -> ProcessingInput:
         return ProcessingInput(
             input_name="code",
@@ -146,7 +154,9 @@ def get_pipeline(
             ),
         ],
         outputs=[
-            ProcessingOutput(output_name=name, source=path)
+            ProcessingOutput(
+                output_name=name, source=path, destination=output_uri(STEP_PREPROCESS, name)
+            )
             for name, path in processing.OUTPUT_DIRS.items()
         ],
         arguments=[
@@ -260,7 +270,13 @@ def get_pipeline(
             ProcessingInput(input_name="model", source=model_artifact, destination=report.MODEL_INPUT_DIR),
             ProcessingInput(input_name="test", source=split_uri["test"], destination=report.TEST_INPUT_DIR),
         ],
-        outputs=[ProcessingOutput(output_name=report.OUTPUT_NAME, source=report.OUTPUT_DIR)],
+        outputs=[
+            ProcessingOutput(
+                output_name=report.OUTPUT_NAME,
+                source=report.OUTPUT_DIR,
+                destination=output_uri(STEP_EVALUATE, report.OUTPUT_NAME),
+            )
+        ],
     )
     step_evaluate = ProcessingStep(
         STEP_EVALUATE, step_args=evaluate_args, property_files=[evaluation_report], cache_config=cache

@@ -97,14 +97,12 @@ def test_execution_role_reaches_only_its_prefix_group_logs_and_images(template):
     assert [s["Principal"] for s in trust] == [{"Service": "sagemaker.amazonaws.com"}]
     assert trust[0]["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
 
-    # The two key prefixes a definition uses (test_security.py checks the definition side).
+    # The one key prefix a definition uses (test_security.py checks the definition side).
     objects = statement(template, role, "ReadWriteTheArtifactPrefix")
-    assert objects["Resource"] == [{"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/*"},
-                                   {"Fn::Sub": "${ArtifactBucket.Arn}/${PipelineName}/*"}]
+    assert objects["Resource"] == [{"Fn::Sub": "${ArtifactBucket.Arn}/${ArtifactPrefix}/*"}]
     listing = statement(template, role, "ListOnlyTheArtifactPrefix")
     assert listing["Condition"]["StringLike"]["s3:prefix"] == [
-        {"Ref": "ArtifactPrefix"}, {"Fn::Sub": "${ArtifactPrefix}/*"},
-        {"Ref": "PipelineName"}, {"Fn::Sub": "${PipelineName}/*"}]
+        {"Ref": "ArtifactPrefix"}, {"Fn::Sub": "${ArtifactPrefix}/*"}]
     registry = statement(template, role, "RegisterModelsInTheGroup")
     assert all("${ModelPackageGroupName}" in r["Fn::Sub"] for r in registry["Resource"])
     logs = statement(template, role, "WriteJobLogs")
