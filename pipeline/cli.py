@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 import traceback
 
 from pipeline.errors import UserError
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
-COMMAND_MODULES = ("pipeline.commands.definition",)
+COMMAND_MODULES = ("pipeline.commands.definition", "pipeline.commands.cloud", "pipeline.commands.local")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +33,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Before a command imports the SageMaker SDK: its experiments module calls
+    # logging.basicConfig(level=INFO) on import, which would print botocore's INFO lines
+    # ("Found credentials in environment variables") on every AWS command.
+    logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -14,6 +14,9 @@ import boto3
 import sagemaker.utils
 from sagemaker.workflow.pipeline_context import PipelineSession
 
+# The SDK warns on every step built in a PipelineSession that no job starts: that is the point.
+warnings.filterwarnings("ignore", message="Running within a PipelineSession", category=UserWarning)
+
 # Telemetry off and no config files read: the definition depends on our inputs alone.
 SDK_CONFIG = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {"TelemetryOptOut": True}}}}
 

@@ -1,0 +1,163 @@
+"""Horovod: launch a training job's ranks with one ``mpirun``, as SageMaker does, on this machine.
+
+SageMaker runs ``mpirun --host algo-1:P,algo-2:P ...`` on algo-1 and reaches the other hosts
+over SSH. Here every simulated host is an Open MPI *node* of its own: a hostfile lists
+``algo-1 slots=P`` ...; the "remote shell" (``plm_rsh_agent``) is a small script that starts
+each node's daemon on this machine with the host's name in its environment. Because each
+host has its own daemon, Open MPI (and so Horovod, which takes its local communicator from
+``MPI_COMM_TYPE_SHARED``) groups ranks by simulated host: ``hvd.local_rank()``,
+``hvd.local_size()`` and ``hvd.cross_rank()`` are what they would be on SageMaker.
+``HOROVOD_HOSTNAME`` is not enough for that: Horovod reads it only under Gloo.
+
+Each rank then runs ``rank_exec.py``, which loads its host's environment and execs the user's
+command. All traffic stays on the loopback interface.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.local import rank_exec
+
+RANK_EXEC = Path(rank_exec.__file__).resolve()
+
+# What SageMaker's toolkit passes (mpi.py in sagemaker-training-toolkit), adapted: loopback
+# instead of eth0, our rsh agent instead of ssh; -bind-to none -map-by slot fill the hosts in
+# order, so ranks 0..P-1 are on algo-1 as on SageMaker.
+BASE_OPTIONS = (
+    "--allow-run-as-root", "--oversubscribe",
+    "-bind-to", "none", "-map-by", "slot", "--tag-output",
+    "-mca", "orte_abort_on_non_zero_status", "1",  # one failed rank ends the job, no hang
+    "-mca", "btl", "self,vader,tcp",
+    "-mca", "btl_vader_single_copy_mechanism", "none",
+    "-mca", "btl_tcp_if_include", "lo", "-mca", "oob_tcp_if_include", "lo",
+    "-mca", "plm_rsh_no_tree_spawn", "1",
+)
+
+_RSH_AGENT = """#!/bin/sh
+# Open MPI's rsh launcher runs: <agent> <host> <daemon command>. Every host is simulated on
+# this machine: run the daemon here, with the host's name in its environment (its ranks
+# inherit it, see rank_exec.py) and a scratch directory of its own for the daemon's session
+# directory and the shared-memory segments. Open MPI names both after the real hostname:
+# two daemons sharing them race on mkdir (one fails orte_init and mpirun waits forever) and
+# collide on the vader segment of the same local rank (a segfault).
+while [ $# -gt 0 ]; do case "$1" in -*) shift ;; *) break ;; esac; done
+host="$1"; shift
+export {host_env}="$host"
+mkdir -p {scratch}/"$host"
+export OMPI_MCA_orte_tmpdir_base={scratch}/"$host"
+export OMPI_MCA_btl_vader_backing_directory={scratch}/"$host"
+exec /bin/sh -c "$*"
+"""
+
+
+@dataclass(frozen=True)
+class MpiLaunch:
+    command: list[str]
+    launch_dir: Path
+    # Per-host session and shared-memory directories, short and under /tmp; whoever runs
+    # the command removes it afterwards (TrainingJob does).
+    scratch: Path
+    num_processes: int
+
+
+def mpirun_path() -> str | None:
+    return shutil.which("mpirun")
+
+
+def custom_options(raw: str) -> list[str]:
+    """SageMaker: ``sagemaker_mpi_custom_mpi_options`` is appended verbatim, except
+    ``--NCCL_DEBUG X``, which becomes ``-x NCCL_DEBUG=X``."""
+    words = shlex.split(raw or "")
+    out = []
+    i = 0
+    while i < len(words):
+        if words[i] == "--NCCL_DEBUG" and i + 1 < len(words):
+            out += ["-x", f"NCCL_DEBUG={words[i + 1]}"]
+            i += 2
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
+def prepare(
+    mpi_dir: Path,
+    hosts: list[str],
+    processes_per_host: int,
+    host_specs: dict[str, dict],
+    *,
+    num_processes: int | None = None,
+    local_options: Sequence[str] = (),
+    extra_options: str = "",
+    python: str = sys.executable,
+) -> MpiLaunch:
+    """Write the hostfile, rsh agent and per-host launch specs; return the mpirun command.
+
+    ``host_specs[host]`` = {"env": {...}, "cwd": str, "argv": [...], "log": "...{rank}..."}.
+    ``local_options`` (this machine's launch defaults) come before ``extra_options`` (the
+    job's custom_mpi_options), so the job's own options win.
+    """
+    mpi_dir = Path(mpi_dir)
+    launch_dir = mpi_dir / "launch"
+    launch_dir.mkdir(parents=True, exist_ok=True)
+    hostfile = mpi_dir / "hostfile"
+    hostfile.write_text("".join(f"{h} slots={processes_per_host}\n" for h in hosts))
+    # Short, under /tmp: Open MPI puts Unix sockets in the session directory (108-byte limit).
+    scratch = Path(tempfile.mkdtemp(prefix="trainpipe-mpi-"))
+    agent = mpi_dir / "rsh-agent"
+    agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch))))
+    agent.chmod(0o755)
+    for host, spec in host_specs.items():
+        (launch_dir / f"{host}.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+    np = num_processes or processes_per_host * len(hosts)
+    command = [
+        mpirun_path() or "mpirun", *BASE_OPTIONS,
+        "-mca", "plm_rsh_agent", str(agent),
+        "--hostfile", str(hostfile), "-np", str(np),
+        *local_options,
+        *custom_options(extra_options),
+        python, str(RANK_EXEC), str(launch_dir),
+    ]
+    return MpiLaunch(command, launch_dir, scratch, np)
+
+
+@dataclass(frozen=True)
+class RankExit:
+    """What mpirun reported about the first rank that ended the job."""
+
+    rank: int
+    host: str | None
+    exit_code: int | None
+    signal: int | None
+
+
+_FIRST_PROCESS_RE = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(\d+)")
+_SIGNAL_RE = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+
+
+def first_failure(mpirun_output: str, rank_hosts: dict[int, str]) -> RankExit | None:
+    """Parse mpirun's report ("The first process to do so was: ... Exit code: N" or "process
+    rank R ... on node algo-K exited on signal S")."""
+    match = _SIGNAL_RE.search(mpirun_output)
+    if match:
+        rank = int(match.group(1))
+        return RankExit(rank, match.group(2), None, int(match.group(3)))
+    match = _FIRST_PROCESS_RE.search(mpirun_output)
+    if match:
+        rank = int(match.group(1))
+        return RankExit(rank, rank_hosts.get(rank), int(match.group(2)), None)
+    return None
+
+
+def rank_hosts(hosts: list[str], processes_per_host: int, num_processes: int) -> dict[int, str]:
+    """-map-by slot: ranks fill algo-1's slots first, then algo-2's, ..."""
+    return {r: hosts[min(r // processes_per_host, len(hosts) - 1)] for r in range(num_processes)}

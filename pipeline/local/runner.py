@@ -1,0 +1,397 @@
+"""Run a pipeline definition on this machine: one execution, step after step.
+
+The runner knows SageMaker's step types, not trainpipe's steps: it takes the definition JSON
+(the very document ``trainpipe definition`` prints and SageMaker would be given), orders the
+steps by their data dependencies (``interpreter.plan``), evaluates each step's arguments
+against the parameters and the properties of the steps before it, and then:
+
+- Processing / Training: runs the job request locally (``jobs.py``), with the step's
+  ``CacheConfig`` (``caching.py``) and ``RetryPolicies`` honoured;
+- Condition: evaluates the conditions, and the branch not taken is NotExecuted;
+- RegisterModel: adds a model package to the local registry (``registry.py``);
+- Fail: ends the execution as Failed with the step's ErrorMessage.
+
+Steps run one at a time (SageMaker would run independent steps in parallel; this DAG is a
+chain). The first failed step fails the execution; nothing after it starts.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.errors import UserError
+from pipeline.local import caching, interpreter
+from pipeline.local.channels import ChannelError
+from pipeline.local.execution import (
+    EXECUTING,
+    FAILED,
+    NOT_EXECUTED,
+    STOPPED,
+    SUCCEEDED,
+    ExecutionRecord,
+    StepRecord,
+    timestamp,
+)
+from pipeline.local.interpreter import (
+    STEP_CONDITION,
+    STEP_FAIL,
+    STEP_PROCESSING,
+    STEP_REGISTER_MODEL,
+    STEP_TRAINING,
+    Context,
+    ExpressionError,
+    StepNode,
+    Unresolved,
+)
+from pipeline.local.jobs import (
+    CLIENT_ERROR,
+    JobResult,
+    JobStopped,
+    ProcessingJob,
+    TrainingJob,
+    account_of,
+)
+from pipeline.local.registry import Registry
+from pipeline.local.storage import S3Uri, Storage, StorageError
+
+JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
+
+
+@dataclass
+class RunOptions:
+    workdir: Path
+    storage: Storage
+    region: str = "us-east-1"
+    echo: bool = True  # stream job output to the terminal
+    use_cache: bool = True
+    stream: object = None  # where progress goes (default sys.stdout)
+    sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a fake
+    execution_parameters: Mapping[str, object] = field(default_factory=dict)
+
+
+def new_execution_id() -> str:
+    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
+    suffix = f"-{execution_id}" + (f"-{attempt}" if attempt > 1 else "")
+    return f"{pipeline}-{step}"[: JOB_NAME_LIMIT - len(suffix)] + suffix
+
+
+def matching_policy(policies: list[dict], failure_type: str | None) -> int | None:
+    """Index of the first retry policy whose ExceptionType covers ``failure_type``."""
+    for index, policy in enumerate(policies):
+        if failure_type and failure_type in policy.get("ExceptionType", []):
+            return index
+    return None
+
+
+class PipelineRunner:
+    def __init__(self, definition: Mapping, pipeline_name: str, options: RunOptions,
+                 execution_id: str | None = None):
+        self.definition = definition
+        self.pipeline_name = pipeline_name
+        self.options = options
+        self.storage = options.storage
+        # Absolute: job processes run with other working directories.
+        self.workdir = Path(options.workdir).resolve()
+        # Everything that can be refused is refused here, before any job starts.
+        self.nodes = interpreter.plan(definition)
+        self.parameters = interpreter.resolve_parameters(definition, options.execution_parameters)
+        self.execution_id = execution_id or new_execution_id()
+        self.run_dir = self.workdir / "runs" / self.execution_id
+        self.registry = Registry(self.workdir / "registry.sqlite")
+        self.cache = caching.StepCache(self.workdir / "cache" / pipeline_name)
+        self.account = account_of(self._first_request())
+        self.execution = {
+            "PipelineExecutionId": self.execution_id,
+            "PipelineExecutionArn": f"arn:aws:sagemaker:{options.region}:{self.account}:pipeline/"
+                                    f"{pipeline_name}/execution/{self.execution_id}",
+            "PipelineName": pipeline_name,
+            "PipelineArn": f"arn:aws:sagemaker:{options.region}:{self.account}:pipeline/{pipeline_name}",
+            "StartDateTime": timestamp(),
+            "CurrentDateTime": timestamp(),
+        }
+        self.ctx = Context(
+            parameters=self.parameters, execution=self.execution,
+            property_files=interpreter.property_files_of(self.nodes),
+            read_json=lambda uri: json.loads(self.storage.read_bytes(uri)),
+        )
+        self.record = ExecutionRecord(self.execution_id, pipeline_name, str(self.run_dir),
+                                      dict(self.parameters))
+        self.taken: dict[str, bool] = {}  # condition step -> outcome
+
+    def _first_request(self) -> dict:
+        for node in self.nodes:
+            if "RoleArn" in node.body.get("Arguments", {}):
+                return node.body["Arguments"]
+        return {}
+
+    def say(self, text: str) -> None:
+        stream = self.options.stream or sys.stdout
+        stream.write(text + "\n")
+        stream.flush()
+
+    # --- before anything runs --------------------------------------------------------------
+    def preflight(self) -> None:
+        """Malformed s3:// URIs anywhere, and empty inputs the user chose (a URI built from a
+        parameter), are one clear error before the first job."""
+        for node in self.nodes:
+            args = node.body.get("Arguments", {})
+            inputs = []
+            if node.type == STEP_PROCESSING:
+                inputs = [(f"{node.name} input {i.get('InputName')!r}", i["S3Input"]["S3Uri"])
+                          for i in args.get("ProcessingInputs", []) if "S3Input" in i]
+            elif node.type == STEP_TRAINING:
+                inputs = [(f"{node.name} channel {c.get('ChannelName')!r}",
+                           c.get("DataSource", {}).get("S3DataSource", {}).get("S3Uri"))
+                          for c in args.get("InputDataConfig", [])]
+            for label, expr in inputs:
+                try:
+                    uri = interpreter.evaluate(expr, self.ctx)
+                except Unresolved:
+                    continue  # made by an earlier step; checked when that step has run
+                S3Uri.parse(uri, f"{label} S3Uri")
+                if "Parameters." in json.dumps(expr) and not self._listable(uri):
+                    raise ChannelError(
+                        f"{label}: no objects under {uri} in the {self.storage.describe()}; "
+                        "check the URI (it is matched as a key prefix) or upload the data first")
+
+    def _listable(self, uri: str) -> bool:
+        try:
+            return bool(self.storage.list(uri))
+        except StorageError as error:
+            raise UserError(f"cannot use the {self.storage.describe()}: {error}") from None
+
+    # --- the execution ---------------------------------------------------------------------
+    def run(self) -> ExecutionRecord:
+        """Run the execution; bad input raises (a UserError) before anything is written."""
+        self.preflight()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "definition.json").write_text(json.dumps(self.definition, indent=2))
+        self.record.save()
+        current: StepRecord | None = None
+        runnable = self.nodes
+        try:
+            for index, node in enumerate(runnable, 1):
+                current = StepRecord(node.name, node.type)
+                self.record.steps.append(current)
+                if not self._selected(node):
+                    current.status = NOT_EXECUTED
+                    current.detail = self._why_not(node)
+                    self.record.save()
+                    self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
+                             f"not executed, {current.detail}")
+                    continue
+                current.start = timestamp()
+                self.record.save()
+                self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type})")
+                self.execution["CurrentDateTime"] = timestamp()
+                ok = self._run_step(node, current)
+                current.end = current.end or timestamp()
+                self.record.save()
+                if ok:
+                    self.say(f"==> {node.name}: {current.status}"
+                             + (f" ({current.detail})" if current.detail else ""))
+                else:
+                    self.say(f"==> {node.name}: {current.status}: {current.failure_reason}")
+                    self.record.finish(current.status if current.status == STOPPED else FAILED,
+                                       current.failure_reason if node.type == STEP_FAIL
+                                       else f"step {node.name} failed: {current.failure_reason}")
+                    return self.record
+            self.record.finish(SUCCEEDED)
+        except KeyboardInterrupt:
+            if current is not None and current.status == EXECUTING:
+                current.status = STOPPED
+                current.end = timestamp()
+                current.failure_reason = current.failure_reason or "stopped by the user"
+            self.record.finish(STOPPED, "stopped by the user (Ctrl-C / SIGTERM)")
+        except Exception as error:
+            if current is not None and current.status == EXECUTING:
+                current.status = FAILED
+                current.end = timestamp()
+                current.failure_reason = str(error)
+            self.record.finish(FAILED, str(error))
+            raise
+        return self.record
+
+    def _selected(self, node: StepNode) -> bool:
+        if node.branch is not None:
+            condition, outcome = node.branch
+            if self.taken.get(condition) != outcome:
+                return False
+        return all(dep in self.ctx.properties for dep in node.depends_on)
+
+    def _why_not(self, node: StepNode) -> str:
+        if node.branch is not None and node.branch[0] in self.taken:
+            return f"{node.branch[0]} was {str(self.taken[node.branch[0]]).lower()}"
+        return "a step it depends on did not run"
+
+    def _run_step(self, node: StepNode, record: StepRecord) -> bool:
+        try:
+            if node.type in (STEP_PROCESSING, STEP_TRAINING):
+                return self._run_job_step(node, record)
+            if node.type == STEP_CONDITION:
+                outcome, account = interpreter.evaluate_conditions(
+                    node.body["Arguments"].get("Conditions", []), self.ctx)
+                self.taken[node.name] = outcome
+                record.properties = {"Outcome": outcome}
+                record.detail = f"{account} -> {'if' if outcome else 'else'} branch"
+                record.status = SUCCEEDED
+            elif node.type == STEP_REGISTER_MODEL:
+                self._register(node, record)
+            elif node.type == STEP_FAIL:
+                message = interpreter.evaluate(node.body.get("Arguments", {}).get("ErrorMessage", ""), self.ctx)
+                record.status = FAILED
+                record.failure_reason = interpreter.to_string(message)
+                return False
+        except (ExpressionError, StorageError) as error:
+            record.status = FAILED
+            record.failure_reason = str(error)
+            return False
+        if record.status == SUCCEEDED:
+            self.ctx.properties[node.name] = record.properties
+        return record.status == SUCCEEDED
+
+    # --- jobs, cache and retries --------------------------------------------------------------
+    def _cache_key(self, node: StepNode) -> tuple[str, dict] | None:
+        config = node.body.get("CacheConfig") or {}
+        if not (self.options.use_cache and config.get("Enabled")):
+            return None
+        symbolic = Context(
+            parameters=self.parameters,
+            execution={name: f"{{Execution.{name}}}" for name in interpreter.EXECUTION_VARIABLES},
+            properties=self.ctx.properties, property_files=self.ctx.property_files,
+            read_json=self.ctx.read_json)
+        attributes = interpreter.evaluate(node.body.get("Arguments", {}), symbolic)
+        material = caching.key_material(self.pipeline_name, node.name, node.type, attributes)
+        return caching.cache_key(material), material
+
+    def _cached(self, node: StepNode, key: str) -> caching.CacheEntry | None:
+        entry = self.cache.lookup(key, node.body["CacheConfig"].get("ExpireAfter", "P30D"))
+        if entry is None:
+            return None
+        missing = [u for u in caching.output_uris(node.type, entry.properties) if not self.storage.list(u)]
+        if missing:
+            self.say(f"    cache entry from {entry.execution_id} is unusable: "
+                     f"{', '.join(missing)} no longer exist(s); running the step")
+            return None
+        return entry
+
+    def _run_job_step(self, node: StepNode, record: StepRecord) -> bool:
+        request = interpreter.evaluate(node.body.get("Arguments", {}), self.ctx)
+        keyed = self._cache_key(node)
+        if keyed is not None:
+            entry = self._cached(node, keyed[0])
+            if entry is not None:
+                record.status = SUCCEEDED
+                record.properties = entry.properties
+                record.cache_hit = {"execution_id": entry.execution_id, "key": keyed[0][:16]}
+                record.job_name = entry.properties.get("TrainingJobName") or entry.properties.get("ProcessingJobName")
+                record.metrics = {m["MetricName"]: m["Value"]
+                                  for m in entry.properties.get("FinalMetricDataList", [])}
+                record.detail = f"cache hit: reused {record.job_name} from execution {entry.execution_id}"
+                self.ctx.properties[node.name] = entry.properties
+                return True
+        result = self._run_with_retries(node, request, record)
+        record.properties = result.description
+        record.metrics = {m["MetricName"]: m["Value"] for m in result.description.get("FinalMetricDataList", [])}
+        if result.status == "Completed":
+            record.status = SUCCEEDED
+            if node.type == STEP_TRAINING:
+                record.detail = f"model {result.description['ModelArtifacts']['S3ModelArtifacts']}"
+            if keyed is not None:
+                self.cache.store(keyed[0], node.name, self.execution_id, result.description, keyed[1])
+            self.ctx.properties[node.name] = result.description
+            return True
+        record.status = FAILED
+        record.failure_reason = result.failure_reason
+        return False
+
+    def _run_with_retries(self, node: StepNode, request: dict, record: StepRecord) -> JobResult:
+        policies = list(node.body.get("RetryPolicies") or [])
+        retries: dict[int, int] = {}
+        first_start = time.time()
+        job_class = TrainingJob if node.type == STEP_TRAINING else ProcessingJob
+        while True:
+            record.attempts += 1
+            name = job_name(self.pipeline_name, node.name, self.execution_id, record.attempts)
+            record.job_name = name
+            record.job_dir = str(self.run_dir / "jobs" / name)
+            self.record.save()
+            try:
+                job = job_class(request, name, self.storage, Path(record.job_dir),
+                                region=self.options.region, echo=self.options.echo,
+                                stream=self.options.stream)
+                result = job.run()
+            except JobStopped as stopped:
+                record.properties = stopped.result.description
+                raise
+            if result.status == "Completed":
+                return result
+            index = matching_policy(policies, result.failure_type)
+            if index is None:
+                if result.failure_type not in (None, CLIENT_ERROR) and policies:
+                    self.say(f"    {result.failure_type}: no retry policy of {node.name} covers it")
+                return result
+            policy = policies[index]
+            done = retries.get(index, 0)
+            # SageMaker: MaxAttempts counts retries; ExpireAfterMin bounds the time retrying.
+            if policy.get("MaxAttempts") is not None and done >= int(policy["MaxAttempts"]):
+                self.say(f"    {result.failure_type}: retry policy exhausted after {done} retries")
+                return result
+            if policy.get("ExpireAfterMin") is not None and \
+                    time.time() - first_start > 60 * float(policy["ExpireAfterMin"]):
+                self.say(f"    {result.failure_type}: retry policy expired")
+                return result
+            delay = float(policy.get("IntervalSeconds", 1)) * float(policy.get("BackoffRate", 2.0)) ** done
+            retries[index] = done + 1
+            self.say(f"    {result.failure_type}: {result.failure_reason}")
+            self.say(f"    retrying {node.name} in {delay:g}s (retry {done + 1}"
+                     + (f" of {policy['MaxAttempts']}" if policy.get("MaxAttempts") else "") + ")")
+            self.options.sleep(delay)
+
+    # --- registration --------------------------------------------------------------------------
+    def _register(self, node: StepNode, record: StepRecord) -> None:
+        args = interpreter.evaluate(node.body.get("Arguments", {}), self.ctx)
+        containers = (args.get("InferenceSpecification") or {}).get("Containers") or []
+        if not containers or not containers[0].get("ModelDataUrl"):
+            raise ExpressionError("RegisterModel: InferenceSpecification.Containers[0].ModelDataUrl is missing")
+        model_url = containers[0]["ModelDataUrl"]
+        if not self.storage.exists(model_url):
+            raise ExpressionError(f"RegisterModel: model artifact {model_url} does not exist")
+        statistics = ((args.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
+        metrics_uri = statistics.get("S3Uri")
+        metrics = None
+        if metrics_uri:
+            try:
+                metrics = json.loads(self.storage.read_bytes(metrics_uri))
+            except (StorageError, ValueError) as error:
+                raise ExpressionError(f"RegisterModel: model metrics {metrics_uri}: {error}") from error
+        group = args.get("ModelPackageGroupName")
+        if not group:
+            raise ExpressionError("RegisterModel: ModelPackageGroupName is missing")
+        package = self.registry.register(
+            group=group, approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),
+            model_data_url=model_url, region=self.options.region, account=self.account,
+            created=timestamp(), request=args, metrics_uri=metrics_uri, metrics=metrics,
+            execution_id=self.execution_id)
+        record.properties = {
+            "ModelPackageArn": package.arn,
+            "ModelPackageGroupName": package.group,
+            "ModelPackageVersion": package.version,
+            "ModelApprovalStatus": package.approval_status,
+            "ModelPackageStatus": "Completed",
+            "CreationTime": package.created,
+        }
+        record.detail = f"{package.group} v{package.version} ({package.approval_status})" + (
+            f" {package.primary_metric()}" if package.primary_metric() else "")
+        record.status = SUCCEEDED
+

@@ -1,0 +1,329 @@
+"""``s3://bucket/key`` for the local runner: a directory on this machine, or S3 through boto3.
+
+One small interface, two implementations, so the runner's code is the same either way:
+
+- ``LocalStorage``: ``<root>/<bucket>/<key>``, the default (``<workdir>/store``). No account,
+  no network. Writes are atomic (a reader never sees half an object).
+- ``Boto3Storage``: any S3 API (``--s3-endpoint URL`` for moto/MinIO, or real S3).
+
+Listing follows S3 semantics: a prefix is a string prefix of keys, not a directory (so
+``s3://b/data/x`` lists ``data/x.csv`` and ``data/x/y.csv``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+S3_SCHEME = "s3://"
+# SageMaker: bucket names follow S3's rules (3-63 lowercase letters, digits, dots, hyphens).
+_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class S3UriError(UserError, ValueError):
+    """A malformed ``s3://`` URI; the message names where it came from."""
+
+
+class StorageError(Exception):
+    """A failed storage call. ``kind`` is the SageMaker Pipelines exception type it stands for
+    (``Step.THROTTLING``, ``Step.SERVICE_FAULT``) or None for a permanent error."""
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class S3Uri:
+    bucket: str
+    key: str
+
+    @classmethod
+    def parse(cls, uri, what: str = "S3 URI") -> S3Uri:
+        """``s3://bucket/key`` -> S3Uri; anything else is a one-line error naming ``what``."""
+        example = "expected s3://bucket/key/prefix"
+        if not isinstance(uri, str) or not uri.startswith(S3_SCHEME):
+            raise S3UriError(f"{what} {uri!r} is not an s3:// URI ({example})")
+        bucket, _, key = uri[len(S3_SCHEME) :].partition("/")
+        if not _BUCKET_RE.match(bucket) or ".." in bucket:
+            raise S3UriError(
+                f"{what} {uri!r}: {bucket!r} is not a valid bucket name "
+                f"(3-63 lowercase letters, digits, dots and hyphens; {example})"
+            )
+        if any(part == ".." for part in key.split("/")):
+            raise S3UriError(f"{what} {uri!r}: '..' is not allowed in a key")
+        return cls(bucket, key)
+
+    def __str__(self) -> str:
+        return f"{S3_SCHEME}{self.bucket}/{self.key}"
+
+    def child(self, relative: str) -> S3Uri:
+        """The object ``relative`` below this URI taken as a folder."""
+        base = self.key if not self.key or self.key.endswith("/") else self.key + "/"
+        return S3Uri(self.bucket, base + relative.lstrip("/"))
+
+
+def join_uri(uri: str, *parts: str) -> str:
+    out = uri.rstrip("/")
+    for part in parts:
+        out += "/" + part.strip("/")
+    return out
+
+
+def md5_of_bytes(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def md5_of_file(path: Path) -> str:
+    h = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class Storage(ABC):
+    """The object store operations the runner needs, nothing more."""
+
+    @abstractmethod
+    def list(self, uri: str) -> list[str]:
+        """Every object whose key starts with ``uri``'s key, as s3:// URIs sorted by key."""
+
+    @abstractmethod
+    def get_file(self, uri: str, path: Path) -> None:
+        """Download one object to ``path`` (parents created)."""
+
+    @abstractmethod
+    def put_file(self, path: Path, uri: str) -> None: ...
+
+    @abstractmethod
+    def put_bytes(self, data: bytes, uri: str) -> None: ...
+
+    @abstractmethod
+    def exists(self, uri: str) -> bool: ...
+
+    @abstractmethod
+    def md5(self, uri: str) -> str | None:
+        """MD5 hex of the object, None when absent or unknown (multipart ETag)."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where the objects are, for messages."""
+
+    def read_bytes(self, uri: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="trainpipe-get-") as tmp:
+            target = Path(tmp) / "object"
+            self.get_file(uri, target)
+            return target.read_bytes()
+
+    def local_path(self, uri: str) -> Path | None:
+        """The object's file on this machine when the store is local (for links), else None."""
+        return None
+
+    # --- helpers built on the primitives ---------------------------------------------------
+    def put_bytes_if_changed(self, data: bytes, uri: str) -> bool:
+        """Upload unless an identical object is already there; True when it uploaded."""
+        if self.md5(uri) == md5_of_bytes(data):
+            return False
+        self.put_bytes(data, uri)
+        return True
+
+    def put_file_if_changed(self, path: Path, uri: str) -> bool:
+        if self.md5(uri) == md5_of_file(Path(path)):
+            return False
+        self.put_file(path, uri)
+        return True
+
+    def put_tree(self, directory: Path, uri: str) -> list[str]:
+        """Upload every regular file under ``directory`` below ``uri``, keeping relative paths.
+        SageMaker: symlinks are not followed."""
+        directory = Path(directory)
+        uploaded = []
+        for path in sorted(directory.rglob("*")):
+            if path.is_symlink() or not path.is_file():
+                continue
+            target = join_uri(uri, path.relative_to(directory).as_posix())
+            self.put_file(path, target)
+            uploaded.append(target)
+        return uploaded
+
+    def get_tree(self, uri: str, directory: Path) -> list[Path]:
+        """Download every object under ``uri`` (taken as a folder) into ``directory``."""
+        prefix = uri if uri.endswith("/") else uri + "/"
+        written = []
+        for obj in self.list(prefix):
+            relative = obj[len(prefix) :]
+            if not relative or relative.endswith("/"):
+                continue
+            target = Path(directory) / relative
+            self.get_file(obj, target)
+            written.append(target)
+        return written
+
+
+class LocalStorage(Storage):
+    """Objects as files: ``<root>/<bucket>/<key>``."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root).resolve()
+
+    def _path(self, uri: str) -> Path:
+        s3 = S3Uri.parse(uri)
+        return self.root / s3.bucket / s3.key
+
+    def describe(self) -> str:
+        return f"local object store {self.root}"
+
+    def local_path(self, uri: str) -> Path | None:
+        path = self._path(uri)
+        return path if path.is_file() else None
+
+    def list(self, uri: str) -> list[str]:
+        s3 = S3Uri.parse(uri)
+        bucket_dir = self.root / s3.bucket
+        # Walk only the folder that can hold matching keys: the prefix up to its last "/".
+        folder = bucket_dir / s3.key.rpartition("/")[0]
+        if not folder.is_dir():
+            return []
+        keys = []
+        for dirpath, _dirnames, filenames in os.walk(folder):
+            for name in filenames:
+                if name.endswith(_PARTIAL_SUFFIX):
+                    continue
+                key = (Path(dirpath) / name).relative_to(bucket_dir).as_posix()
+                if key.startswith(s3.key):
+                    keys.append(key)
+        return [f"{S3_SCHEME}{s3.bucket}/{key}" for key in sorted(keys)]
+
+    def get_file(self, uri: str, path: Path) -> None:
+        source = self._path(uri)
+        if not source.is_file():
+            raise StorageError(f"{uri}: no such object in the {self.describe()}")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, path)
+
+    def _write(self, uri: str, write) -> None:
+        target = self._path(uri)
+        if uri.endswith("/"):
+            return  # a "folder" marker: meaningless on a file system
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name(target.name + _PARTIAL_SUFFIX)
+        write(partial)
+        os.replace(partial, target)
+
+    def put_file(self, path: Path, uri: str) -> None:
+        self._write(uri, lambda partial: shutil.copyfile(path, partial))
+
+    def put_bytes(self, data: bytes, uri: str) -> None:
+        self._write(uri, lambda partial: partial.write_bytes(data))
+
+    def exists(self, uri: str) -> bool:
+        return self._path(uri).is_file()
+
+    def md5(self, uri: str) -> str | None:
+        path = self._path(uri)
+        return md5_of_file(path) if path.is_file() else None
+
+
+_PARTIAL_SUFFIX = ".trainpipe-partial"
+
+# botocore error codes that SageMaker Pipelines would classify as transient.
+_SINGLE_PUT_LIMIT = 4 << 30  # S3 takes up to 5 GiB in one PUT
+_THROTTLING_CODES = {"Throttling", "ThrottlingException", "SlowDown", "RequestLimitExceeded",
+                     "TooManyRequestsException"}
+
+
+class Boto3Storage(Storage):
+    """Objects in S3 (or anything that speaks its API) through boto3."""
+
+    def __init__(self, endpoint_url: str | None = None, region: str | None = None, client=None):
+        if client is None:
+            import boto3
+            from botocore.config import Config
+
+            client = boto3.client(
+                "s3", endpoint_url=endpoint_url, region_name=region,
+                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+            )
+        self.client = client
+        self.endpoint_url = endpoint_url
+
+    def describe(self) -> str:
+        return f"S3 at {self.endpoint_url}" if self.endpoint_url else "S3"
+
+    def _call(self, uri: str, fn, *args, **kwargs):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(*args, **kwargs)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+            kind = ("Step.THROTTLING" if code in _THROTTLING_CODES
+                    else "Step.SERVICE_FAULT" if status >= 500 else None)
+            raise StorageError(f"{uri}: {code or status}: {error}", kind) from error
+        except BotoCoreError as error:  # connection refused, timeouts: transient
+            raise StorageError(f"{uri}: {error}", "Step.SERVICE_FAULT") from error
+
+    def list(self, uri: str) -> list[str]:
+        s3 = S3Uri.parse(uri)
+        paginator = self.client.get_paginator("list_objects_v2")
+        keys = []
+
+        def collect():
+            for page in paginator.paginate(Bucket=s3.bucket, Prefix=s3.key):
+                keys.extend(item["Key"] for item in page.get("Contents", []))
+
+        self._call(uri, collect)
+        return [f"{S3_SCHEME}{s3.bucket}/{key}" for key in sorted(keys) if not key.endswith("/")]
+
+    def get_file(self, uri: str, path: Path) -> None:
+        s3 = S3Uri.parse(uri)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._call(uri, self.client.download_file, s3.bucket, s3.key, str(path))
+
+    def put_file(self, path: Path, uri: str) -> None:
+        s3 = S3Uri.parse(uri)
+        if Path(path).stat().st_size > _SINGLE_PUT_LIMIT:
+            self._call(uri, self.client.upload_file, str(path), s3.bucket, s3.key)
+            return
+        # One PUT (not multipart), so the ETag stays the MD5 that md5() compares.
+        with open(path, "rb") as body:
+            self._call(uri, self.client.put_object, Bucket=s3.bucket, Key=s3.key, Body=body)
+
+    def put_bytes(self, data: bytes, uri: str) -> None:
+        s3 = S3Uri.parse(uri)
+        self._call(uri, self.client.put_object, Bucket=s3.bucket, Key=s3.key, Body=data)
+
+    def _head(self, uri: str):
+        from botocore.exceptions import ClientError
+
+        s3 = S3Uri.parse(uri)
+
+        def head():
+            try:
+                return self.client.head_object(Bucket=s3.bucket, Key=s3.key)
+            except ClientError as error:
+                if error.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                    return None
+                raise
+
+        return self._call(uri, head)
+
+    def exists(self, uri: str) -> bool:
+        return self._head(uri) is not None
+
+    def md5(self, uri: str) -> str | None:
+        head = self._head(uri)
+        if head is None:
+            return None
+        etag = head.get("ETag", "").strip('"')
+        return None if "-" in etag else etag

@@ -1,0 +1,174 @@
+"""Fast launch settings for Horovod ranks that share one machine's CPUs (local runs only).
+
+SageMaker gives every host its own instance, and on GPU hosts each rank spends its time on
+its GPU. The local runner puts every rank of every simulated host on this machine's cores,
+where a naive ``mpirun -np 2`` of our training entrypoint ran at 0.33x the samples/s of one
+process (benchmarks/p1_local_scaling.py; BENCHMARKS.md has the figures). Measured, in order
+of effect, the time went to:
+
+1. MPI busy-polling. Horovod's background thread negotiates with the other ranks every
+   cycle; while it waits inside MPI it spins, on the core its own rank's Python thread needs.
+   ``-mca mpi_yield_when_idle 1`` makes the wait call sched_yield (x2-3 alone).
+2. Thread oversubscription. TensorFlow and OpenMP default to one thread per core *per
+   process*; with N ranks that is N x cores threads fighting over the cores. Each rank gets
+   cores / ranks threads (``TF_NUM_INTRAOP_THREADS``, ``TF_NUM_INTEROP_THREADS``,
+   ``OMP_NUM_THREADS``); one rank alone keeps TensorFlow's default (all cores).
+3. Migration. Unbound ranks bounce between cores, and with them their caches and the
+   rank's spinning background thread. Pinning rank r to core r (when there are at least as
+   many cores as ranks) gave the last +25-50%. It is done per *global* rank by
+   ``pin_from_environment`` rather than with ``mpirun -bind-to core``: each simulated host
+   has its own Open MPI daemon, and every daemon would bind its first rank to core 0.
+4. Horovod's cycle time. A step's allreduce waits for the next cycle; at the 1 ms default
+   that is a large share of a ~1 ms step of a small model. 0.1 ms is faster here; 5 ms
+   halves the throughput.
+
+What was measured and did not help is in BENCHMARKS.md (Gloo instead of MPI, disabling
+Horovod's response cache or MPI thread support, oneDNN off, ``-bind-to core`` without yield).
+
+None of this reaches SageMaker: only the local runner calls these functions, and what the
+user sets wins (the runner's own environment, the request's ``Environment``, and any
+``-x NAME`` in ``sagemaker_mpi_custom_mpi_options``).
+
+Standard library only (no TensorFlow, Horovod or SDK imports), so this file also runs by
+path as the per-rank pinning shim:
+
+    python tuning.py exec -- python train.py --epochs 3     # pins, then execs the command
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+# Horovod: how often the background thread negotiates (milliseconds).
+CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
+LOCAL_CYCLE_TIME_MS = "0.1"
+THREAD_ENVS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+# "cpu,cpu,...": rank r runs on the r-th entry (global rank, modulo the list's length).
+AFFINITY_ENV = "TRAINPIPE_RANK_CPUS"
+# Open MPI's global rank of this process (set for every rank mpirun starts).
+RANK_ENV = "OMPI_COMM_WORLD_RANK"
+# Open MPI: sched_yield() while waiting instead of spinning on a core another thread needs.
+YIELD_OPTIONS = ("-mca", "mpi_yield_when_idle", "1")
+SHIM = os.path.abspath(__file__)
+
+
+def usable_cpus() -> list[int]:
+    """The CPUs this process may run on (a container's cpuset, taskset), else all of them."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return list(range(os.cpu_count() or 1))
+
+
+@dataclass(frozen=True)
+class LocalLaunch:
+    """What the local runner adds to one training job's MPI launch."""
+
+    env: dict[str, str] = field(default_factory=dict)  # every rank's environment (defaults)
+    mpirun_options: tuple[str, ...] = ()  # before the job's custom_mpi_options
+    pin: bool = False  # wrap each rank's command with ``shim_argv`` (or rank_exec pins)
+
+    def apply_env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` with these settings added where it has no value of its own (the runner's
+        environment, exported by the user, wins)."""
+        for key, value in self.env.items():
+            env.setdefault(key, value)
+        return env
+
+
+def exported_names(custom_mpi_options: str) -> set[str]:
+    """Names a job's ``custom_mpi_options`` exports with ``-x NAME[=VALUE]``: those are the
+    user's, and a per-rank default must not override them (rank_exec applies the spec's
+    environment after mpirun has applied ``-x``)."""
+    words = shlex.split(custom_mpi_options or "")
+    names = set()
+    for i, word in enumerate(words):
+        if word == "-x" and i + 1 < len(words):
+            names.add(words[i + 1].split("=", 1)[0])
+    return names
+
+
+def local_launch(
+    total_ranks: int,
+    *,
+    cpus: Sequence[int] | None = None,
+    gpus: int = 0,
+    custom_mpi_options: str = "",
+    request_env: Mapping[str, str] | None = None,
+) -> LocalLaunch:
+    """The fast defaults for ``total_ranks`` ranks (all simulated hosts together) on this
+    machine. ``gpus``: GPUs the ranks will use; with any, nothing changes (each rank's work
+    is on its GPU, and SageMaker's launch is what we mirror). Names set by the request's
+    ``Environment`` or exported by ``custom_mpi_options`` are left to them."""
+    if gpus > 0 or total_ranks < 1:
+        return LocalLaunch()
+    cpus = list(cpus) if cpus is not None else usable_cpus()
+    threads = str(max(1, len(cpus) // total_ranks))
+    env: dict[str, str] = {}
+    if total_ranks > 1:
+        env.update({name: threads for name in THREAD_ENVS})
+        env[CYCLE_TIME_ENV] = LOCAL_CYCLE_TIME_MS
+    # else: one process keeps TensorFlow's own defaults (one thread per core); there is no
+    # allreduce to wait for, so nothing else applies.
+    pin = 1 < total_ranks <= len(cpus)
+    if pin:
+        env[AFFINITY_ENV] = ",".join(str(c) for c in cpus[:total_ranks])
+    taken = exported_names(custom_mpi_options) | set(request_env or {})
+    env = {k: v for k, v in env.items() if k not in taken}
+    options = YIELD_OPTIONS if total_ranks > 1 else ()
+    return LocalLaunch(env=env, mpirun_options=tuple(options), pin=pin and AFFINITY_ENV in env)
+
+
+# --- Pinning one rank --------------------------------------------------------------------------
+def cpu_for_rank(environ: Mapping[str, str]) -> int | None:
+    """The CPU ``AFFINITY_ENV`` assigns to this rank (None: leave it to the kernel)."""
+    raw = environ.get(AFFINITY_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        cpus = [int(c) for c in raw.split(",") if c.strip()]
+        rank = int(environ.get(RANK_ENV, "0"))
+    except ValueError:
+        return None
+    return cpus[rank % len(cpus)] if cpus else None
+
+
+def pin_from_environment(environ: Mapping[str, str] | None = None) -> int | None:
+    """Pin this process (and every thread it starts later) to its rank's CPU. Must run
+    before TensorFlow or Horovod start threads: affinity is per thread and inherited, so
+    the place is the rank's launcher, just before exec. Returns the CPU, or None."""
+    cpu = cpu_for_rank(os.environ if environ is None else environ)
+    if cpu is None:
+        return None
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (AttributeError, OSError):  # not Linux, or a CPU outside this cpuset: run unpinned
+        return None
+    return cpu
+
+
+def shim_argv(argv: Sequence[str], python: str = sys.executable) -> list[str]:
+    """``argv`` run through this file's pinning shim (exec, so no process stays behind)."""
+    return [python, SHIM, "exec", "--", *argv]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 4 or argv[1] != "exec" or argv[2] != "--":
+        print("usage: tuning.py exec -- COMMAND [ARG ...]", file=sys.stderr)
+        return 2
+    pin_from_environment()
+    command = argv[3:]
+    try:
+        os.execvp(command[0], command)
+    except OSError as error:
+        print(f"cannot run {command[0]}: {error}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

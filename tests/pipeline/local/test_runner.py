@@ -1,0 +1,253 @@
+"""Whole executions of a small definition (the SDK's JSON shapes, plain-Python steps):
+branches, FailStep, registration, step caching, retry policies, Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.local.registry import Registry
+from pipeline.local.runner import PipelineRunner, RunOptions
+
+from .helpers import (
+    BUCKET,
+    leftover_processes,
+    processing_output,
+    processing_request,
+    put_code,
+    put_script,
+    training_request,
+)
+
+CODE = f"s3://{BUCKET}/code/proc/"
+TRAIN_CODE = f"s3://{BUCKET}/code/train/sourcedir.tar.gz"
+
+MAKE = """
+    import json, os, pathlib, sys
+    out = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"]) / "processing/output/result"
+    (out / "report.json").write_text(json.dumps({"metrics": {"score": {"value": float(sys.argv[2])}}}))
+    (out / "data.txt").write_text("training data")
+"""
+
+TRAIN = """
+    import os, pathlib, signal, sys, time
+    base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
+    marker = base / "checkpoints" / "attempted"
+    mode = os.environ.get("SM_HP_MODE", "ok")
+    print("training started", flush=True)
+    if mode == "die-once" and not marker.exists():
+        marker.write_text("1")      # synced to the checkpoint URI even though the job dies
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "error":
+        sys.exit("a bug in the script")
+    if mode == "sleep":
+        time.sleep(120)
+    assert (base / "input/data/train/data.txt").read_text() == "training data"
+    (base / "model" / "weights.txt").write_text("w")
+    print("score=0.75")
+"""
+
+
+def step_definition(mode="ok", retry=None):
+    join_out = {"Std:Join": {"On": "/", "Values": [f"s3://{BUCKET}/runs", {"Get": "Execution.PipelineExecutionId"},
+                                                   "Make", "result"]}}
+    make_args = processing_request(
+        CODE, "make.py",
+        outputs=[processing_output("result", join_out, "/opt/ml/processing/output/result")],
+        arguments=["--score", {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.Score"}]}}])
+    train_args = training_request(
+        TRAIN_CODE, program="train.py", hyperparameters={"mode": mode},
+        channels=[{"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3DataDistributionType": "FullyReplicated",
+            "S3Uri": {"Get": "Steps.Make.ProcessingOutputConfig.Outputs['result'].S3Output.S3Uri"}}}}],
+        checkpoint_uri={"Std:Join": {"On": "/", "Values": [f"s3://{BUCKET}/ckpt",
+                                                          {"Get": "Execution.PipelineExecutionId"}]}},
+        metrics=[{"Name": "score", "Regex": "score=([0-9.]+)"}])
+    score = {"Std:JsonGet": {"PropertyFile": {"Get": "Steps.Make.PropertyFiles.Report"},
+                             "Path": "metrics.score.value"}}
+    cache = {"Enabled": True, "ExpireAfter": "PT1H"}
+    train = {"Name": "Train", "Type": "Training", "Arguments": train_args, "CacheConfig": cache}
+    if retry:
+        train["RetryPolicies"] = retry
+    return {
+        "Version": "2020-12-01",
+        "Parameters": [{"Name": "Score", "Type": "Float", "DefaultValue": 0.8},
+                       {"Name": "Threshold", "Type": "Float", "DefaultValue": 0.5}],
+        "Steps": [
+            {"Name": "Make", "Type": "Processing", "Arguments": make_args, "CacheConfig": cache,
+             "PropertyFiles": [{"PropertyFileName": "Report", "OutputName": "result", "FilePath": "report.json"}]},
+            train,
+            {"Name": "Check", "Type": "Condition", "Arguments": {
+                "Conditions": [{"Type": "GreaterThanOrEqualTo", "LeftValue": score,
+                                "RightValue": {"Get": "Parameters.Threshold"}}],
+                "IfSteps": [{"Name": "Register", "Type": "RegisterModel", "Arguments": {
+                    "ModelPackageGroupName": "group",
+                    "ModelApprovalStatus": "Approved",
+                    "InferenceSpecification": {"Containers": [{"Image": "img", "ModelDataUrl": {
+                        "Get": "Steps.Train.ModelArtifacts.S3ModelArtifacts"}}]},
+                    "ModelMetrics": {"ModelQuality": {"Statistics": {"ContentType": "application/json", "S3Uri": {
+                        "Std:Join": {"On": "/", "Values": [
+                            {"Get": "Steps.Make.ProcessingOutputConfig.Outputs['result'].S3Output.S3Uri"},
+                            "report.json"]}}}}}}}],
+                "ElseSteps": [{"Name": "TooLow", "Type": "Fail", "Arguments": {"ErrorMessage": {
+                    "Std:Join": {"On": "", "Values": ["score ", score, " is below ",
+                                                      {"Get": "Parameters.Threshold"}]}}}}],
+            }},
+        ],
+    }
+
+
+@pytest.fixture
+def code(local_storage):
+    put_script(local_storage, CODE, "make.py", MAKE)
+    put_code(local_storage, TRAIN_CODE, {"train.py": TRAIN})
+    return local_storage
+
+
+@pytest.fixture
+def any_code(storage):
+    """The step code in either store: the local directory or S3 through boto3 (moto)."""
+    put_script(storage, CODE, "make.py", MAKE)
+    put_code(storage, TRAIN_CODE, {"train.py": TRAIN})
+    return storage
+
+
+class Capture:
+    def __init__(self):
+        self.text = ""
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def run(storage, workdir, definition, parameters=None, sleep=None):
+    out = Capture()
+    options = RunOptions(workdir=workdir, storage=storage, echo=False, stream=out,
+                         execution_parameters=parameters or {}, sleep=sleep or (lambda s: None))
+    record = PipelineRunner(definition, "testpipe", options).run()
+    return record, out.text
+
+
+def test_success_registers_and_a_rerun_is_served_from_the_cache(any_code, tmp_path):
+    code = any_code
+    record, _ = run(code, tmp_path, step_definition())
+    assert record.status == "Succeeded", record.failure_reason
+    statuses = {s.name: s.status for s in record.steps}
+    assert statuses == {"Make": "Succeeded", "Train": "Succeeded", "Check": "Succeeded",
+                        "Register": "Succeeded", "TooLow": "NotExecuted"}
+    assert record.step("Train").metrics == {"score": 0.75}
+    assert record.step("Check").properties == {"Outcome": True}
+    package = Registry(tmp_path / "registry.sqlite").list()[0]
+    assert (package.group, package.version, package.approval_status) == ("group", 1, "Approved")
+    assert package.metrics == {"metrics": {"score": {"value": 0.8}}}
+    assert package.model_data_url == record.step("Train").properties["ModelArtifacts"]["S3ModelArtifacts"]
+    doc = json.loads((Path(record.run_dir) / "execution.json").read_text())
+    assert doc["status"] == "Succeeded" and doc["steps"][1]["properties"]["TrainingJobStatus"] == "Completed"
+
+    again, progress = run(code, tmp_path, step_definition())
+    assert again.status == "Succeeded"
+    assert again.step("Make").cache_hit["execution_id"] == record.execution_id
+    assert again.step("Train").cache_hit["execution_id"] == record.execution_id
+    assert "cache hit: reused testpipe-Make-" in progress
+    assert again.step("Train").properties == record.step("Train").properties
+    assert [p.version for p in Registry(tmp_path / "registry.sqlite").list()] == [1, 2]
+
+    # A changed argument (the parameter feeds ContainerArguments) misses the cache.
+    third, _ = run(code, tmp_path, step_definition(), {"Score": 0.9})
+    assert third.step("Make").cache_hit is None and third.step("Train").cache_hit is None
+
+
+def test_the_else_branch_fails_with_the_fail_steps_message(code, tmp_path):
+    record, _ = run(code, tmp_path, step_definition(), {"Threshold": 0.95})
+    assert record.status == "Failed"
+    assert record.failure_reason == "score 0.8 is below 0.95"
+    assert record.step("Register").status == "NotExecuted"
+    assert record.step("TooLow").status == "Failed"
+    assert Registry(tmp_path / "registry.sqlite").list() == []
+
+
+INTERNAL = [{"ExceptionType": ["SageMaker.JOB_INTERNAL_ERROR"], "IntervalSeconds": 2,
+             "BackoffRate": 3.0, "MaxAttempts": 2}]
+
+
+def test_retry_policy_retries_a_killed_job_and_it_resumes_from_checkpoints(code, tmp_path):
+    delays = []
+    record, progress = run(code, tmp_path, step_definition("die-once", INTERNAL), sleep=delays.append)
+    assert record.status == "Succeeded", record.failure_reason
+    train = record.step("Train")
+    assert train.attempts == 2 and delays == [2.0]
+    assert train.job_name.endswith("-2")
+    assert "retrying Train in 2s (retry 1 of 2)" in progress
+
+
+def test_retry_policy_gives_up_after_max_attempts_and_ignores_script_errors(code, tmp_path):
+    always_dies = step_definition("die-once", INTERNAL)
+    # Without the checkpoint the marker never survives: every attempt dies.
+    del always_dies["Steps"][1]["Arguments"]["CheckpointConfig"]
+    delays = []
+    record, _ = run(code, tmp_path, always_dies, sleep=delays.append)
+    assert record.status == "Failed" and record.step("Train").attempts == 3
+    assert delays == [2.0, 6.0]  # IntervalSeconds x BackoffRate^n
+    assert "SIGKILL" in record.failure_reason
+
+    record, _ = run(code, tmp_path / "other", step_definition("error", INTERNAL))
+    assert record.step("Train").attempts == 1
+    assert record.failure_reason == "step Train failed: AlgorithmError: algo-1 exited with code 1: a bug in the script"
+
+
+def test_an_empty_input_from_a_parameter_is_refused_before_anything_runs(code, tmp_path):
+    definition = step_definition()
+    definition["Parameters"].append({"Name": "Raw", "Type": "String", "DefaultValue": f"s3://{BUCKET}/raw/"})
+    definition["Steps"][0]["Arguments"]["ProcessingInputs"].append({
+        "InputName": "raw", "S3Input": {"S3Uri": {"Get": "Parameters.Raw"}, "LocalPath": "/opt/ml/processing/input/raw"}})
+    with pytest.raises(UserError, match=r"Make input 'raw': no objects under s3://test-bucket/raw/"):
+        run(code, tmp_path, definition)
+    with pytest.raises(UserError, match="Make input 'raw' S3Uri 'http://x' is not an s3:// URI"):
+        run(code, tmp_path, definition, {"Raw": "http://x"})
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_every_process_and_marks_the_execution_stopped(code, tmp_path, sig):
+    definition_file = tmp_path / "definition.json"
+    definition_file.write_text(json.dumps(step_definition("sleep")))
+    workdir = tmp_path / "work"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The store the fixture filled is tmp_path/store; the CLI takes <workdir>/store.
+    (workdir).mkdir()
+    (workdir / "store").symlink_to(tmp_path / "store")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition_file),
+         "--workdir", str(workdir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True)
+    lines = []
+    deadline = time.monotonic() + 60
+    for line in process.stdout:
+        lines.append(line)
+        if "training started" in line or time.monotonic() > deadline:
+            break
+    assert any("training started" in line for line in lines), "".join(lines)
+    process.send_signal(sig)
+    rest, _ = process.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert process.returncode == 130, output
+    assert output.rstrip().splitlines()[-1].endswith("Stopped: stopped by the user (Ctrl-C / SIGTERM)")
+    run_dir = next((workdir / "runs").iterdir())
+    doc = json.loads((run_dir / "execution.json").read_text())
+    assert doc["status"] == "Stopped"
+    assert [(s["name"], s["status"]) for s in doc["steps"]] == [("Make", "Succeeded"), ("Train", "Stopped")]
+    # Completed steps keep their outputs.
+    make_output = doc["steps"][0]["properties"]["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
+    assert code.list(make_output)
+    assert leftover_processes(str(workdir)) == []
