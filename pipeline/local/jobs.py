@@ -98,11 +98,16 @@ def account_of(request: dict) -> str:
 
 
 def base_environment(environ: dict) -> dict:
-    """The runner's environment minus anything that belongs to a container of its own."""
-    return {
+    """The runner's environment minus anything that belongs to a container of its own.
+
+    TensorFlow's INFO start-up lines (oneDNN, CPU instructions) are hidden unless the user
+    set TF_CPP_MIN_LOG_LEVEL: every rank and step prints them, burying the job's own output."""
+    env = {
         k: v for k, v in environ.items()
         if not k.startswith(_CONTAINER_ONLY_PREFIXES) and k not in ("PYTHONPATH", "CURRENT_HOST")
     }
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    return env
 
 
 def local_python(argv: list[str]) -> list[str]:

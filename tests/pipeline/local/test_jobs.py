@@ -266,3 +266,9 @@ def test_local_launch_defaults_apply_and_the_users_settings_win(local_storage, t
     assert [p["value"] for p in result.metrics["threads"]] == [3, 3]
     log = (tmp_path / "job" / "job.log").read_text()  # the mpirun command line is logged
     assert "-mca mpi_yield_when_idle 1 -x HOROVOD_CYCLE_TIME=5" in log
+
+
+def test_job_environment_hides_tensorflow_info_lines_unless_the_user_chose():
+    env = jobs.base_environment({"PATH": "/bin", "SM_HOSTS": "[]", "PYTHONPATH": "/x"})
+    assert env == {"PATH": "/bin", "TF_CPP_MIN_LOG_LEVEL": "1"}
+    assert jobs.base_environment({"TF_CPP_MIN_LOG_LEVEL": "0"})["TF_CPP_MIN_LOG_LEVEL"] == "0"
