@@ -35,8 +35,8 @@ from evaluation import report
 from training_entry import records
 from training_entry.contract import container_path
 from training_entry.examples import parse_batch
+from training_entry.failure import report_exit_message
 
-MESSAGE_LIMIT_BYTES = 1024  # SageMaker: ExitMessage keeps the first 1 KB
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 1024
 # A softmax row sums to 1 up to float32 rounding; logits or sigmoids do not.
@@ -294,19 +294,6 @@ def write_report(document: dict, directory: str) -> str:
     return path
 
 
-def report_failure(message: str) -> None:
-    """SageMaker: /opt/ml/output/message becomes the job's ExitMessage (first 1 KB)."""
-    message = " ".join(message.split())  # one line, even for a multi-line exception text
-    print(f"evaluate: {message}", file=sys.stderr, flush=True)
-    path = container_path(report.MESSAGE_FILE)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(message.encode()[:MESSAGE_LIMIT_BYTES].decode(errors="ignore").encode())
-    except OSError as e:  # the message is a courtesy; the exit code is what fails the job
-        print(f"evaluate: could not write {path}: {e}", file=sys.stderr)
-
-
 def _first_line(error: BaseException | str) -> str:
     lines = str(error).strip().splitlines()
     text = lines[0] if lines else type(error).__name__
@@ -350,16 +337,16 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(argv)
     except SystemExit as e:  # argparse: --help (0) or a usage error (2, already printed)
         if e.code:
-            report_failure("bad arguments; usage: python -m evaluation.evaluate [--batch-size N]")
+            report_exit_message("evaluate", "bad arguments; usage: python -m evaluation.evaluate [--batch-size N]")
         return int(e.code or 0)
     try:
         evaluate(args.batch_size)
     except EvaluationError as e:
-        report_failure(str(e))
+        report_exit_message("evaluate", str(e))
         return 1
     except Exception as e:
         traceback.print_exc()
-        report_failure(f"unexpected error in evaluate: {type(e).__name__}: {e}")
+        report_exit_message("evaluate", f"unexpected error in evaluate: {type(e).__name__}: {e}")
         return 1
     return 0
 

@@ -12,8 +12,6 @@ ENTRY_POINT = "evaluate.py"
 MODEL_INPUT_DIR = "/opt/ml/processing/input/model"  # holds model.tar.gz
 TEST_INPUT_DIR = "/opt/ml/processing/input/test"  # holds the test TFRecord shards
 OUTPUT_DIR = "/opt/ml/processing/output/evaluation"
-# SageMaker: the container's failure reason; becomes the job's ExitMessage (first 1 KB).
-MESSAGE_FILE = "/opt/ml/output/message"
 OUTPUT_NAME = "evaluation"
 REPORT_FILE = "evaluation.json"
 PROPERTY_FILE_NAME = "EvaluationReport"

@@ -13,8 +13,6 @@ CODE_DIR = "/opt/ml/processing/input/code"
 RAW_DATA_DIR = "/opt/ml/processing/input/data"
 # SageMaker: {"current_host": "algo-1", "hosts": ["algo-1", ...]} on every processing host.
 RESOURCE_CONFIG = "/opt/ml/config/resourceconfig.json"
-# SageMaker: the container's failure reason; becomes the job's ExitMessage (first 1 KB).
-MESSAGE_FILE = "/opt/ml/output/message"
 
 SPLITS = ("train", "validation", "test")
 # Output name -> in-container directory; the output names are also the ProcessingOutput names

@@ -38,8 +38,7 @@ from processing.rawdata import DataError, RawData, find_raw_file, load_raw
 from processing.split import check_fractions, check_shards_fit, shard_bounds, stratified_split
 from training_entry import examples, records
 from training_entry.contract import container_path
-
-MESSAGE_LIMIT_BYTES = 1024  # SageMaker: ExitMessage keeps the first 1 KB
+from training_entry.failure import report_exit_message
 
 
 class SetupError(Exception):
@@ -242,28 +241,15 @@ def print_summary(
     )
 
 
-def report_failure(message: str) -> None:
-    """SageMaker: /opt/ml/output/message becomes the job's ExitMessage (first 1 KB)."""
-    message = " ".join(message.split())  # one line, even for a multi-line exception text
-    print(f"preprocess: {message}", file=sys.stderr, flush=True)
-    path = container_path(contract.MESSAGE_FILE)
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(message.encode()[:MESSAGE_LIMIT_BYTES].decode(errors="ignore").encode())
-    except OSError as e:  # the message is a courtesy; the exit code is what fails the job
-        print(f"preprocess: could not write {path}: {e}", file=sys.stderr)
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         preprocess(parse_args(argv))
     except (DataError, SetupError) as e:
-        report_failure(str(e))
+        report_exit_message("preprocess", str(e))
         return 1
     except Exception as e:
         traceback.print_exc()
-        report_failure(f"unexpected error in preprocess: {type(e).__name__}: {e}")
+        report_exit_message("preprocess", f"unexpected error in preprocess: {type(e).__name__}: {e}")
         return 1
     return 0
 

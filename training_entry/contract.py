@@ -32,6 +32,8 @@ INPUT_DATA_DIR = "/opt/ml/input/data"
 MODEL_DIR = "/opt/ml/model"
 OUTPUT_DIR = "/opt/ml/output"
 FAILURE_FILE = "/opt/ml/output/failure"
+# SageMaker: a processing container's reason for failing; becomes the job's ExitMessage.
+EXIT_MESSAGE_FILE = "/opt/ml/output/message"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # SageMaker: CheckpointConfig.LocalPath default
 # TF Serving loads numbered versions: /opt/ml/model/1 is servable as it stands.
 MODEL_VERSION = "1"

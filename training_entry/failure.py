@@ -77,6 +77,20 @@ def write_failure(reason: str, path: str, started: float = _PROCESS_START) -> bo
     return True
 
 
+def report_exit_message(program: str, message: str) -> None:
+    """A processing job's failure: one line on stderr and in ``/opt/ml/output/message``
+    (SageMaker: the job's ExitMessage, first 1 KB). Processing and evaluation use this."""
+    message = " ".join(message.split())  # one line, even for a multi-line exception text
+    print(f"{program}: {message}", file=sys.stderr, flush=True)
+    path = contract.container_path(contract.EXIT_MESSAGE_FILE)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(truncate_utf8(message))
+    except OSError as e:  # the message is a courtesy; the exit code is what fails the job
+        print(f"{program}: could not write {path}: {e}", file=sys.stderr)
+
+
 def run_and_report(main: Callable[[], object], where: Callable[[], str] = lambda: "") -> None:
     """Run ``main``; on success return normally. On any exception: failure file, traceback
     to stderr, immediate non-zero exit (see the module docstring for why ``os._exit``)."""

@@ -44,11 +44,10 @@ from pipeline.local.processes import (
     signal_name,
 )
 from pipeline.local.storage import S3Uri, Storage, StorageError, join_uri
-from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE
+from training_entry.contract import CHECKPOINT_DIR, EXIT_MESSAGE_FILE, FAILURE_FILE
 
 # SageMaker: the container's failure reason files and how much of them the job keeps.
 TRAINING_FAILURE_FILE = FAILURE_FILE
-PROCESSING_MESSAGE_FILE = "/opt/ml/output/message"
 FAILURE_REASON_LIMIT = 1024
 MODEL_ARCHIVE = "model.tar.gz"
 OUTPUT_ARCHIVE = "output.tar.gz"
@@ -759,7 +758,7 @@ class ProcessingJob(LocalJob):
         child = self.first_failed
         if child is None:
             return
-        message = _read_reason(Path(contract.relocate(PROCESSING_MESSAGE_FILE, self.host_dir(child.label))))
+        message = _read_reason(Path(contract.relocate(EXIT_MESSAGE_FILE, self.host_dir(child.label))))
         self.exit_message = message
         returncode = child.process.returncode
         if returncode < 0 and -returncode in {int(s) for s in EXTERNAL_SIGNALS} and not message:
