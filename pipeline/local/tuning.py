@@ -2,28 +2,31 @@
 
 SageMaker gives every host its own instance, and on GPU hosts each rank spends its time on
 its GPU. The local runner puts every rank of every simulated host on this machine's cores,
-where a naive ``mpirun -np 2`` of our training entrypoint ran at 0.33x the samples/s of one
-process (benchmarks/p1_local_scaling.py; BENCHMARKS.md has the figures). Measured, in order
-of effect, the time went to:
+where the runner's plain ``mpirun -np 2`` of our training entrypoint ran at 0.24-0.37x the
+samples/s of one process (benchmarks/p1_local_scaling.py; BENCHMARKS.md has the figures).
+The settings below took it to 0.93-1.10x. They only work together; each one's share, as
+"tuned without it" (2 ranks on 2 cores, ratio to one process, --explore sweep):
 
-1. MPI busy-polling. Horovod's background thread negotiates with the other ranks every
-   cycle; while it waits inside MPI it spins, on the core its own rank's Python thread needs.
-   ``-mca mpi_yield_when_idle 1`` makes the wait call sched_yield (x2-3 alone).
-2. Thread oversubscription. TensorFlow and OpenMP default to one thread per core *per
-   process*; with N ranks that is N x cores threads fighting over the cores. Each rank gets
-   cores / ranks threads (``TF_NUM_INTRAOP_THREADS``, ``TF_NUM_INTEROP_THREADS``,
-   ``OMP_NUM_THREADS``); one rank alone keeps TensorFlow's default (all cores).
-3. Migration. Unbound ranks bounce between cores, and with them their caches and the
-   rank's spinning background thread. Pinning rank r to core r (when there are at least as
-   many cores as ranks) gave the last +25-50%. It is done per *global* rank by
-   ``pin_from_environment`` rather than with ``mpirun -bind-to core``: each simulated host
-   has its own Open MPI daemon, and every daemon would bind its first rank to core 0.
-4. Horovod's cycle time. A step's allreduce waits for the next cycle; at the 1 ms default
-   that is a large share of a ~1 ms step of a small model. 0.1 ms is faster here; 5 ms
-   halves the throughput.
+1. ``-mca mpi_yield_when_idle 1`` (without: 0.44). Horovod's background thread negotiates
+   with the other ranks every cycle and, waiting inside MPI, spins on the core its own
+   rank's Python thread needs; with yield it calls sched_yield() instead.
+2. Rank r pinned to core r (without: 0.69). Unpinned ranks migrate, and two ranks' spinning
+   threads land on one core. Done per *global* rank by ``pin_from_environment`` (in the
+   rank's launcher) rather than by ``mpirun -bind-to core``, which measured the same on one
+   simulated host but is wrong on several: each simulated host has its own Open MPI daemon,
+   and every daemon would bind its first rank to core 0.
+3. ``HOROVOD_CYCLE_TIME=0.1`` ms (1 ms, Horovod's default: 0.80; 5 ms: 0.25). A step's
+   allreduce waits for the next cycle, and a step of a small model takes ~1 ms.
+4. cores / ranks threads per rank (``TF_NUM_INTRAOP_THREADS``, ``TF_NUM_INTEROP_THREADS``,
+   ``OMP_NUM_THREADS``): TensorFlow and OpenMP default to one thread per core *per process*.
+   Once the ranks are pinned it changes nothing measurable (without: 0.96 vs 0.96); it is
+   what keeps unpinned ranks (more ranks than cores) from oversubscribing the cores: the
+   plain launch went from 0.37 to 0.48 with it alone. One rank alone keeps TF's default.
 
-What was measured and did not help is in BENCHMARKS.md (Gloo instead of MPI, disabling
-Horovod's response cache or MPI thread support, oneDNN off, ``-bind-to core`` without yield).
+Measured and not adopted (within the noise of the tuned run): tensor fusion off, Horovod's
+response cache off, MPI_THREAD_SINGLE, oneDNN off, a 0.05 ms cycle, ``-mca btl self,vader``.
+``HOROVOD_CONTROLLER=gloo`` under mpirun is worse than useless: each rank silently runs as
+a job of size 1.
 
 None of this reaches SageMaker: only the local runner calls these functions, and what the
 user sets wins (the runner's own environment, the request's ``Environment``, and any
@@ -92,6 +95,13 @@ def exported_names(custom_mpi_options: str) -> set[str]:
     return names
 
 
+def mca_names(custom_mpi_options: str) -> set[str]:
+    """MCA parameters a job's ``custom_mpi_options`` sets (``-mca NAME VALUE``): Open MPI
+    refuses a parameter given twice on one command line, so a default must step aside."""
+    words = shlex.split(custom_mpi_options or "")
+    return {words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-mca", "--mca")}
+
+
 def local_launch(
     total_ranks: int,
     *,
@@ -119,7 +129,7 @@ def local_launch(
         env[AFFINITY_ENV] = ",".join(str(c) for c in cpus[:total_ranks])
     taken = exported_names(custom_mpi_options) | set(request_env or {})
     env = {k: v for k, v in env.items() if k not in taken}
-    options = YIELD_OPTIONS if total_ranks > 1 else ()
+    options = YIELD_OPTIONS if total_ranks > 1 and YIELD_OPTIONS[1] not in mca_names(custom_mpi_options) else ()
     return LocalLaunch(env=env, mpirun_options=tuple(options), pin=pin and AFFINITY_ENV in env)
 
 

@@ -1,0 +1,145 @@
+"""``make bench``: run every benchmark, then write BENCHMARKS.md at the repository root.
+
+    .venv/bin/python -m benchmarks            # all of them (~8-10 minutes on 2 cores)
+    .venv/bin/python -m benchmarks p4 p2      # some of them (BENCHMARKS.md gets only those)
+
+Each benchmark runs as its own process (a crash or a leaked thread stays there), its output
+is echoed and kept, and its ``RESULT <name> <value> target <target>`` lines are collected
+into the summary table. The hand-written analysis (what was tried, what limits a target)
+is ``benchmarks/notes.md``; P1's full settings sweep (too slow for make bench) is
+``benchmarks/p1_explore.txt``, written by ``python -m benchmarks.p1_local_scaling --explore``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import harness as h
+
+HERE = Path(__file__).resolve().parent
+OUTPUT = h.REPO / "BENCHMARKS.md"
+COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
+# name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
+# stays under 10 minutes on the 2-core reference machine.
+BENCHMARKS = {
+    "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process)"),
+    "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "4"],
+           "P2 Pipe reader vs TFRecordDataset, File channel"),
+    "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
+    "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
+    "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),
+}
+RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
+
+
+def run(module: str, args: list[str]) -> tuple[int, str, float]:
+    started = time.perf_counter()
+    proc = subprocess.Popen([h.PYTHON, "-m", module, *args], cwd=h.REPO, env=h.quiet_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        # TensorFlow's and Open MPI's own chatter is not a figure.
+        if line.startswith("[") or "tensorflow/core" in line or "oneDNN" in line:
+            continue
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        lines.append(line)
+    return proc.wait(), "".join(lines), time.perf_counter() - started
+
+
+def meets(name: str, value: str, target: str) -> str:
+    # Shares are "at most"; everything else with a number is "at least".
+    if target in ("-", ""):
+        return ""
+    try:
+        v, t = float(value), float(target.lstrip("<="))
+    except ValueError:
+        return ""
+    if "share" in name or target.startswith("<="):
+        return "yes" if v <= t else "no"
+    return "yes" if v >= t else "no"
+
+
+def write_report(outputs: dict[str, tuple[int, str, float]], total: float, info: dict[str, str]) -> None:
+    results = []
+    for name, (_, text, _) in outputs.items():
+        for match in RESULT_RE.finditer(text):
+            results.append((name, *match.groups()))
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    out = [
+        "# Benchmarks",
+        "",
+        f"Written by `{COMMAND}` on {stamp}; the whole run took **{total / 60:.1f} minutes** "
+        f"({total:.0f} s). Every figure below comes from that run. The machine is shared, so "
+        "every ratio is against a baseline measured in the same run, interleaved with it; "
+        "single figures move by 10-30% from run to run.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        *[f"| {k} | {v} |" for k, v in info.items()],
+        "| GPU | none (no GPU is lent to this task; item 6 of issue 7 was not run) |",
+        "",
+        "## Headline figures",
+        "",
+        "`RESULT` lines of every script (`-` = no target; a share or `<=` target is a maximum, any other a minimum; growth `fit_r2` is the R^2 of seconds = fixed + cost x records over 1x, 4x, 16x).",
+        "",
+        "| benchmark | figure | value | target | met |",
+        "|---|---|---|---|---|",
+        *[f"| {b} | `{n}` | {v} | {t} | {meets(n, v, t)} |" for b, n, v, t in results],
+        "",
+    ]
+    notes = HERE / "notes.md"
+    if notes.exists():
+        out += [notes.read_text().rstrip(), ""]
+    out += ["## Output of each benchmark", ""]
+    for name, (code, text, seconds) in outputs.items():
+        module, args, what = BENCHMARKS[name]
+        out += [f"### {what}", "",
+                f"`.venv/bin/python -m {module}{' ' + ' '.join(args) if args else ''}`: "
+                f"{seconds:.0f} s, exit {code}", "", "```", text.rstrip(), "```", ""]
+        if name == "growth" and (HERE / "growth.png").exists():
+            out += ["![growth](benchmarks/growth.png)", ""]
+    explore = HERE / "p1_explore.txt"
+    if explore.exists():
+        out += ["## P1 settings sweep (`--explore`, not part of make bench)", "",
+                "Every setting tried for P1, from the run named on the first line (its own "
+                "time and load; compare ratios within it, not with the figures above).", "",
+                "```", explore.read_text().rstrip(), "```", ""]
+    OUTPUT.write_text("\n".join(out))
+
+
+def main(argv: list[str]) -> int:
+    chosen = argv or list(BENCHMARKS)
+    unknown = [n for n in chosen if n not in BENCHMARKS]
+    if unknown:
+        print(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    # Nothing from an earlier run may stand in for this one's: not the figures growth reuses,
+    # nor shards cached by preprocess() (written by older code, they would be stale).
+    shutil.rmtree(h.work_dir("figures").parent, ignore_errors=True)
+    info = h.machine()
+    info["command"] = f"`{COMMAND}`"
+    outputs = {}
+    for name in chosen:
+        module, args, what = BENCHMARKS[name]
+        h.say(f"=== {what}: python -m {module} {' '.join(args)}")
+        outputs[name] = run(module, args)
+    total = time.perf_counter() - started
+    info["load average at the end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    write_report(outputs, total, info)
+    h.say(f"=== {len(outputs)} benchmark(s) in {total:.0f} s; wrote {OUTPUT.relative_to(h.REPO)}")
+    return 0 if all(code == 0 for code, _, _ in outputs.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,245 @@
+"""P1: local distributed training, 2 Horovod ranks vs one process, same model, data and samples.
+
+Every run is the project's training entrypoint (``training_entry/train.py``: the digits MLP,
+Horovod's DistributedOptimizer, File-mode TFRecord input) on a tree built by
+``pipeline.local.contract`` and launched with the ``mpirun`` command line that
+``pipeline.local.mpi.prepare`` builds for the local runner. Samples/s is the entrypoint's
+own per-epoch metric (training steps only; every rank's samples), median over the epochs
+after the first (which traces the graph); end-to-end is mpirun's wall time.
+
+Fair comparison: the same global batch. One process runs ``2B`` per step, each of two ranks
+``B`` (the pipeline's BatchSize is per worker): both make the same optimizer updates over the
+same samples, so samples/s compares the same training. The per-worker-equal run (one
+process at ``B``, twice the steps) is printed too; it flatters the ranks, because a small
+model's step costs about the same at B and 2B.
+
+Layouts: ``1x2`` is one simulated host with two ranks (ProcessesPerHost=2), ``2x1`` two
+simulated hosts with one rank each (the default pipeline's TrainingInstanceCount=2). The
+settings ladder adds the fast defaults of ``pipeline.local.tuning`` one at a time.
+
+    .venv/bin/python -m benchmarks.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 3]
+    .venv/bin/python -m benchmarks.p1_local_scaling --explore     # every setting tried (~10 min)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from benchmarks import harness as h
+from benchmarks import train_variants
+from pipeline.local import mpi, tuning
+
+HERE = Path(__file__).resolve().parent
+EXPLORE_OUTPUT = HERE / "p1_explore.txt"
+VARIANTS = HERE / "train_variants.py"
+THREADS_1 = {name: "1" for name in tuning.THREAD_ENVS}
+YIELD = list(tuning.YIELD_OPTIONS)
+
+
+def _base_options(bind: str, btl: str | None = None) -> list[str]:
+    """The runner's mpirun options with binding (and the byte transfer layers) changed."""
+    options = list(mpi.BASE_OPTIONS)
+    options[options.index("-bind-to") + 1] = bind
+    if btl is not None:
+        options[options.index("btl") + 1] = btl
+    return options
+
+
+def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.Launch, str]]:
+    """name -> (launch, what it is). The first is the baseline every ratio divides by."""
+    fast = tuning.local_launch(2)
+    pin_env = {tuning.AFFINITY_ENV: fast.env.get(tuning.AFFINITY_ENV, "0,1")}
+    cycle = {tuning.CYCLE_TIME_ENV: tuning.LOCAL_CYCLE_TIME_MS}
+    configs: dict[str, tuple[h.Launch, str]] = {
+        "one_process": (h.Launch(1, 2 * batch), f"1 process, batch {2 * batch}, TF default threads"),
+        "naive_1x2": (h.Launch(2, batch), "2 ranks on 1 host, the runner's launch before tuning"),
+        "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.tuning defaults"),
+    }
+    if quick:
+        return configs
+    configs.update({
+        "one_process_1thread": (h.Launch(1, 2 * batch, env=THREADS_1),
+                                f"1 process, batch {2 * batch}, 1 TF/OMP thread"),
+        "one_process_b32": (h.Launch(1, batch), f"1 process, batch {batch} (per-worker-equal)"),
+        "ladder_threads": (h.Launch(2, batch, env=THREADS_1), "naive + 1 thread per rank"),
+        "ladder_yield": (h.Launch(2, batch, mpirun_options=YIELD, env=THREADS_1), "+ mpi_yield_when_idle"),
+        "ladder_pin": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **pin_env}, pin=True),
+                       "+ rank r pinned to core r"),
+        # + HOROVOD_CYCLE_TIME=0.1 is tuned_1x2.
+        "naive_2x1": (h.Launch(1, batch, hosts=2), "2 hosts x 1 rank, before tuning"),
+        "tuned_2x1": (h.tuned(1, batch, hosts=2), "2 hosts x 1 rank, tuning defaults"),
+    })
+    if not explore:
+        return configs
+    tuned = dict(h.tuned(2, batch).env)
+    configs.update({
+        "x_no_yield": (h.Launch(2, batch, env=tuned, pin=True), "tuned without mpi_yield_when_idle"),
+        "x_bind_core_mpirun": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **cycle},
+                                        base_options=_base_options("core")),
+                               "tuned, but -bind-to core by mpirun instead of the pinning shim"),
+        "x_bind_core_no_yield": (h.Launch(2, batch, env={**THREADS_1, **cycle},
+                                          base_options=_base_options("core")),
+                                 "-bind-to core, no yield"),
+        "x_default_threads": (h.Launch(2, batch, mpirun_options=YIELD, pin=True,
+                                       env={k: v for k, v in tuned.items() if k not in THREADS_1}),
+                              "tuned, TF/OMP default threads (one per core per rank)"),
+        "x_unpinned": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **cycle}), "tuned, not pinned"),
+        "x_cycle_1ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "1"}, pin=True),
+                        "tuned, HOROVOD_CYCLE_TIME=1 (Horovod's default)"),
+        "x_cycle_5ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "5"}, pin=True),
+                        "tuned, HOROVOD_CYCLE_TIME=5"),
+        "x_cycle_0.05ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "0.05"}, pin=True),
+                           "tuned, HOROVOD_CYCLE_TIME=0.05"),
+        "x_fusion_off": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, "HOROVOD_FUSION_THRESHOLD": "0"}, pin=True),
+                         "tuned, tensor fusion off"),
+        "x_cache_off": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, "HOROVOD_CACHE_CAPACITY": "0"}, pin=True),
+                        "tuned, response cache off"),
+        "x_mpi_threads_off": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, "HOROVOD_MPI_THREADS_DISABLE": "1"},
+                                       pin=True), "tuned, MPI_THREAD_SINGLE"),
+        # Not as a custom option: Open MPI refuses an MCA parameter given twice.
+        "x_btl_no_tcp": (h.Launch(2, batch, mpirun_options=YIELD, env=tuned, pin=True,
+                                  base_options=_base_options("none", btl="self,vader")),
+                         "tuned, -mca btl self,vader"),
+        "x_onednn_off": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, "TF_ENABLE_ONEDNN_OPTS": "0"}, pin=True),
+                         "tuned, TF_ENABLE_ONEDNN_OPTS=0"),
+        "x_one_process_onednn_off": (h.Launch(1, 2 * batch, env={"TF_ENABLE_ONEDNN_OPTS": "0"}),
+                                     "1 process, TF_ENABLE_ONEDNN_OPTS=0"),
+        "x_gc_freeze": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, entry=VARIANTS,
+                                 env={**tuned, train_variants.VARIANT_ENV: "gc_freeze"}),
+                        "tuned + gc.freeze() before fit (a train.py change)"),
+        "x_one_process_gc_freeze": (h.Launch(1, 2 * batch, entry=VARIANTS,
+                                             env={train_variants.VARIANT_ENV: "gc_freeze"}),
+                                    "1 process + gc.freeze() before fit"),
+        "x_group1": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, entry=VARIANTS,
+                              env={**tuned, train_variants.VARIANT_ENV: "group1"}),
+                     "tuned + DistributedOptimizer(num_groups=1) (a train.py change)"),
+        "x_2x1_cycle_1ms": (h.tuned(1, batch, hosts=2, HOROVOD_CYCLE_TIME="1"),
+                            "2 hosts x 1 rank, tuned, cycle 1 ms"),
+        "x_2x1_unpinned": (h.Launch(1, batch, hosts=2, mpirun_options=YIELD, env={**THREADS_1, **cycle}),
+                           "2 hosts x 1 rank, tuned, not pinned"),
+    })
+    return configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.p1_local_scaling", description=__doc__.splitlines()[0])
+    parser.add_argument("--replicate", type=int, default=16, help="digits copies (1797 records each)")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=32, help="per-rank batch B")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the headline runs")
+    parser.add_argument("--quick", action="store_true", help="baseline, naive and tuned only")
+    parser.add_argument("--explore", action="store_true",
+                        help=f"also every setting that was tried; output saved to {EXPLORE_OUTPUT.name}")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="with --explore: the headline runs and these settings only; output "
+                             f"appended to {EXPLORE_OUTPUT.name}")
+    args = parser.parse_args(argv)
+
+    work = h.work_dir("p1")
+    splits = h.preprocess(work, args.replicate, 2)
+    train = h.records_of(splits["manifest"], "train")
+    configs = configurations(args.batch, args.explore, args.quick)
+    headline = ["one_process", "naive_1x2", "tuned_1x2"]
+    if args.only:
+        unknown = sorted(set(args.only) - set(configs))
+        if unknown:
+            parser.error(f"unknown setting(s) {unknown}; known: {sorted(configs)}")
+        configs = {k: v for k, v in configs.items() if k in headline or k in args.only}
+    h.say(f"P1 local scaling: digits x {args.replicate} ({train} training records), {args.epochs} "
+          f"epochs, batch {args.batch} per rank; {args.repeats} interleaved repetitions of "
+          f"{', '.join(headline)}, {args.repeats if args.explore else 1} of the others")
+    h.say(f"  tuned launch: env {tuning.local_launch(2).env}, mpirun {list(tuning.local_launch(2).mpirun_options)}")
+    runs: dict[str, list[h.TrainingRun]] = {name: [] for name in configs}
+
+    def job(name: str):
+        def run() -> float:
+            launch, _ = configs[name]
+            try:
+                result = h.training_job(work, splits, launch, epochs=args.epochs, label=name)
+            except Exception as error:  # one failed setting must not lose the others
+                h.say(f"  {name}: FAILED {str(error).splitlines()[0]}")
+                return float("nan")
+            runs[name].append(result)
+            per_epoch = " ".join(f"{v:.0f}" for _, v in sorted(result.samples_per_sec.items()))
+            h.say(f"  {name:26s} steady {result.steady():8.0f} samples/s   wall {result.wall_seconds:5.1f}s"
+                  f"   per epoch: {per_epoch}")
+            return result.steady()
+        return run
+
+    started = time.perf_counter()
+    h.interleave({name: job(name) for name in headline}, args.repeats)
+    others = [name for name in configs if name not in headline]
+    if others:
+        h.interleave({name: job(name) for name in others}, args.repeats if args.explore else 1)
+
+    base = h.median(r.steady() for r in runs["one_process"])
+    base_wall = h.median(r.wall_seconds for r in runs["one_process"])
+    h.say("")
+    h.say(f"  {'setting':26s} {'samples/s (median [min..max])':38s} {'ratio':>6s} {'wall s':>7s}  what")
+    for name, (_, what) in configs.items():
+        steady = [r.steady() for r in runs[name]]
+        if not steady:
+            h.say(f"  {name:26s} {'failed':38s}")
+            continue
+        wall = h.median(r.wall_seconds for r in runs[name])
+        h.say(f"  {name:26s} {h.spread(steady):38s} {h.median(steady) / base:6.2f} {wall:7.1f}  {what}")
+
+    def ratio(name: str) -> float:
+        return h.median(r.steady() for r in runs[name]) / base if runs[name] else float("nan")
+
+    # Paired ratios: each tuned run over the baseline run next to it (load drifts cancel).
+    pairs = [t.steady() / b.steady() for t, b in zip(runs["tuned_1x2"], runs["one_process"], strict=False)]
+    h.say(f"  paired tuned_1x2/one_process ratios: {' '.join(f'{p:.2f}' for p in pairs)}")
+    tuned_wall = h.median(r.wall_seconds for r in runs["tuned_1x2"]) if runs["tuned_1x2"] else float("nan")
+    h.say(f"  end to end (whole mpirun, start-up and model save included): one process "
+          f"{base_wall:.1f}s, tuned 2 ranks {tuned_wall:.1f}s")
+    h.say(f"  ({time.perf_counter() - started:.0f}s)")
+    h.save_figures(f"p1-x{args.replicate}", {
+        "records": train * args.epochs,
+        **{name: {"steady": h.median(r.steady() for r in runs[name]),
+                  "wall": h.median(r.wall_seconds for r in runs[name]),
+                  # Samples per epoch: what the steps consumed (~ the training records).
+                  "train_seconds": h.median(r.train_seconds(train) for r in runs[name])}
+           for name in ("one_process", "tuned_1x2", "naive_1x2") if runs[name]},
+    })
+    h.result("p1_local_scaling", ratio("tuned_1x2"), 1.0)
+    h.result("p1_local_scaling_naive", ratio("naive_1x2"), "-")
+    h.result("p1_samples_per_s_one_process", base, "-")
+    h.result("p1_samples_per_s_tuned_1x2", h.median(r.steady() for r in runs["tuned_1x2"]), "-")
+    if runs.get("tuned_2x1"):
+        h.result("p1_local_scaling_2hosts", ratio("tuned_2x1"), 1.0)
+        h.result("p1_local_scaling_2hosts_naive", ratio("naive_2x1"), "-")
+    h.result("p1_end_to_end_ratio", base_wall / tuned_wall, "-")
+    return 0
+
+
+if __name__ == "__main__":
+    if "--explore" in sys.argv:
+        # Keep what --explore printed: BENCHMARKS.md quotes it (it is too slow for make bench).
+        import contextlib
+        import io
+
+        buffer = io.StringIO()
+
+        class Tee(io.TextIOBase):
+            def write(self, text):
+                sys.__stdout__.write(text)
+                buffer.write(text)
+                return len(text)
+
+            def flush(self):
+                sys.__stdout__.flush()
+
+        with contextlib.redirect_stdout(Tee()):
+            code = main()
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        text = (f"# {stamp}: .venv/bin/python -m benchmarks.p1_local_scaling "
+                f"{' '.join(sys.argv[1:])}\n" + buffer.getvalue())
+        if "--only" in sys.argv and EXPLORE_OUTPUT.exists():
+            text = EXPLORE_OUTPUT.read_text().rstrip() + "\n\n" + text
+        EXPLORE_OUTPUT.write_text(text)
+        sys.exit(code)
+    sys.exit(main())

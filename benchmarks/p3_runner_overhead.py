@@ -1,0 +1,214 @@
+"""P3: the local runner's own cost: ``trainpipe run --local`` on digits, in and outside the steps.
+
+The whole pipeline runs as a user runs it (``trainpipe run --local --no-cache`` in a fresh
+work directory, so nothing is cached). Its wall time is measured around the command; the
+time inside step processes is the union of the lifetimes of every process the runner
+starts (preprocess, each training job's ``mpirun`` and its ranks, evaluation), recorded from
+inside the same command: ``ProcessSet.spawn`` is wrapped to note when each child starts,
+and a ``pidfd`` watcher notes when it exits without reaping it (the runner still reaps its
+children itself). Everything else is the runner: Python and SDK start-up, building and
+interpreting the definition, staging inputs, packing and uploading outputs, registering
+the model, and noticing that a child ended.
+
+    .venv/bin/python -m benchmarks.p3_runner_overhead [--replicate 1] [--repeats 2] [-p Epochs=3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from benchmarks import harness as h
+
+PLACEHOLDER_BUCKET = "trainpipe-artifacts-placeholder"
+
+
+def merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Overlapping (start, end) intervals joined: the stretches when some step process ran."""
+    merged: list[list[float]] = []
+    for start, stop in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [(a, b) for a, b in merged]
+
+
+def union_seconds(spans: list[tuple[float, float]]) -> float:
+    return sum(b - a for a, b in merge(spans))
+
+
+def child(argv: list[str]) -> int:
+    """In the measured process: record child lifetimes, then be ``trainpipe``."""
+    spans_file, cli_args = argv[0], argv[1:]
+    from pipeline import cli
+    from pipeline.local import processes
+
+    spans: list[dict] = []
+    lock = threading.Lock()
+    original = processes.ProcessSet.spawn
+
+    def watch(label: str, pid: int, started: float) -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # exited already, or no pidfd: the runner's view
+            return
+        try:
+            select.select([fd], [], [])
+        finally:
+            os.close(fd)
+        with lock:
+            spans.append({"label": label, "start": started, "end": time.time()})
+
+    def spawn(self, label, argv, env, cwd, log):
+        started = time.time()
+        result = original(self, label, argv, env, cwd, log)
+        threading.Thread(target=watch, args=(label, result.process.pid, started), daemon=True).start()
+        return result
+
+    processes.ProcessSet.spawn = spawn
+    # The SageMaker SDK's share: importing it and building the definition (run_local does
+    # both; the import is done here first so that both can be timed).
+    sdk_started = time.time()
+    from pipeline import definition
+
+    sdk = {"import": time.time() - sdk_started, "build": 0.0}
+    build = definition.build_definition
+
+    def timed_build(*args, **kwargs):
+        started = time.time()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            sdk["build"] += time.time() - started
+
+    definition.build_definition = timed_build
+    # The default data's CSV is regenerated on every run (scikit-learn import included).
+    from pipeline import default_data
+
+    export = default_data.export_digits
+
+    def timed_export(*args, **kwargs):
+        started = time.time()
+        try:
+            return export(*args, **kwargs)
+        finally:
+            sdk["digits_export"] = sdk.get("digits_export", 0.0) + time.time() - started
+
+    default_data.export_digits = timed_export
+    code = 1
+    try:
+        code = cli.main(cli_args)
+    finally:
+        sdk["returned_at"] = time.time()
+        time.sleep(0.1)  # the last watcher's note
+        with lock:
+            Path(spans_file).write_text(json.dumps({"spans": spans, "sdk": sdk}))
+    return code
+
+
+def upload_digits(workdir: Path, replicate: int) -> str:
+    """digits x ``replicate`` as the raw CSV, in the local object store; returns its URI."""
+    from pipeline.default_data import digits_csv
+
+    body = digits_csv()
+    header, _, rows = body.partition(b"\n")
+    key = f"trainpipe/data/digits-x{replicate}/digits.csv"
+    target = workdir / "store" / PLACEHOLDER_BUCKET / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(header + b"\n" + rows * replicate)
+    return f"s3://{PLACEHOLDER_BUCKET}/{key}"
+
+
+def run_pipeline(replicate: int, parameters: list[str]) -> dict:
+    """One fresh ``trainpipe run --local``; returns wall, in-step and overhead seconds."""
+    workdir = h.work_dir(f"p3-x{replicate}") / f"run-{time.monotonic_ns()}"
+    workdir.mkdir(parents=True)
+    extra = []
+    if replicate != 1:
+        extra = ["-p", f"InputDataUri={upload_digits(workdir, replicate)}"]
+    spans_file = workdir / "spans.json"
+    command = [h.PYTHON, "-m", "benchmarks.p3_runner_overhead", "--child", str(spans_file),
+               "run", "--local", "--no-cache", "--quiet", "--workdir", str(workdir),
+               *extra, *[a for p in parameters for a in ("-p", p)]]
+    started = time.time()
+    proc = subprocess.run(command, cwd=h.REPO, env=h.quiet_env(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=900)
+    ended = time.time()
+    if proc.returncode != 0:
+        raise RuntimeError(f"trainpipe run --local exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    recorded = json.loads(spans_file.read_text())
+    spans, sdk = recorded["spans"], recorded["sdk"]
+    busy = merge([(s["start"], s["end"]) for s in spans])
+    inside = union_seconds(busy)
+    wall = ended - started
+    # Where the rest goes: before the first step process (start-up, definition, staging),
+    # between steps (uploads, packing, the next step's staging), after the last.
+    before = busy[0][0] - started if busy else wall
+    after = ended - busy[-1][1] if busy else 0.0
+    exiting = ended - sdk.get("returned_at", ended)  # interpreter shutdown (+ our 0.1 s)
+    labels = sorted({s["label"] for s in spans})
+    shutil.rmtree(workdir, ignore_errors=True)
+    return {"wall": wall, "inside": inside, "outside": wall - inside, "share": (wall - inside) / wall,
+            "processes": len(spans), "labels": labels, "before": before, "after": after,
+            "between": wall - inside - before - after, "sdk": sdk["import"] + sdk["build"],
+            "export": sdk.get("digits_export", 0.0), "exiting": exiting}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--child":
+        return child(argv[1:])
+    parser = argparse.ArgumentParser(prog="benchmarks.p3_runner_overhead", description=__doc__.splitlines()[0])
+    parser.add_argument("--replicate", type=int, default=1, help="digits copies (1797 records each)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("-p", dest="parameters", action="append", default=[],
+                        help="pipeline parameter Name=Value (default: the pipeline's defaults)")
+    args = parser.parse_args(argv)
+    h.say(f"P3 runner overhead: trainpipe run --local --no-cache on digits x {args.replicate}"
+          f"{' with ' + ' '.join(args.parameters) if args.parameters else ' (default parameters)'}, "
+          f"{args.repeats} repetitions")
+    results = []
+    for _ in range(args.repeats):
+        r = run_pipeline(args.replicate, args.parameters)
+        results.append(r)
+        h.say(f"  wall {r['wall']:6.1f}s  in step processes {r['inside']:6.1f}s  outside "
+              f"{r['outside']:5.1f}s ({100 * r['share']:.1f}%: {r['before']:.1f}s before the first step "
+              f"process, of which {r['sdk']:.1f}s SageMaker SDK import + definition build and "
+              f"{r['export']:.1f}s regenerating the digits CSV; "
+              f"{r['between']:.1f}s between, {r['after']:.1f}s after the last, of which "
+              f"{r['exiting']:.1f}s exiting)  "
+              f"[{r['processes']} processes: {', '.join(r['labels'])}]")
+    share = h.median(r["share"] for r in results)
+    h.say(f"  median: wall {h.median(r['wall'] for r in results):.1f}s, outside the steps "
+          f"{h.median(r['outside'] for r in results):.1f}s = {100 * share:.1f}%")
+    sdk = h.median(r["sdk"] for r in results)
+    wall = h.median(r["wall"] for r in results)
+    # Fixed costs, the same for any data size and all outside what the runner itself does.
+    fixed = h.median(r["sdk"] + r["export"] + r["exiting"] for r in results)
+    rest = h.median((r["outside"] - r["sdk"] - r["export"] - r["exiting"])
+                    / (r["wall"] - r["sdk"] - r["export"] - r["exiting"]) for r in results)
+    h.say(f"  SDK import + definition build ({sdk:.1f}s), the digits CSV and the interpreter's exit are "
+          f"a fixed {fixed:.1f}s whatever the data size; without them (staging, packing, uploads, "
+          f"interpretation, registration) the runner's share is {100 * rest:.1f}%")
+    h.save_figures(f"p3-x{args.replicate}", {
+        "records": 1797 * args.replicate,
+        **{key: h.median(r[key] for r in results) for key in ("wall", "inside", "outside", "share")}})
+    h.result("p3_runner_overhead_share", share, 0.05)
+    h.result("p3_runner_overhead_share_without_fixed_costs", rest, 0.05)
+    h.result("p3_fixed_costs_s", fixed, "-")
+    h.result("p3_pipeline_wall_s", wall, "-")
+    h.result("p3_outside_steps_s", h.median(r["outside"] for r in results), "-")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

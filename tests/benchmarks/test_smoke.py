@@ -1,0 +1,74 @@
+"""Every benchmark script runs on tiny sizes and prints its RESULT lines (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RESULT = re.compile(r"^RESULT (\S+) (\S+) target (\S+)$", re.MULTILINE)
+
+pytestmark = pytest.mark.slow
+
+
+def run(module: str, *args: str, work: Path, timeout: float = 300) -> dict[str, str]:
+    env = {**os.environ, "TRAINPIPE_BENCH_WORK": str(work), "PYTHONPATH": str(REPO),
+           "TF_CPP_MIN_LOG_LEVEL": "2"}
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    found = {name: value for name, value, _ in RESULT.findall(proc.stdout)}
+    assert found, f"no RESULT lines:\n{proc.stdout[-3000:]}"
+    for value in found.values():
+        float(value)  # a number (nan allowed), not prose
+    return found
+
+
+def test_p1_local_scaling(tmp_path):
+    found = run("benchmarks.p1_local_scaling", "--quick", "--replicate", "1", "--epochs", "2",
+                "--repeats", "1", work=tmp_path)
+    assert {"p1_local_scaling", "p1_local_scaling_naive", "p1_end_to_end_ratio"} <= set(found)
+
+
+def test_p2_pipe_reader(tmp_path):
+    found = run("benchmarks.p2_pipe_reader", "--replicate", "1", "--shards", "2", "--repeats", "1",
+                work=tmp_path)
+    assert {"p2_pipe_vs_file_ratio", "p2_pipe_chunked_candidate_ratio",
+            "p2_pipe_vs_file_channel_with_staging"} <= set(found)
+
+
+def test_p3_runner_overhead(tmp_path):
+    found = run("benchmarks.p3_runner_overhead", "--repeats", "1", "-p", "Epochs=1", "-p", "WarmupEpochs=0",
+                "-p", "AccuracyThreshold=0",
+                work=tmp_path)
+    assert {"p3_runner_overhead_share", "p3_pipeline_wall_s"} <= set(found)
+
+
+def test_p4_processing(tmp_path):
+    found = run("benchmarks.p4_processing", "--replicate", "1", "--shards", "3", "--repeats", "1",
+                work=tmp_path)
+    assert float(found["p4_shard_size_spread_records"]) <= 1  # a property, not a timing
+
+
+def test_growth_from_recorded_figures(tmp_path):
+    # The figures P1-P3 record at each size (synthetic here): growth fits, prints and plots.
+    figures = tmp_path / "figures"
+    figures.mkdir()
+    for r in (1, 2):
+        (figures / f"p1-x{r}.json").write_text(json.dumps({
+            "records": 1000 * r, "one_process": {"steady": 1.0, "wall": 5.0 + r, "train_seconds": r},
+            "tuned_1x2": {"steady": 1.0, "wall": 6.0 + r, "train_seconds": r}}))
+        (figures / f"p2-x{r}.json").write_text(json.dumps({
+            "records": 1000 * r, "file_dataset": 100.0, "pipe_dataset": 50.0, "pipe_dataset_chunked": 90.0}))
+        (figures / f"p3-x{r}.json").write_text(json.dumps({
+            "records": 1797 * r, "wall": 20.0 + r, "inside": 18.0 + r, "outside": 2.0, "share": 0.1}))
+    plot = tmp_path / "growth.png"
+    found = run("benchmarks.growth", "--sizes", "1,2", "--plot", str(plot), work=tmp_path)
+    assert {"growth_p1_tuned_1x2_fit_r2", "growth_p2_pipe_fit_r2", "growth_p3_pipeline_fit_r2"} <= set(found)
+    assert plot.stat().st_size > 0

@@ -1,0 +1,82 @@
+"""The local runner's fast launch defaults: who gets what, and what is left to the user."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.local import tuning
+
+
+def test_one_rank_keeps_tensorflows_defaults():
+    fast = tuning.local_launch(1, cpus=[0, 1])
+    assert fast.env == {}
+    assert fast.mpirun_options == ()
+    assert not fast.pin
+
+
+def test_two_ranks_on_two_cores_one_thread_each_yield_pin_and_short_cycle():
+    fast = tuning.local_launch(2, cpus=[0, 1])
+    assert {fast.env[name] for name in tuning.THREAD_ENVS} == {"1"}
+    assert fast.env[tuning.CYCLE_TIME_ENV] == tuning.LOCAL_CYCLE_TIME_MS
+    assert fast.env[tuning.AFFINITY_ENV] == "0,1"
+    assert fast.mpirun_options == tuning.YIELD_OPTIONS
+    assert fast.pin
+
+
+def test_threads_are_cores_over_ranks_and_no_pinning_beyond_the_cores():
+    assert tuning.local_launch(2, cpus=list(range(8))).env["TF_NUM_INTRAOP_THREADS"] == "4"
+    crowded = tuning.local_launch(4, cpus=[0, 1])
+    assert crowded.env["OMP_NUM_THREADS"] == "1"
+    assert tuning.AFFINITY_ENV not in crowded.env and not crowded.pin
+
+
+def test_gpu_ranks_get_nothing():
+    assert tuning.local_launch(2, cpus=[0, 1], gpus=2) == tuning.LocalLaunch()
+
+
+def test_what_the_user_sets_wins():
+    fast = tuning.local_launch(
+        2, cpus=[0, 1], custom_mpi_options="-x HOROVOD_CYCLE_TIME=5 -x NCCL_DEBUG",
+        request_env={"OMP_NUM_THREADS": "2"})
+    assert tuning.CYCLE_TIME_ENV not in fast.env and "OMP_NUM_THREADS" not in fast.env
+    env = fast.apply_env({"TF_NUM_INTRAOP_THREADS": "3"})
+    assert env["TF_NUM_INTRAOP_THREADS"] == "3"  # exported in the runner's shell
+    assert env["TF_NUM_INTEROP_THREADS"] == "1"
+
+
+def test_an_mca_parameter_the_job_sets_is_not_given_twice():
+    # Open MPI refuses a parameter listed twice on the command line.
+    fast = tuning.local_launch(2, cpus=[0, 1], custom_mpi_options="--mca mpi_yield_when_idle 0")
+    assert fast.mpirun_options == ()
+    assert tuning.mca_names("-mca btl self,vader -x A=1 --mca x 1") == {"btl", "x"}
+
+
+def test_exported_names():
+    assert tuning.exported_names("-x A=1 --mca x y -x B") == {"A", "B"}
+    assert tuning.exported_names("") == set()
+
+
+@pytest.mark.parametrize(("cpus", "rank", "expected"), [
+    ("0,1", "0", 0), ("0,1", "1", 1), ("2,3", "3", 3), ("", "0", None), ("x", "0", None)])
+def test_cpu_for_rank(cpus, rank, expected):
+    assert tuning.cpu_for_rank({tuning.AFFINITY_ENV: cpus, tuning.RANK_ENV: rank}) == expected
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="Linux only")
+def test_shim_pins_then_execs():
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    env = {**os.environ, tuning.AFFINITY_ENV: str(cpu), tuning.RANK_ENV: "0"}
+    argv = tuning.shim_argv([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"])
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == f"[{cpu}]"
+
+
+def test_tuning_imports_neither_tensorflow_nor_horovod():
+    code = ("import sys; import pipeline.local.tuning; "
+            "print([m for m in ('tensorflow', 'horovod', 'sagemaker') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
