@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         h.say(f"      x{r}: {line}")
     h.say("P2 one pass of the training input (seconds = records / records per second):")
     records = [p2[r]["records"] for r in sizes]
-    for name in ("file_dataset", "pipe_dataset", "pipe_dataset_chunked"):
+    for name in ("file_dataset", "pipe_dataset"):
         curves["P2"][name] = (records, [p2[r]["records"] / p2[r][name] for r in sizes])
     h.say("P3 whole pipeline (trainpipe run --local), records = raw records:")
     records = [p3[r]["records"] for r in sizes]

@@ -30,8 +30,6 @@ import time
 
 from benchmarks import harness as h
 
-CHUNK = 256  # records per generator call in the candidate (128..1024 measured alike)
-
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.p2_pipe_reader", description=__doc__.splitlines()[0])
@@ -109,32 +107,6 @@ def main(argv: list[str] | None = None) -> int:
         assert got == quota, (got, quota)
         return got / seconds
 
-    def pipe_dataset_chunked() -> float:
-        """Candidate for ``data._pipe_pass`` / ``training_dataset``: the generator hands tf.data
-        lists of CHUNK records (one Python->TF crossing per list instead of per record), then
-        unbatch(); and the cardinality-hiding filter runs per batch, not per record."""
-        with Feeding():
-            started = time.perf_counter()
-            reader = data.PipeReader(pipe_plan, str(fifo_dir), str(work / "private"))
-
-            def chunks():
-                chunk = []
-                for record in reader.one_pass():
-                    chunk.append(record)
-                    if len(chunk) == CHUNK:
-                        yield chunk
-                        chunk = []
-                if chunk:
-                    yield chunk
-
-            ds = tf.data.Dataset.from_generator(
-                chunks, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string)).unbatch()
-            ds = ds.shuffle(min(pipe_plan.quota, data.SHUFFLE_BUFFER), seed=1)
-            got = drain_batches(data._hide_cardinality(data._batches(ds, pipe_plan, context())))
-            seconds = time.perf_counter() - started
-        assert got == quota, (got, quota)
-        return got / seconds
-
     def file_raw() -> float:
         started = time.perf_counter()
         ds = tf.data.TFRecordDataset([str(p) for p in shards], buffer_size=1 << 20)
@@ -156,27 +128,23 @@ def main(argv: list[str] | None = None) -> int:
           f"{len(shards)} shards, {size_mb:.1f} MB; batch {args.batch}; {args.repeats} "
           f"interleaved repetitions; CRC: {records.CRC_IMPLEMENTATION}")
     runs = h.interleave({"file_dataset": file_dataset, "pipe_dataset": pipe_dataset,
-                         "pipe_dataset_chunked": pipe_dataset_chunked,
                          "file_raw": file_raw, "pipe_raw": pipe_raw}, args.repeats)
     mb_per_record = size_mb / total
     for name, what in (("file_dataset", "File: TFRecordDataset -> training_dataset"),
                        ("pipe_dataset", "Pipe: feeder -> FIFO -> PipeReader -> training_dataset"),
-                       ("pipe_dataset_chunked", f"Pipe, candidate: {CHUNK}-record lists, filter per batch"),
                        ("file_raw", "File: TFRecordDataset records alone"),
                        ("pipe_raw", "Pipe: feeder -> FIFO -> pipe.read_epoch records alone")):
         value = h.median(runs[name])
         h.say(f"  {what:58s} {h.spread(runs[name]):36s} records/s  {value * mb_per_record:7.1f} MB/s")
     ratio = h.median(runs["pipe_dataset"]) / h.median(runs["file_dataset"])
     raw_ratio = h.median(runs["pipe_raw"]) / h.median(runs["file_raw"])
-    chunked_ratio = h.median(runs["pipe_dataset_chunked"]) / h.median(runs["file_dataset"])
-    h.say(f"  ratio Pipe/File as training input: {ratio:.3f} (chunked candidate {chunked_ratio:.3f}); "
+    h.say(f"  ratio Pipe/File as training input: {ratio:.3f}; "
           f"readers alone: {raw_ratio:.3f}")
 
     h.save_figures(f"p2-x{args.replicate}", {
         "records": quota, **{name: h.median(values) for name, values in runs.items()}})
     if args.no_staging:
         h.result("p2_pipe_vs_file_ratio", ratio, 0.9)
-        h.result("p2_pipe_chunked_candidate_ratio", chunked_ratio, 0.9)
         return 0
     # The File channel end to end: the runner copies the objects in first.
     store = LocalStorage(work / "store")
@@ -194,18 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         got = drain_batches(data.training_dataset(plan, context(), 1).take(plan.steps))
         return got / (time.perf_counter() - started)
 
-    end_to_end = h.interleave({"file_channel": file_channel_end_to_end, "pipe_dataset": pipe_dataset_chunked},
+    end_to_end = h.interleave({"file_channel": file_channel_end_to_end, "pipe_dataset": pipe_dataset},
                               args.repeats)
     staged = h.median(end_to_end["file_channel"])
     streamed = h.median(end_to_end["pipe_dataset"])
     h.say(f"  File channel incl. staging (copy {size_mb:.1f} MB, then read): {h.spread(end_to_end['file_channel'])} "
-          f"records/s; Pipe (candidate) {h.spread(end_to_end['pipe_dataset'])}; Pipe/File {streamed / staged:.3f}")
+          f"records/s; Pipe {h.spread(end_to_end['pipe_dataset'])}; Pipe/File {streamed / staged:.3f}")
     h.result("p2_pipe_vs_file_ratio", ratio, 0.9)
     h.result("p2_pipe_records_per_s", h.median(runs["pipe_dataset"]), "-")
     h.result("p2_pipe_mb_per_s", h.median(runs["pipe_dataset"]) * mb_per_record, "-")
     h.result("p2_file_records_per_s", h.median(runs["file_dataset"]), "-")
     h.result("p2_reader_alone_ratio", raw_ratio, "-")
-    h.result("p2_pipe_chunked_candidate_ratio", chunked_ratio, 0.9)
     h.result("p2_pipe_vs_file_channel_with_staging", streamed / staged, "-")
     shutil.rmtree(work / "store", ignore_errors=True)
     shutil.rmtree(work / "staged", ignore_errors=True)

@@ -39,7 +39,7 @@ def test_p1_local_scaling(tmp_path):
 def test_p2_pipe_reader(tmp_path):
     found = run("benchmarks.p2_pipe_reader", "--replicate", "1", "--shards", "2", "--repeats", "1",
                 work=tmp_path)
-    assert {"p2_pipe_vs_file_ratio", "p2_pipe_chunked_candidate_ratio",
+    assert {"p2_pipe_vs_file_ratio", "p2_reader_alone_ratio",
             "p2_pipe_vs_file_channel_with_staging"} <= set(found)
 
 
