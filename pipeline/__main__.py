@@ -1,7 +1,5 @@
 """``python -m pipeline`` is ``trainpipe``."""
 
-import sys
+from pipeline.cli import run
 
-from pipeline.cli import main
-
-sys.exit(main())
+run()

@@ -10,6 +10,7 @@ expected errors (bad parameters, missing settings) into one clear line and a non
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import logging
 import sys
@@ -53,5 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def run() -> None:
+    """The ``trainpipe`` console script: ``main``, then exit without the interpreter's final
+    garbage collection walking every object the SDK and the runner made (~1 s of each
+    command; benchmarks/p3_runner_overhead.py). ``gc.freeze`` moves them out of its reach."""
+    code = main()
+    sys.stdout.flush()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

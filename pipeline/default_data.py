@@ -20,6 +20,9 @@ DIGITS_RECORDS = 1797  # records in sklearn.datasets.load_digits(); checked by t
 DIGITS_FEATURES = 64
 DIGITS_CLASSES = 10
 DIGITS_FILENAME = "digits.csv"
+# MD5 of digits_csv(): a store already holding these bytes needs no regeneration, which
+# imports scikit-learn (~1 s of every local run). tests/pipeline/test_default_data.py checks it.
+DIGITS_CSV_MD5 = "e4c49cf2576a68f530076ae2314bc6ec"
 
 
 def digits_csv() -> bytes:

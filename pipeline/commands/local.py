@@ -29,7 +29,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import tempfile
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -174,7 +173,7 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
     when InputDataUri is the default, the embedded digits CSV. Identical objects are skipped."""
     from pipeline import parameters as P
     from pipeline.bundles import all_bundles
-    from pipeline.default_data import DIGITS_FILENAME, export_digits
+    from pipeline.default_data import DIGITS_CSV_MD5, DIGITS_FILENAME, digits_csv
 
     uploaded = 0
     for bundle in all_bundles().values():
@@ -183,9 +182,9 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
             uploaded += storage.put_bytes_if_changed(data, join_uri(prefix, relative))
     data_uri = values[P.INPUT_DATA_URI]
     if data_uri == P.default_input_data_uri(settings.bucket, settings.prefix):
-        with tempfile.TemporaryDirectory(prefix="trainpipe-digits-") as tmp:
-            path = export_digits(tmp)
-            uploaded += storage.put_file_if_changed(path, join_uri(data_uri, DIGITS_FILENAME))
+        target = join_uri(data_uri, DIGITS_FILENAME)
+        if storage.md5(target) != DIGITS_CSV_MD5:
+            uploaded += storage.put_bytes_if_changed(digits_csv(), target)
     say(f"code and data in the {storage.describe()}: {uploaded} object(s) uploaded, the rest unchanged")
 
 
@@ -213,10 +212,10 @@ def _say(text: str) -> None:
 
 
 def run_local(args, settings, overrides, values) -> int:
-    from pipeline.definition import build_definition
+    from pipeline.definition_cache import cached_definition
 
     storage = make_storage(args, settings.region)
-    definition = build_definition(settings, overrides)
+    definition, _ = cached_definition(settings, overrides, Path(args.workdir) / "definitions")
     return execute(args, settings, storage, definition, settings.pipeline_name, {},
                    prepare=lambda: place_code_and_data(storage, settings, values, _say))
 

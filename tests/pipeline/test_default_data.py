@@ -43,3 +43,11 @@ def test_importing_it_needs_no_scikit_learn():
     code = "import sys, pipeline.default_data; assert 'sklearn' not in sys.modules, 'imported'"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_recorded_md5_is_that_of_the_export():
+    import hashlib
+
+    from pipeline.default_data import DIGITS_CSV_MD5, digits_csv
+
+    assert hashlib.md5(digits_csv()).hexdigest() == DIGITS_CSV_MD5
