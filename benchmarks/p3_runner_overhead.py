@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from benchmarks import harness as h
-
-PLACEHOLDER_BUCKET = "trainpipe-artifacts-placeholder"
+from pipeline.default_data import DIGITS_RECORDS
+from pipeline.settings import PLACEHOLDER_BUCKET
 
 
 def merge(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * m['share']:.1f}% (definition {m['definition']:.1f}s, exit {m['exiting']:.1f}s; "
               f"the runner's own work {100 * m['own']:.1f}%)")
     later, first = summary["later"], summary["first"]
-    h.save_figures(f"p3-x{args.replicate}", {"records": 1797 * args.replicate,
+    h.save_figures(f"p3-x{args.replicate}", {"records": DIGITS_RECORDS * args.replicate,
                                               **{k: later[k] for k in ("wall", "inside", "outside", "share")}})
     h.result("p3_runner_overhead_share", later["share"], 0.05)
     h.result("p3_runner_own_work_share", later["own"], 0.05)

@@ -33,6 +33,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from pipeline.bundles import SOURCEDIR_ARCHIVE
 from pipeline.commands.options import (
     add_parameter_arguments,
     add_settings_arguments,
@@ -49,7 +50,7 @@ from pipeline.local.storage import (
     StorageError,
     join_uri,
 )
-from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
+from training_entry.contract import CHECKPOINT_DIR, DISTRIBUTIONS, INPUT_MODES
 
 DEFAULT_WORKDIR = Path(".trainpipe")
 
@@ -404,7 +405,7 @@ def build_training_request(args, settings, storage: Storage, job: str) -> dict:
     if args.processes_per_host is not None and args.processes_per_host < 1:
         raise UserError(f"--processes-per-host {args.processes_per_host}: must be at least 1")
     base = f"s3://{settings.bucket}/{settings.prefix}/train-local/{job}"
-    submit = join_uri(base, "source", "sourcedir.tar.gz")
+    submit = join_uri(base, "source", SOURCEDIR_ARCHIVE)
     storage.put_bytes(sourcedir_archive(entry, source_dir), submit)
 
     channels = []
@@ -470,7 +471,7 @@ def build_training_request(args, settings, storage: Storage, job: str) -> dict:
     }
     if args.checkpoint_uri:
         S3Uri.parse(args.checkpoint_uri, "--checkpoint-uri")
-        request["CheckpointConfig"] = {"S3Uri": args.checkpoint_uri, "LocalPath": "/opt/ml/checkpoints"}
+        request["CheckpointConfig"] = {"S3Uri": args.checkpoint_uri, "LocalPath": CHECKPOINT_DIR}
     return request
 
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from evaluation.report import MODEL_ARCHIVE
+from pipeline.bundles import SOURCEDIR_ARCHIVE
 from pipeline.errors import UserError
 from pipeline.local import channels as ch
 from pipeline.local import contract, mpi, tuning
@@ -49,7 +51,6 @@ from training_entry.contract import CHECKPOINT_DIR, EXIT_MESSAGE_FILE, FAILURE_F
 # SageMaker: the container's failure reason files and how much of them the job keeps.
 TRAINING_FAILURE_FILE = FAILURE_FILE
 FAILURE_REASON_LIMIT = 1024
-MODEL_ARCHIVE = "model.tar.gz"
 OUTPUT_ARCHIVE = "output.tar.gz"
 
 # Failure types: what SageMaker Pipelines would call the failure, for retry policies.
@@ -511,7 +512,7 @@ class TrainingJob(LocalJob):
                              "where the code is", CLIENT_ERROR)
         submit = str(submit)
         if submit.startswith("s3://"):
-            archive = self.job_dir / "source" / "sourcedir.tar.gz"
+            archive = self.job_dir / "source" / SOURCEDIR_ARCHIVE
             if not archive.exists():
                 self.storage.get_file(submit, archive)
             extract_sourcedir(archive, code)

@@ -47,6 +47,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 # Horovod: how often the background thread negotiates (milliseconds).
+# = training_entry.contract.HOROVOD_CYCLE_TIME_ENV; not imported, since this file also runs by
+# path as the pinning shim (tests/benchmarks/test_tuning.py keeps the two equal).
 CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
 LOCAL_CYCLE_TIME_MS = "0.1"
 THREAD_ENVS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")

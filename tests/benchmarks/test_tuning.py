@@ -80,3 +80,9 @@ def test_tuning_imports_neither_tensorflow_nor_horovod():
             "print([m for m in ('tensorflow', 'horovod', 'sagemaker') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_cycle_time_variable_is_the_contracts():
+    from training_entry.contract import HOROVOD_CYCLE_TIME_ENV
+
+    assert tuning.CYCLE_TIME_ENV == HOROVOD_CYCLE_TIME_ENV
