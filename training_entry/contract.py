@@ -62,6 +62,52 @@ HP_MIXED_PRECISION = "mixed-precision"
 HP_FP16_ALLREDUCE = "fp16-allreduce"
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
 
+# Images and transfer learning (see training_entry/architectures.py, images.py).
+HP_MODEL_ARCHITECTURE = "model-architecture"
+HP_IMAGE_SIZE = "image-size"  # pixels per side the images are resized to
+HP_HEAD_EPOCHS = "head-epochs"  # phase 1: the new head only, backbone frozen
+HP_FINE_TUNE_LAYERS = "fine-tune-layers"  # phase 2: the top N backbone layers unfrozen
+HP_FINE_TUNE_LR_FACTOR = "fine-tune-lr-factor"  # phase 2 rate = phase 1 rate x this
+HP_MODEL_FILE = "model-file"  # the user's model file, inside the training bundle
+
+# ModelArchitecture values. AUTO: the user's model when one is shipped, else MLP for table
+# data and SMALL_CNN for images (the processing manifest's "kind" decides in the job).
+ARCH_AUTO = "auto"
+ARCH_MLP = "mlp"
+ARCH_SMALL_CNN = "small_cnn"
+ARCH_CUSTOM = "custom"  # build_model() from the --model-file shipped in the bundle
+PRETRAINED_ARCHITECTURES = ("mobilenet_v2", "resnet50", "efficientnet_b0")
+TABLE_ARCHITECTURES = (ARCH_MLP,)
+IMAGE_ARCHITECTURES = (ARCH_SMALL_CNN, *PRETRAINED_ARCHITECTURES)
+ARCHITECTURES = (ARCH_AUTO, *TABLE_ARCHITECTURES, *IMAGE_ARCHITECTURES, ARCH_CUSTOM)
+DATA_KIND_TABLE = "table"
+DATA_KIND_IMAGE = "image"
+DEFAULT_IMAGE_SIZE = 32
+MIN_IMAGE_SIZE = 32  # keras.applications refuse smaller inputs
+MAX_IMAGE_SIZE = 1024
+
+
+def architecture_fits(architecture: str, kind: str) -> bool:
+    """Whether ``architecture`` can train on data of ``kind`` (AUTO and CUSTOM fit both)."""
+    if architecture in (ARCH_AUTO, ARCH_CUSTOM):
+        return True
+    return architecture in (TABLE_ARCHITECTURES if kind == DATA_KIND_TABLE else IMAGE_ARCHITECTURES)
+
+
+# The user's model file: a function of this name, documented in README "Your own data and
+# model": build_model(input_shape, num_classes, hyperparameters) -> tf.keras.Model.
+USER_MODEL_FUNCTION = "build_model"
+USER_MODEL_DIR = "user_model"  # where the file sits inside the training bundle
+
+# --- SavedModel signatures (model/1), what evaluation and endpoints call --------------------
+# serving_default: float32 images [None, S, S, 3] in 0..255 (tables: float32 "x" [None, F]).
+SIGNATURE_DEFAULT = "serving_default"
+SERVING_INPUT_IMAGES = "images"
+# serving_bytes: encoded images (PNG/JPEG/GIF/BMP), what a TF Serving / SageMaker client sends.
+SIGNATURE_BYTES = "serving_bytes"
+SERVING_INPUT_IMAGE_BYTES = "image_bytes"  # tf.string [None]
+SERVING_OUTPUT = "probabilities"  # float32 [None, classes], every signature
+
 # Horovod: knobs passed to every rank through the MPI launch (custom_mpi_options, -x NAME=V).
 HOROVOD_FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"
 HOROVOD_CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
