@@ -2,8 +2,8 @@
 definition is built (``trainpipe definition``/``upsert`` flags or TRAINPIPE_* variables).
 
 - Account wiring: region, execution role, artifact bucket and prefix, model package group.
-- Image URIs: chosen from the build-time ``TrainingInstanceType`` (GPU or CPU image), because
-  the SDK must pick an image before any execution exists.
+- Image URIs: chosen from the build-time ``TrainingInstanceType`` and ``ProcessingInstanceType``
+  (GPU or CPU image), because the SDK must pick an image before any execution exists.
 - The MPI launch (``custom_mpi_options``: Horovod fusion threshold and cycle time), the
   mixed-precision and fp16-allreduce switches, the optional ``init`` channel, KMS key,
   network isolation, spot training: each changes the shape of the request, not a value in it.

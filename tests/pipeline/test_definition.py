@@ -205,3 +205,23 @@ def test_init_channel_only_when_asked():
 
 def test_built_offline(no_network):
     build_definition(Settings(region="eu-west-1", bucket="my-bucket"))
+
+
+def test_images_follow_the_build_time_instance_types(default_definition):
+    """Processing and evaluation run on ProcessingInstanceType's image (GPU or CPU), chosen at
+    build time as training's is from TrainingInstanceType."""
+
+    def images(definition):
+        steps = steps_by_name(definition)
+        return (
+            steps[STEP_PREPROCESS]["Arguments"]["AppSpecification"]["ImageUri"],
+            steps[STEP_EVALUATE]["Arguments"]["AppSpecification"]["ImageUri"],
+            steps[STEP_TRAIN]["Arguments"]["AlgorithmSpecification"]["TrainingImage"],
+        )
+
+    preprocess, evaluate, train = images(default_definition)
+    assert "-cpu-" in preprocess and preprocess == evaluate == train
+    gpu_processing = build_definition(parameter_overrides={P.PROCESSING_INSTANCE_TYPE: "ml.g4dn.xlarge"})
+    preprocess, evaluate, train = images(gpu_processing)
+    assert "-gpu-" in preprocess and preprocess == evaluate
+    assert "-cpu-" in train
