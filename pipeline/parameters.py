@@ -106,6 +106,12 @@ def default_input_data_uri(bucket: str, prefix: str) -> str:
     return f"s3://{bucket}/{prefix}/data/digits/"
 
 
+def default_image_data_uri(bucket: str, prefix: str) -> str:
+    """The embedded digits as an image tree (``0/ .. 9/`` of PNGs); ``run --local`` puts it
+    there when InputDataUri names it, e.g. ``-p InputDataUri=s3://<bucket>/<prefix>/data/digits-images/``."""
+    return f"s3://{bucket}/{prefix}/data/digits-images/"
+
+
 def parse_assignments(assignments: Iterable[str]) -> dict[str, str]:
     """``["Epochs=3", ...]`` from ``-p`` flags -> {"Epochs": "3"}; unknown names are errors."""
     values: dict[str, str] = {}
@@ -162,8 +168,8 @@ def resolve(
             f"{WARMUP_EPOCHS}={values[WARMUP_EPOCHS]} is longer than {EPOCHS}={values[EPOCHS]}: "
             f"the learning rate would never reach its scaled value; lower {WARMUP_EPOCHS}"
         )
-    if default_data_records is not None and values[INPUT_DATA_URI] == default_input_data_uri(
-        bucket, prefix
+    if default_data_records is not None and values[INPUT_DATA_URI] in (
+        default_input_data_uri(bucket, prefix), default_image_data_uri(bucket, prefix)
     ):
         check_shards_fit(values, default_data_records)
     return values

@@ -1,9 +1,15 @@
 """The data format between processing, training and evaluation, defined once.
 
-- Examples: ``tf.train.Example`` with ``FEATURE_X`` (float list) and ``FEATURE_Y`` (int64).
+- Examples of a table (``KIND_TABLE``): ``tf.train.Example`` with ``FEATURE_X`` (float list)
+  and ``FEATURE_Y`` (int64).
+- Examples of an image tree (``KIND_IMAGE``): ``FEATURE_IMAGE`` (bytes: the JPEG/PNG file
+  exactly as it was, never re-encoded), ``FEATURE_Y`` (int64 label = index of the class name
+  in sorted order), ``FEATURE_CLASS_NAME`` (bytes, UTF-8), ``FEATURE_HEIGHT`` and
+  ``FEATURE_WIDTH`` (int64, of the stored image). ``training_entry.examples`` encodes both.
 - Shards: TFRecord files named ``<split>-<index>-of-<count>.tfrecord``, so that sorted keys
   give host i the shards i, i+N, ... under ShardedByS3Key (see ``assign_shards``).
-- Manifest: ``<split>.json`` with every shard's name and record count.
+- Manifest: ``<split>.json`` with every shard's name and record count, the data's kind and,
+  for images, the class names (index = label).
 - TFRecord framing: ``uint64 length, uint32 masked_crc32c(length), data,
   uint32 masked_crc32c(data)``, little-endian. ``read_records`` streams it from any binary
   file object (a FIFO included: it never seeks, unlike ``tf.data.TFRecordDataset``, whose
@@ -24,6 +30,14 @@ from dataclasses import dataclass
 
 FEATURE_X = "x"
 FEATURE_Y = "y"
+FEATURE_IMAGE = "image"
+FEATURE_CLASS_NAME = "class_name"
+FEATURE_HEIGHT = "height"
+FEATURE_WIDTH = "width"
+# What the shards hold: a table's feature vectors or an image tree's encoded files.
+KIND_TABLE = "table"
+KIND_IMAGE = "image"
+DATA_KINDS = (KIND_TABLE, KIND_IMAGE)
 SHARD_SUFFIX = ".tfrecord"
 _SHARD_RE = re.compile(r"^(?P<split>[a-z]+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.tfrecord$")
 
@@ -78,13 +92,24 @@ def assign_shards(
 @dataclass(frozen=True)
 class Manifest:
     split: str
-    num_features: int
+    num_features: int  # 0 for images: their sizes vary, the model resizes them
     num_classes: int
     shards: dict[str, int]  # shard name -> record count
     # Per-feature mean and standard deviation of the *train* split: the model standardises its
     # raw input with them (a layer inside the SavedModel, so serving takes raw features too).
     feature_mean: tuple[float, ...] | None = None
     feature_std: tuple[float, ...] | None = None
+    kind: str = KIND_TABLE
+    # Images: the class folder names, sorted; label i is class_names[i].
+    class_names: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.kind not in DATA_KINDS:
+            raise ValueError(f"manifest kind {self.kind!r} is not one of {DATA_KINDS}")
+        if self.kind == KIND_IMAGE and (
+            self.class_names is None or len(self.class_names) != self.num_classes
+        ):
+            raise ValueError(f"an image manifest needs {self.num_classes} class names, got {self.class_names!r}")
 
     @property
     def total_records(self) -> int:
@@ -94,8 +119,10 @@ class Manifest:
         return json.dumps(
             {
                 "split": self.split,
+                "kind": self.kind,
                 "num_features": self.num_features,
                 "num_classes": self.num_classes,
+                **({"class_names": list(self.class_names)} if self.class_names is not None else {}),
                 "total_records": self.total_records,
                 "shards": [{"name": n, "records": c} for n, c in sorted(self.shards.items())],
                 **(
@@ -119,6 +146,11 @@ class Manifest:
                 shards={s["name"]: int(s["records"]) for s in doc["shards"]},
                 feature_mean=_floats(doc.get("feature_mean")),
                 feature_std=_floats(doc.get("feature_std")),
+                # Manifests written before images existed have no kind: they are tables.
+                kind=doc.get("kind", KIND_TABLE),
+                class_names=(
+                    None if doc.get("class_names") is None else tuple(str(c) for c in doc["class_names"])
+                ),
             )
         except FileNotFoundError:
             raise FileNotFoundError(

@@ -171,10 +171,11 @@ def register(subparsers) -> None:
 # --- run --local -----------------------------------------------------------------------------
 def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
     """Put what the definition points to in the store: the content-addressed code bundles and,
-    when InputDataUri is the default, the embedded digits CSV. Identical objects are skipped."""
+    when InputDataUri is the default, the embedded digits CSV (or, when it is the default image
+    data URI, the digits as PNGs in class folders). Identical objects are skipped."""
     from pipeline import parameters as P
     from pipeline.bundles import all_bundles
-    from pipeline.default_data import DIGITS_CSV_MD5, DIGITS_FILENAME, digits_csv
+    from pipeline.default_data import DIGITS_CSV_MD5, DIGITS_FILENAME, digits_csv, digits_images
 
     uploaded = 0
     for bundle in all_bundles().values():
@@ -186,6 +187,9 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
         target = join_uri(data_uri, DIGITS_FILENAME)
         if storage.md5(target) != DIGITS_CSV_MD5:
             uploaded += storage.put_bytes_if_changed(digits_csv(), target)
+    elif data_uri == P.default_image_data_uri(settings.bucket, settings.prefix):
+        for key, data in digits_images().items():
+            uploaded += storage.put_bytes_if_changed(data, join_uri(data_uri, key))
     say(f"code and data in the {storage.describe()}: {uploaded} object(s) uploaded, the rest unchanged")
 
 
