@@ -480,7 +480,9 @@ def build_training_request(args, settings, storage: Storage, job: str) -> dict:
 
 
 def train_job(args: argparse.Namespace) -> int:
-    from pipeline.local.jobs import JobFailure, JobStopped, TrainingJob
+    from pipeline.local.job_failures import JobFailure
+    from pipeline.local.jobs import JobStopped
+    from pipeline.local.training_job import TrainingJob
 
     settings = settings_from_args(args)
     storage = make_storage(args, settings.region)

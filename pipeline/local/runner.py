@@ -5,8 +5,9 @@ The runner knows SageMaker's step types, not trainpipe's steps: it takes the def
 steps by their data dependencies (``interpreter.plan``), evaluates each step's arguments
 against the parameters and the properties of the steps before it, and then:
 
-- Processing / Training: runs the job request locally (``jobs.py``), with the step's
-  ``CacheConfig`` (``caching.py``) and ``RetryPolicies`` honoured;
+- Processing / Training: runs the job request locally (``processing_job.py``,
+  ``training_job.py``), with the step's ``CacheConfig`` (``caching.py``) and
+  ``RetryPolicies`` honoured;
 - Condition: evaluates the conditions, and the branch not taken is NotExecuted;
 - RegisterModel: adds a model package to the local registry (``registry.py``);
 - Fail: ends the execution as Failed with the step's ErrorMessage.
@@ -50,16 +51,12 @@ from pipeline.local.interpreter import (
     StepNode,
     Unresolved,
 )
-from pipeline.local.jobs import (
-    CLIENT_ERROR,
-    JobResult,
-    JobStopped,
-    ProcessingJob,
-    TrainingJob,
-    account_of,
-)
+from pipeline.local.job_failures import CLIENT_ERROR
+from pipeline.local.jobs import JobResult, JobStopped, account_of
+from pipeline.local.processing_job import ProcessingJob
 from pipeline.local.registry import Registry
 from pipeline.local.storage import S3Uri, Storage, StorageError
+from pipeline.local.training_job import TrainingJob
 
 JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
 
