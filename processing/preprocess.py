@@ -1,4 +1,5 @@
-"""PreprocessData: one raw file -> stratified train/validation/test TFRecord shards + manifests.
+"""PreprocessData: one raw file, or an image tree, -> stratified train/validation/test TFRecord
+shards + manifests.
 
 How the pipeline runs it (SageMaker Processing, the TF 2.14 py310 image)::
 
@@ -9,7 +10,9 @@ and locally, with the /opt/ml tree moved::
 
     SAGEMAKER_BASE_DIR=/tmp/ml python -m processing.preprocess --instance-count 1 --processes-per-host 2
 
-Each split gets instance-count x processes-per-host shards (one per Horovod rank of the
+RAW_DATA_DIR holds either one table (a .csv or .npz file) or an image tree
+``<class name>/<image>.{jpg,jpeg,png}`` (``processing.images``; never both). Each split gets
+instance-count x processes-per-host shards (one per Horovod rank of the
 training job), equal in size +-1. With several processing instances every host computes the
 same split and writes only the shards whose index % hosts is its own; host 0 writes the
 manifests. Bad input is refused before anything is written, with one line in
@@ -33,7 +36,7 @@ from contextlib import contextmanager
 import numpy as np
 import tensorflow as tf
 
-from processing import contract
+from processing import contract, images
 from processing.rawdata import DataError, RawData, find_raw_file, load_raw
 from processing.split import check_fractions, check_shards_fit, shard_bounds, stratified_split
 from training_entry import examples, records
@@ -172,7 +175,10 @@ def preprocess(args: argparse.Namespace) -> dict[str, dict[str, int]]:
     output_dirs = {name: container_path(path) for name, path in contract.OUTPUT_DIRS.items()}
     host, hosts = host_position(container_path(contract.RESOURCE_CONFIG))
     check_outputs_empty(output_dirs)
-    data = load_raw(find_raw_file(container_path(contract.RAW_DATA_DIR)))
+    raw_dir = container_path(contract.RAW_DATA_DIR)
+    if images.has_images(raw_dir):
+        return preprocess_images(args, raw_dir, output_dirs, host, hosts, started)
+    data = load_raw(find_raw_file(raw_dir))
     shard_count = args.instance_count * args.processes_per_host
     order = stratified_split(
         data.y, args.validation_fraction, args.test_fraction, args.seed, source=data.path
@@ -196,6 +202,63 @@ def preprocess(args: argparse.Namespace) -> dict[str, dict[str, int]]:
             write_manifests(staged[contract.OUTPUT_MANIFEST], data, shards, mean, std)
     print_summary(data, shards, sorted(mine), host, hosts, time.perf_counter() - started)
     return shards
+
+
+def preprocess_images(
+    args: argparse.Namespace,
+    raw_dir: str,
+    output_dirs: dict[str, str],
+    host: int,
+    hosts: int,
+    started: float,
+) -> dict[str, dict[str, int]]:
+    """The image-tree path of the step: list and check the tree, split it, decode every image
+    this host writes, and only then write its shards (streaming the files' bytes)."""
+    tree = images.list_image_tree(raw_dir)
+    shard_count = args.instance_count * args.processes_per_host
+    order = stratified_split(
+        tree.labels, args.validation_fraction, args.test_fraction, args.seed, source=raw_dir
+    )
+    check_shards_fit(
+        {split: len(indices) for split, indices in order.items()},
+        shard_count,
+        f"{contract.ARG_INSTANCE_COUNT} {args.instance_count} x "
+        f"{contract.ARG_PROCESSES_PER_HOST} {args.processes_per_host}",
+        raw_dir,
+        unit="images",
+    )
+    mine = set(range(host, shard_count, hosts))
+    checked = time.perf_counter()
+    sizes = images.check_images(tree, images.indices_of_shards(order, shard_count, mine))
+    checked = time.perf_counter() - checked
+    shards: dict[str, dict[str, int]] = {}
+    with staged_outputs(output_dirs) as staged:
+        for split, indices in order.items():
+            shards[split] = images.write_image_shards(
+                staged[split], split, tree, indices, sizes, shard_count, only=mine
+            )
+        if host == 0:
+            for split, counts in shards.items():
+                manifest = records.Manifest(
+                    split, 0, tree.num_classes, counts,
+                    kind=records.KIND_IMAGE, class_names=tree.class_names,
+                )
+                with open(os.path.join(staged[contract.OUTPUT_MANIFEST], records.manifest_name(split)), "w") as f:
+                    f.write(manifest.to_json())
+    per_split = ", ".join(f"{split} {sum(counts.values())}" for split, counts in shards.items())
+    print(
+        f"preprocess: {len(tree.paths)} images in {tree.num_classes} classes "
+        f"({_clip_names(tree.class_names)}) -> {per_split}; {shard_count} shards per split, "
+        f"host {host + 1}/{hosts} decoded {int((sizes[:, 0] > 0).sum())} image(s) in {checked:.2f}s "
+        f"and wrote {len(mine)} shard(s) of them as they are"
+        f"{' and the manifests' if host == 0 else ''} in {time.perf_counter() - started:.2f}s",
+        flush=True,
+    )
+    return shards
+
+
+def _clip_names(names: tuple[str, ...], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f", ... {len(names) - shown} more" if len(names) > shown else "")
 
 
 def feature_statistics(x: np.ndarray) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -102,11 +102,13 @@ def shard_bounds(records: int, shards: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def check_shards_fit(split_sizes: dict[str, int], shards: int, reason: str, source: str) -> None:
+def check_shards_fit(
+    split_sizes: dict[str, int], shards: int, reason: str, source: str, unit: str = "records"
+) -> None:
     """Refuse an empty shard: its rank (or a whole ShardedByS3Key host) would get no data."""
     name, smallest = min(split_sizes.items(), key=lambda item: item[1])
     if smallest < shards:
         raise DataError(
-            f"{source}: the {name} split gets {smallest} records but {shards} shards are needed "
+            f"{source}: the {name} split gets {smallest} {unit} but {shards} shards are needed "
             f"({reason}); use fewer training workers ({' x '.join(WORKER_PARAMETERS)}) or more data"
         )

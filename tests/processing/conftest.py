@@ -109,3 +109,43 @@ def shard_record_counts(directory: Path) -> dict[str, int]:
 
 def list_dir(directory: Path) -> list[str]:
     return sorted(os.listdir(directory))
+
+
+# --- Image trees -----------------------------------------------------------------------------
+def image_bytes(label: int, index: int, kind: str = "png", size: tuple[int, int] = (12, 10)) -> bytes:
+    """A small image whose pixels depend on its class and index (so every file differs)."""
+    rng = np.random.default_rng(label * 100_003 + index)
+    pixels = rng.integers(0, 256, size=(*size, 3), dtype=np.uint8)
+    encode = tf.io.encode_png if kind == "png" else tf.io.encode_jpeg
+    return encode(tf.constant(pixels)).numpy()
+
+
+def write_image_tree(raw_dir: Path, per_class: dict[str, int], kind: str = "png") -> dict[str, bytes]:
+    """``<class>/<class>-<i>.<kind>`` files; returns relative path -> bytes written."""
+    written = {}
+    for label, (name, count) in enumerate(sorted(per_class.items())):
+        folder = raw_dir / name
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(count):
+            # Alternate sizes: the tree holds images of any size.
+            data = image_bytes(label, i, kind, (12, 10) if i % 2 else (9, 15))
+            relative = f"{name}/{name}-{i:03d}.{'jpg' if kind == 'jpeg' else kind}"
+            (raw_dir / relative).write_bytes(data)
+            written[relative] = data
+    return written
+
+
+def read_image_split(directory: Path) -> list[dict]:
+    """Every image record of a split's shards, shard after shard."""
+    out = []
+    for shard in sorted(directory.glob("*.tfrecord")):
+        for payload in records.read_file_records(str(shard)):
+            feature = tf.train.Example.FromString(payload).features.feature
+            out.append({
+                "image": feature[records.FEATURE_IMAGE].bytes_list.value[0],
+                "label": feature[records.FEATURE_Y].int64_list.value[0],
+                "class_name": feature[records.FEATURE_CLASS_NAME].bytes_list.value[0].decode(),
+                "height": feature[records.FEATURE_HEIGHT].int64_list.value[0],
+                "width": feature[records.FEATURE_WIDTH].int64_list.value[0],
+            })
+    return out

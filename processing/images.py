@@ -1,0 +1,204 @@
+"""An image tree in RAW_DATA_DIR -> checked, split and written as shards of the encoded files.
+
+The tree is ``<class name>/<file>.{jpg,jpeg,png}`` (files may sit deeper below their class
+folder); labels are the indices of the sorted class names. Every image this host writes is
+read and decoded (TensorFlow's decoders, the ones training uses) before any shard is written;
+the shards then hold each file's bytes unchanged (``examples.serialize_image``), streamed one
+file at a time, so memory does not grow with the images' total size: only the list of paths
+and two integers per image (its height and width) are held.
+
+Every refusal is a ``DataError``: one line naming the file or class and the fix.
+Python 3.10 syntax (SageMaker's TF 2.14 py310 image).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import tensorflow as tf
+
+from processing import contract
+from processing.rawdata import DataError
+from processing.split import MIN_RECORDS_PER_CLASS, SPLITS, shard_bounds
+from training_entry import examples, records
+
+# Failures named in the message besides the first one (the user fixes them all in one go).
+_LISTED_FAILURES = 3
+# Magic numbers: what a file is, whatever its name says.
+_JPEG_MAGIC = b"\xff\xd8\xff"
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_OTHER_MAGIC = {b"GIF8": "a GIF", b"BM": "a BMP", b"RIFF": "a WebP (or other RIFF)", b"II*\x00": "a TIFF",
+                b"MM\x00*": "a TIFF"}
+_TF_NOISE = re.compile(r"\{\{[^}]*\}\}\s*|\s*\[Op:[^\]]*\]")
+
+
+@dataclass(frozen=True)
+class ImageTree:
+    root: str
+    class_names: tuple[str, ...]  # sorted; label i is class_names[i]
+    paths: tuple[str, ...]  # relative to root, '/'-separated, sorted
+    labels: np.ndarray  # (images,) int64
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def path(self, index: int) -> str:
+        return os.path.join(self.root, *self.paths[index].split("/"))
+
+
+def has_images(directory: str) -> bool:
+    """Whether any non-hidden file below ``directory`` has an image extension (the step then
+    treats the input as an image tree; otherwise as one table file, as before images)."""
+    return any(key.lower().endswith(contract.IMAGE_EXTENSIONS) for key in _keys(directory))
+
+
+def _keys(directory: str) -> Iterable[str]:
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        relative = os.path.relpath(root, directory)
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield name if relative == "." else f"{relative.replace(os.sep, '/')}/{name}"
+
+
+def list_image_tree(directory: str) -> ImageTree:
+    """Walk ``directory``; refuse anything that is not a usable image tree (before reading
+    any image): a mix with table files, loose or non-image files, an empty or too small
+    class, a single class."""
+    keys = list(_keys(directory))
+    try:
+        kind = contract.data_kind(keys)
+    except contract.DataKindError as e:
+        raise DataError(f"{directory}: {e}") from None
+    if kind != records.KIND_IMAGE:  # pragma: no cover - the caller checked has_images
+        raise DataError(f"{directory} holds a table, not an image tree")
+    folders = sorted(
+        name for name in os.listdir(directory)
+        if not name.startswith(".") and os.path.isdir(os.path.join(directory, name))
+    )
+    by_class: dict[str, int] = {name: 0 for name in folders}
+    for key in keys:
+        by_class[contract.class_of(key)] += 1
+    for name, count in by_class.items():
+        if count == 0:
+            raise DataError(
+                f"class folder {directory}/{name} holds no {'/'.join(contract.IMAGE_EXTENSIONS)} "
+                f"images; add images of '{name}' or remove the folder"
+            )
+    class_names = tuple(sorted(by_class))
+    if len(class_names) < 2:
+        raise DataError(
+            f"{directory} has a single class folder ('{class_names[0]}'); a classifier needs at "
+            f"least 2: add a folder of images for each class"
+        )
+    for name in class_names:
+        if by_class[name] < MIN_RECORDS_PER_CLASS:
+            raise DataError(
+                f"class '{name}' ({directory}/{name}) has {by_class[name]} image(s), too few to "
+                f"appear in every split ({'/'.join(SPLITS)}); each class needs at least "
+                f"{MIN_RECORDS_PER_CLASS}: add images of '{name}' or remove the folder"
+            )
+    label_of = {name: i for i, name in enumerate(class_names)}
+    labels = np.fromiter((label_of[contract.class_of(k)] for k in keys), dtype=np.int64, count=len(keys))
+    return ImageTree(directory, class_names, tuple(keys), labels)
+
+
+# --- Checking: every image decodes ----------------------------------------------------------
+def check_images(tree: ImageTree, indices: Iterable[int]) -> np.ndarray:
+    """Decode each image of ``indices``; returns (images, 2) int64 [height, width], zero for
+    images not asked for. Raises one ``DataError`` naming the first failure and counting the
+    rest, after trying them all (so one run lists what to fix)."""
+    sizes = np.zeros((len(tree.paths), 2), dtype=np.int64)
+    failures: list[tuple[str, str]] = []
+    for index in indices:
+        path = tree.path(index)
+        try:
+            sizes[index] = decoded_size(read_file(path), path)
+        except DataError as e:
+            failures.append((tree.paths[index], str(e)))
+    if failures:
+        first, why = failures[0]
+        others = [name for name, _ in failures[1 : 1 + _LISTED_FAILURES]]
+        more = len(failures) - 1
+        rest = (
+            f"; {more} more image(s) fail too ({', '.join(others)}{', ...' if more > len(others) else ''})"
+            if more
+            else ""
+        )
+        raise DataError(f"{why}{rest}; replace or remove each one under {tree.root}")
+    return sizes
+
+
+def read_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror or e})") from None
+
+
+def decoded_size(data: bytes, path: str) -> tuple[int, int]:
+    """(height, width) of a JPEG or PNG after a full decode; ``DataError`` if it is not one."""
+    if data.startswith(_JPEG_MAGIC):
+        decode, kind = tf.io.decode_jpeg, "JPEG"
+    elif data.startswith(_PNG_MAGIC):
+        decode, kind = tf.io.decode_png, "PNG"
+    else:
+        what = next((name for magic, name in _OTHER_MAGIC.items() if data.startswith(magic)), None)
+        if not data:
+            what = "an empty file"
+        raise DataError(
+            f"{path} is {what or 'not an image'}, not a JPEG or PNG"
+            f"{'' if what else f' (it starts {data[:8]!r})'}"
+        )
+    try:
+        shape = decode(data).shape  # the full decode: a header can be fine and the rest truncated
+    except (tf.errors.InvalidArgumentError, tf.errors.DataLossError) as e:
+        raise DataError(f"{path} does not decode as a {kind} ({_TF_NOISE.sub('', e.message).strip()})") from None
+    return int(shape[0]), int(shape[1])
+
+
+# --- Writing ---------------------------------------------------------------------------------
+def write_image_shards(
+    directory: str,
+    split: str,
+    tree: ImageTree,
+    order: np.ndarray,
+    sizes: np.ndarray,
+    shard_count: int,
+    only: Collection[int] | None = None,
+) -> dict[str, int]:
+    """Like ``preprocess.write_shards`` for images: shard i holds the i-th contiguous run of
+    ``order`` (sizes equal +-1); each record is the file's bytes as they are. Returns
+    {shard name: record count} for every shard, written or not."""
+    counts = {}
+    for index, (start, stop) in enumerate(shard_bounds(len(order), shard_count)):
+        name = records.shard_name(split, index, shard_count)
+        counts[name] = stop - start
+        if only is None or index in only:
+            with tf.io.TFRecordWriter(os.path.join(directory, name)) as writer:
+                for i in order[start:stop]:
+                    label = int(tree.labels[i])
+                    height, width = (int(v) for v in sizes[i])
+                    writer.write(
+                        examples.serialize_image(
+                            read_file(tree.path(i)), label, tree.class_names[label], height, width
+                        )
+                    )
+    return counts
+
+
+def indices_of_shards(order: dict[str, np.ndarray], shard_count: int, only: Collection[int]) -> list[int]:
+    """The image indices that land in the shards ``only`` of every split: what this host
+    writes, hence what it must check."""
+    mine = []
+    for indices in order.values():
+        for index, (start, stop) in enumerate(shard_bounds(len(indices), shard_count)):
+            if index in only:
+                mine.extend(int(i) for i in indices[start:stop])
+    return sorted(mine)  # file order: sequential reads on the volume
