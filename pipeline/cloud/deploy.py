@@ -82,7 +82,10 @@ def plan_upsert(
     definition = build_definition(settings, overrides)
     check_definition(definition)
     text = json.dumps(definition)
-    findings = find_secrets(text, environ, target.clients.credential_values())
+    all_tags = {MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1], **settings.tags, **(tags or {})}
+    # The tags go to CreatePipeline/AddTags with the definition: the same scan, the same rule.
+    findings = find_secrets(text + "\n" + json.dumps(all_tags), environ,
+                            target.clients.credential_values())
     if findings:
         raise SecretInDefinitionError(
             "refusing to send the definition: it contains "
@@ -111,7 +114,7 @@ def plan_upsert(
         uploads=uploads,
         unchanged_bundles=unchanged,
         diff=definition_diff(deployed, definition),
-        tags={MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1], **settings.tags, **(tags or {})},
+        tags=all_tags,
     )
 
 

@@ -211,3 +211,17 @@ def test_volumes_and_outputs_are_encrypted_with_the_key_when_set():
 def test_upsert_uses_the_stacks_key(stack):
     assert main(["upsert"]) == 0
     assert set(kms_places(deployed_definition()).values()) == {stack["KmsKeyArn"]}
+
+
+@pytest.mark.parametrize("tag", ["team=" + FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+                                 "owner=AKIAIOSFODNN7EXAMPLE"])
+def test_upsert_refuses_a_tag_with_a_credential(stack, monkeypatch, capsys, tag):
+    # Tags reach CreatePipeline/AddTags with the definition: scanned with the same rule.
+    for name, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(name, value)
+    assert main(["upsert", "--tag", tag]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to send the definition: it contains" in err
+    assert tag.split("=", 1)[1] not in err
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    assert sagemaker.list_pipelines()["PipelineSummaries"] == []
