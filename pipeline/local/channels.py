@@ -4,8 +4,8 @@
   sorted keys (``training_entry.records.host_objects``, the one rule the data producers and
   readers also use); ``FullyReplicated`` gives every host every object.
 - File: the objects are copied into ``input/data/<channel>``, keeping each key's path relative
-  to the channel prefix. FastFile: the same paths, linked to the local store read-only where
-  the store is local (SageMaker mounts a streamed, read-only view of S3).
+  to the channel prefix. FastFile: the same, made read-only (SageMaker mounts a streamed,
+  read-only view of S3); never a link into the store, which a script could write through.
 - Pipe: ``PipeFeeder`` creates the FIFOs ``input/data/<channel>_<epoch>`` and streams the host's
   objects into them, epoch after epoch, while the job runs.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.local.storage import S3Uri, Storage
+from pipeline.local.storage import S3Uri, Storage, contained
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 from training_entry.records import host_objects
 
@@ -171,20 +171,23 @@ def assign(objects: list[StoredObject], distribution: str, host_count: int, labe
 
 
 def stage_files(storage: Storage, objects: list[StoredObject], directory: Path, mode: str) -> None:
-    """File: copy each object into ``directory``; FastFile: link it read-only when the store is
-    on this machine (no copy, like SageMaker's streamed mount), else download it."""
-    directory = Path(directory)
+    """File: copy each object into ``directory``. FastFile: the same, read-only (SageMaker
+    mounts a read-only view of S3). Never a link into the local store: a script that wrote to
+    its input would change the object every later run reads (and jobs run as whatever user
+    runs trainpipe, often root, whom file modes do not stop)."""
+    directory = Path(directory).resolve()
     directory.mkdir(parents=True, exist_ok=True)
     for obj in objects:
-        target = directory / obj.relative
+        target = contained(directory, obj.relative, obj.uri)
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = storage.local_path(obj.uri) if mode == FAST_FILE else None
-        if source is not None:
-            if target.exists() or target.is_symlink():
-                target.unlink()
-            target.symlink_to(source)
-        else:
-            storage.get_file(obj.uri, target)
+        if target.exists() or target.is_symlink():
+            target.unlink()
+        storage.get_file(obj.uri, target)
+        if mode == FAST_FILE:
+            target.chmod(READ_ONLY)
+
+
+READ_ONLY = 0o444
 
 
 def local_sources(storage: Storage, objects: list[StoredObject], cache: Path) -> list[Path]:
@@ -193,7 +196,7 @@ def local_sources(storage: Storage, objects: list[StoredObject], cache: Path) ->
     for obj in objects:
         path = storage.local_path(obj.uri)
         if path is None:
-            path = Path(cache) / obj.relative
+            path = contained(Path(cache), obj.relative, obj.uri)
             if not path.exists():
                 storage.get_file(obj.uri, path)
         paths.append(path)

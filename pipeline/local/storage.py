@@ -58,8 +58,15 @@ class S3Uri:
                 f"{what} {uri!r}: {bucket!r} is not a valid bucket name "
                 f"(3-63 lowercase letters, digits, dots and hyphens; {example})"
             )
-        if any(part == ".." for part in key.split("/")):
+        parts = key.split("/")
+        if any(part == ".." for part in parts):
             raise S3UriError(f"{what} {uri!r}: '..' is not allowed in a key")
+        # An empty segment ("a//b", a leading "/") or "." would name a different file than
+        # the key on a file system (an absolute path, outside the store): refused everywhere.
+        # A trailing "/" (a folder-like prefix) is fine.
+        if any(part in ("", ".") for part in (parts[:-1] if key else [])):
+            raise S3UriError(f"{what} {uri!r}: empty or '.' segment in the key; "
+                             "remove the doubled or leading '/'")
         return cls(bucket, key)
 
     def __str__(self) -> str:
@@ -88,6 +95,26 @@ def md5_of_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class PathEscapeError(StorageError, UserError):
+    """An object key that would name a file outside the directory it belongs in."""
+
+
+def contained(root: Path, relative: str, what: str) -> Path:
+    """``root / relative``, refused unless the result stays inside ``root`` (an absolute
+    ``relative``, ``..``, an empty or '.' segment, or a link out of ``root``)."""
+    root = Path(root).resolve()
+    target = (root / relative).resolve()
+    parts = relative.rstrip("/").split("/")
+    if relative.startswith("/") or any(p in ("", ".", "..") for p in parts) or not (
+        target.is_relative_to(root) and target != root
+    ):
+        raise PathEscapeError(
+            f"{what}: refusing to use it, it would name {target}, outside {root}; "
+            "rename the object (no leading or doubled '/', no '.' or '..' segments)"
+        )
+    return target
 
 
 class Storage(ABC):
@@ -159,11 +186,12 @@ class Storage(ABC):
         """Download every object under ``uri`` (taken as a folder) into ``directory``."""
         prefix = uri if uri.endswith("/") else uri + "/"
         written = []
+        root = Path(directory).resolve()
         for obj in self.list(prefix):
             relative = obj[len(prefix) :]
             if not relative or relative.endswith("/"):
                 continue
-            target = Path(directory) / relative
+            target = contained(root, relative, obj)
             self.get_file(obj, target)
             written.append(target)
         return written
@@ -177,7 +205,7 @@ class LocalStorage(Storage):
 
     def _path(self, uri: str) -> Path:
         s3 = S3Uri.parse(uri)
-        return self.root / s3.bucket / s3.key
+        return contained(self.root / s3.bucket, s3.key, uri) if s3.key else self.root / s3.bucket
 
     def describe(self) -> str:
         return f"local object store {self.root}"

@@ -52,15 +52,20 @@ def test_an_empty_channel_is_refused(local_storage):
         ch.list_objects(local_storage, f"s3://{BUCKET}/nothing/", "channel 'train'")
 
 
-def test_file_copies_and_fastfile_links(local_storage, tmp_path):
+def test_file_copies_and_fastfile_is_read_only_and_cannot_change_the_store(local_storage, tmp_path):
     put_objects(local_storage, PREFIX, 2, name="sub/part-{i}.txt")
     objects = ch.list_objects(local_storage, PREFIX, "channel 'train'")
     ch.stage_files(local_storage, objects, tmp_path / "file", ch.FILE)
     ch.stage_files(local_storage, objects, tmp_path / "fast", ch.FAST_FILE)
     copied = tmp_path / "file" / "sub" / "part-0.txt"
-    linked = tmp_path / "fast" / "sub" / "part-0.txt"
-    assert copied.read_text() == linked.read_text() == "object 0\n"
-    assert not copied.is_symlink() and linked.is_symlink()
+    fast = tmp_path / "fast" / "sub" / "part-0.txt"
+    assert copied.read_text() == fast.read_text() == "object 0\n"
+    assert fast.stat().st_mode & 0o222 == 0  # SageMaker's FastFile mount is read-only
+    # Jobs often run as root, whom modes do not stop: a write must still not reach the store.
+    os.chmod(fast, 0o644)
+    with open(fast, "w") as f:
+        f.write("changed by a script\n")
+    assert local_storage.read_bytes(objects[0].uri) == b"object 0\n"
 
 
 def test_channel_checks_refuse_what_sagemaker_refuses():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.local.storage import LocalStorage, S3Uri, S3UriError, md5_of_bytes
+from pipeline.local.storage import LocalStorage, S3Uri, S3UriError, StorageError, md5_of_bytes
 
 from .helpers import BUCKET
 
@@ -82,3 +82,31 @@ def test_uri_helpers():
     uri = S3Uri.parse("s3://bucket/a/b")
     assert (uri.bucket, uri.key) == ("bucket", "a/b")
     assert str(uri.child("c.txt")) == "s3://bucket/a/b/c.txt"
+
+
+@pytest.mark.parametrize("key", ["/{outside}/escaped", "a//b", "a/./b", "./b"])
+def test_keys_with_empty_or_dot_segments_are_refused_and_nothing_leaves_the_store(
+        storage, tmp_path, key):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    uri = f"{ROOT}/" + key.format(outside=str(outside).lstrip("/"))
+    for call in (lambda: storage.put_bytes(b"x", uri), lambda: storage.exists(uri)):
+        with pytest.raises(S3UriError, match="empty or '.' segment in the key"):
+            call()
+    assert list(outside.iterdir()) == []
+
+
+def test_a_checkpoint_restore_never_writes_outside_its_directory(s3_storage, tmp_path):
+    # S3 itself takes any key: objects named "ckpt//<abs path>" or "ckpt/a/../../x" must not
+    # turn into files outside the checkpoint directory.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    s3_storage.put_bytes(b"ok", f"{ROOT}/ckpt/good.txt")
+    for bad in (f"ckpt/{outside}/abs.txt", "ckpt/a/../../up.txt"):
+        s3_storage.client.put_object(Bucket=BUCKET, Key=bad, Body=b"evil")
+        restore = tmp_path / "restore" / "checkpoints"
+        with pytest.raises(StorageError, match="outside"):
+            s3_storage.get_tree(f"{ROOT}/ckpt", restore)
+        s3_storage.client.delete_object(Bucket=BUCKET, Key=bad)
+    assert list(outside.iterdir()) == [] and not (tmp_path / "restore" / "up.txt").exists()
+    assert [p.name for p in s3_storage.get_tree(f"{ROOT}/ckpt", tmp_path / "again")] == ["good.txt"]
