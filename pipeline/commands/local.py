@@ -21,19 +21,13 @@
 from __future__ import annotations
 
 import argparse
-import io
 import json
-import re
 import shutil
-import signal
 import subprocess
 import sys
-import tarfile
 from contextlib import contextmanager
-from datetime import datetime
 from pathlib import Path
 
-from pipeline.bundles import SOURCEDIR_ARCHIVE
 from pipeline.commands.options import (
     add_parameter_arguments,
     add_settings_arguments,
@@ -41,7 +35,7 @@ from pipeline.commands.options import (
     settings_from_args,
 )
 from pipeline.errors import UserError
-from pipeline.local.channels import FULLY_REPLICATED, Channel
+from pipeline.local.processes import sigterm_as_interrupt
 from pipeline.local.storage import (
     Boto3Storage,
     LocalStorage,
@@ -50,7 +44,7 @@ from pipeline.local.storage import (
     StorageError,
     join_uri,
 )
-from training_entry.contract import CHECKPOINT_DIR, DISTRIBUTIONS, INPUT_MODES
+from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 
 DEFAULT_WORKDIR = Path(".trainpipe")
 
@@ -94,18 +88,14 @@ def storage_errors_are_user_errors(storage: Storage):
         raise UserError(f"cannot use the {storage.describe()}: {error}") from None
 
 
-@contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM stops a run the way Ctrl-C does: children ended, execution marked Stopped."""
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+def parse_key_values(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
 
 
 def register(subparsers) -> None:
@@ -321,192 +311,23 @@ def run_sagemaker_local(settings, overrides) -> int:
 
 
 # --- train --local ---------------------------------------------------------------------------
-def parse_channel(text: str) -> tuple[str, str, str, str]:
-    """``NAME=LOCATION[:Mode[:Distribution]]`` -> (name, location, mode, distribution).
-    Mode and distribution are peeled off the end, so s3:// locations keep their colon."""
-    name, sep, rest = text.partition("=")
-    if not sep or not name or not rest:
-        raise UserError(f"--channel {text!r}: expected NAME=PATH_OR_URI[:Mode[:Distribution]]")
-    mode, distribution = "File", FULLY_REPLICATED
-    location = rest
-    head, _, last = location.rpartition(":")
-    if head and last in DISTRIBUTIONS:
-        distribution, location = last, head
-        head, _, last = location.rpartition(":")
-        if head and last in INPUT_MODES:
-            mode, location = last, head
-        else:
-            raise UserError(f"--channel {text!r}: a Distribution needs a Mode before it "
-                            f"(NAME=LOCATION:Mode:Distribution)")
-    elif head and last in INPUT_MODES:
-        mode, location = last, head
-    elif head and not location.startswith("s3://") and last and "/" not in last:
-        raise UserError(f"--channel {text!r}: {last!r} is neither an input mode "
-                        f"({', '.join(INPUT_MODES)}) nor a distribution ({', '.join(DISTRIBUTIONS)})")
-    if not re.fullmatch(r"[A-Za-z0-9\.\-_]+", name):
-        raise UserError(f"--channel {text!r}: channel names use letters, digits, '.', '-' and '_'")
-    return name, location, mode, distribution
-
-
-def parse_key_values(items: list[str], flag: str) -> dict[str, str]:
-    out = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserError(f"{flag} {item!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
-
-
-def encode_hyperparameter(raw: str) -> str:
-    """SageMaker (Framework estimators): every value is JSON-encoded into a string."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        value = raw
-    return json.dumps(value)
-
-
-def sourcedir_archive(entry_point: Path, source_dir: Path | None) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        if source_dir is None:
-            tar.add(entry_point, arcname=entry_point.name)
-        else:
-            for path in sorted(source_dir.rglob("*")):
-                if "__pycache__" in path.parts or path.is_dir():
-                    continue
-                tar.add(path, arcname=path.relative_to(source_dir).as_posix())
-    return buffer.getvalue()
-
-
-def _job_name(entry: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9-]+", "-", Path(entry).stem).strip("-") or "job"
-    return f"{stem[:40]}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-
-
-def build_training_request(args, settings, storage: Storage, job: str) -> dict:
-    """A CreateTrainingJob request of the shape the definition's Training step has."""
-    from pipeline.local import contract
-
-    source_dir = Path(args.source_dir) if args.source_dir else None
-    if source_dir is not None and not source_dir.is_dir():
-        raise UserError(f"--source-dir {source_dir}: not a directory")
-    entry = Path(args.entry_point)
-    if source_dir is not None and not entry.is_absolute() and (source_dir / entry).exists():
-        entry = source_dir / entry
-    if not entry.is_file():
-        raise UserError(f"--entry-point {args.entry_point}: no such file")
-    if source_dir is not None:
-        try:
-            program = entry.resolve().relative_to(source_dir.resolve()).as_posix()
-        except ValueError:
-            raise UserError(f"--entry-point {entry} is not inside --source-dir {source_dir}") from None
-    else:
-        program = entry.name
-    if args.instances < 1:
-        raise UserError(f"--instances {args.instances}: must be at least 1")
-    if args.processes_per_host is not None and args.processes_per_host < 1:
-        raise UserError(f"--processes-per-host {args.processes_per_host}: must be at least 1")
-    base = f"s3://{settings.bucket}/{settings.prefix}/train-local/{job}"
-    submit = join_uri(base, "source", SOURCEDIR_ARCHIVE)
-    storage.put_bytes(sourcedir_archive(entry, source_dir), submit)
-
-    channels = []
-    for text in args.channel:
-        name, location, mode, distribution = parse_channel(text)
-        if location.startswith("s3://"):
-            S3Uri.parse(location, f"--channel {name}")
-            uri = location
-        else:
-            path = Path(location)
-            if not path.exists():
-                raise UserError(f"--channel {name}: {location} is neither an s3:// URI nor an existing path")
-            uri = join_uri(base, "input", name) + "/"
-            if path.is_dir():
-                storage.put_tree(path, uri)
-            else:
-                storage.put_file(path, join_uri(uri, path.name))
-        channel = {"ChannelName": name, "InputMode": mode,
-                   "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
-                                                   "S3DataDistributionType": distribution}}}
-        Channel.from_training_request(channel, mode).check()
-        channels.append(channel)
-
-    hyperparameters = {k: encode_hyperparameter(v)
-                       for k, v in parse_key_values(args.hyperparameter, "--hyperparameter").items()}
-    reserved = [k for k in hyperparameters if k.startswith(contract.FRAMEWORK_PREFIX)]
-    if reserved:
-        raise UserError(f"--hyperparameter {', '.join(reserved)}: names starting with "
-                        f"{contract.FRAMEWORK_PREFIX} are set by trainpipe")
-    hyperparameters.update({
-        "sagemaker_program": json.dumps(program),
-        "sagemaker_submit_directory": json.dumps(submit),
-        "sagemaker_container_log_level": "20",
-        "sagemaker_job_name": json.dumps(job),
-        "sagemaker_region": json.dumps(settings.region),
-    })
-    if args.processes_per_host is not None:
-        # Horovod: what the SDK sends for distribution={"mpi": {...}}.
-        hyperparameters.update({
-            "sagemaker_mpi_enabled": "true",
-            "sagemaker_mpi_num_of_processes_per_host": str(args.processes_per_host),
-            "sagemaker_mpi_custom_mpi_options": json.dumps(args.mpi_options),
-        })
-    metrics = [{"Name": k, "Regex": v} for k, v in parse_key_values(args.metric, "--metric").items()]
-    for metric in metrics:
-        try:
-            re.compile(metric["Regex"])
-        except re.error as error:
-            raise UserError(f"--metric {metric['Name']}: bad regex: {error}") from None
-    output_path = args.output_path or f"s3://{settings.bucket}/{settings.prefix}/training-local"
-    S3Uri.parse(output_path, "--output-path")
-    request = {
-        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "local",
-                                   "MetricDefinitions": metrics},
-        "OutputDataConfig": {"S3OutputPath": output_path},
-        "ResourceConfig": {"InstanceCount": args.instances, "InstanceType": args.instance_type,
-                           "VolumeSizeInGB": 30},
-        "StoppingCondition": {"MaxRuntimeInSeconds": args.max_run},
-        "RoleArn": settings.role_arn,
-        "InputDataConfig": channels,
-        "HyperParameters": hyperparameters,
-        "Environment": parse_key_values(args.env, "--env"),
-    }
-    if args.checkpoint_uri:
-        S3Uri.parse(args.checkpoint_uri, "--checkpoint-uri")
-        request["CheckpointConfig"] = {"S3Uri": args.checkpoint_uri, "LocalPath": CHECKPOINT_DIR}
-    return request
-
-
 def train_job(args: argparse.Namespace) -> int:
-    from pipeline.local.job_failures import JobFailure
-    from pipeline.local.jobs import JobStopped
-    from pipeline.local.training_job import TrainingJob
+    from pipeline.local.train_local import TrainSpec, run_training_job
 
     settings = settings_from_args(args)
     storage = make_storage(args, settings.region)
-    job = args.job_name or _job_name(args.entry_point)
+    spec = TrainSpec(
+        entry_point=args.entry_point, source_dir=args.source_dir, instances=args.instances,
+        processes_per_host=args.processes_per_host, channels=list(args.channel),
+        hyperparameters=parse_key_values(args.hyperparameter, "--hyperparameter"),
+        env=parse_key_values(args.env, "--env"), metrics=parse_key_values(args.metric, "--metric"),
+        instance_type=args.instance_type, job_name=args.job_name, output_path=args.output_path,
+        checkpoint_uri=args.checkpoint_uri, mpi_options=args.mpi_options, max_run=args.max_run,
+    )
     with storage_errors_are_user_errors(storage):
-        request = build_training_request(args, settings, storage, job)
-    job_dir = Path(args.workdir) / "jobs" / job
-    training = TrainingJob(request, job, storage, job_dir, region=settings.region, echo=not args.quiet)
-    # Bad channels are one line (exit 2) before anything starts, as for `run --local`.
-    try:
-        with storage_errors_are_user_errors(storage):
-            training.check()
-    except JobFailure as failure:
-        training.sink.close()
-        raise UserError(failure.reason) from None
-    except UserError:
-        training.sink.close()
-        raise
-    with sigterm_as_interrupt():
-        try:
-            result = training.run()
-        except JobStopped as stopped:
-            result = stopped.result
-    print(f"job directory: {job_dir} (hosts/<host>/ trees, logs/, job.log, metrics.json)")
+        result = run_training_job(spec, settings, storage, Path(args.workdir), echo=not args.quiet)
+    job = result.name
+    print(f"job directory: {result.job_dir} (hosts/<host>/ trees, logs/, job.log, metrics.json)")
     if result.metrics:
         finals = {k: v[-1]["value"] for k, v in result.metrics.items() if v}
         print("metrics: " + " ".join(f"{k}={v:.4g}" for k, v in finals.items()))

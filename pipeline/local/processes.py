@@ -133,3 +133,17 @@ def signal_name(number: int) -> str:
 # Signals that end a process from outside (the kernel's OOM killer sends SIGKILL): on
 # SageMaker these look like a lost instance, an internal error, not the script's fault.
 EXTERNAL_SIGNALS = {signal.SIGKILL, signal.SIGTERM, signal.SIGHUP}
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """SIGTERM stops a run the way Ctrl-C does: children ended, execution marked Stopped."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
