@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.local import channels as ch
+from pipeline.local import contract, namespaces
 from pipeline.local.job_failures import ALGORITHM_ERROR, CLIENT_ERROR, RESOURCE_LIMIT, JobFailure
 from pipeline.local.job_logs import LogTailer, Metrics, Sink
 from pipeline.local.processes import ProcessSet, new_token
@@ -115,6 +116,19 @@ class LocalJob:
         self.max_runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
         self.first_failed = None  # the child that failed first
         self.stopped = False
+        # SageMaker: each host's processes see their own tree at /opt/ml and are called algo-N
+        # (namespaces.py); where this machine cannot do that, container paths are relocated.
+        self.no_namespaces = namespaces.unavailable_reason()
+
+    def container_base(self, host: str) -> Path:
+        """Where ``host``'s processes find its /opt/ml: /opt/ml itself, or its directory."""
+        return Path(namespaces.CONTAINER_BASE) if self.no_namespaces is None else self.host_dir(host)
+
+    def as_host(self, host: str, argv: list[str], cwd: Path) -> tuple[list[str], Path]:
+        """(command, working directory to start it in) for a process of ``host``."""
+        if self.no_namespaces is not None:
+            return argv, Path(contract.relocate(str(cwd), self.host_dir(host)))
+        return namespaces.command(host, self.host_dir(host), str(cwd), argv), self.host_dir(host)
 
     def host_dir(self, host: str) -> Path:
         return self.job_dir / "hosts" / host
@@ -129,6 +143,8 @@ class LocalJob:
         status, reason, failure_type = "Completed", None, None
         try:
             try:
+                if self.no_namespaces is not None:
+                    self.note(namespaces.fallback_notice(self.no_namespaces))
                 self.prepare()
                 self.tailer = LogTailer(self.logs_dir, self.log_prefix, self.sink, self.metrics)
                 self.tailer.start()
@@ -143,6 +159,8 @@ class LocalJob:
                 self.stop_children()
             except JobFailure as failure:
                 status, reason, failure_type = "Failed", failure.reason, failure.failure_type
+                if self.no_namespaces is not None:
+                    reason = namespaces.explain_missing_path(reason)
             except StorageError as error:
                 status, reason, failure_type = "Failed", str(error), error.kind or CLIENT_ERROR
             except UserError as error:  # a bad channel, URI or request: before anything ran

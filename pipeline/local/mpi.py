@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.local import rank_exec
+from pipeline.local import namespaces, rank_exec
 
 RANK_EXEC = Path(rank_exec.__file__).resolve()
 
@@ -55,7 +55,7 @@ export {host_env}="$host"
 mkdir -p {scratch}/"$host"
 export OMPI_MCA_orte_tmpdir_base={scratch}/"$host"
 export OMPI_MCA_btl_vader_backing_directory={scratch}/"$host"
-exec /bin/sh -c "$*"
+{exec_line}
 """
 
 
@@ -99,12 +99,15 @@ def prepare(
     local_options: Sequence[str] = (),
     extra_options: str = "",
     python: str = sys.executable,
+    host_trees: dict[str, Path] | None = None,
 ) -> MpiLaunch:
     """Write the hostfile, rsh agent and per-host launch specs; return the mpirun command.
 
     ``host_specs[host]`` = {"env": {...}, "cwd": str, "argv": [...], "log": "...{rank}..."}.
     ``local_options`` (this machine's launch defaults) come before ``extra_options`` (the
-    job's custom_mpi_options), so the job's own options win.
+    job's custom_mpi_options), so the job's own options win. With ``host_trees`` (host ->
+    its /opt/ml tree), each host's daemon, and so its ranks, runs in namespaces where that
+    tree is /opt/ml and the hostname is the host's (``namespaces.py``).
     """
     mpi_dir = Path(mpi_dir)
     launch_dir = mpi_dir / "launch"
@@ -114,7 +117,16 @@ def prepare(
     # Short, under /tmp: Open MPI puts Unix sockets in the session directory (108-byte limit).
     scratch = Path(tempfile.mkdtemp(prefix="trainpipe-mpi-"))
     agent = mpi_dir / "rsh-agent"
-    agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch))))
+    exec_line = 'exec /bin/sh -c "$*"'
+    if host_trees:
+        # The daemon is started in its host's namespaces: ranks inherit them. Hosts not
+        # listed (none, in practice) run without.
+        cases = "".join(f"  {shlex.quote(h)}) tree={shlex.quote(str(t))} ;;\n" for h, t in host_trees.items())
+        exec_line = (f'case "$host" in\n{cases}  *) exec /bin/sh -c "$*" ;;\nesac\n'
+                     f'exec {shlex.quote(python)} {shlex.quote(namespaces.LAUNCHER)} "$host" "$tree" / '
+                     f'-- /bin/sh -c "$*"')
+    agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch)),
+                                       exec_line=exec_line))
     agent.chmod(0o755)
     for host, spec in host_specs.items():
         (launch_dir / f"{host}.json").write_text(json.dumps(spec, indent=2, sort_keys=True))

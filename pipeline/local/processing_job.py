@@ -69,12 +69,12 @@ class ProcessingJob(LocalJob):
 
     def launch(self) -> None:
         for host in self.hosts:
-            base = self.host_dir(host)
+            base = self.container_base(host)
             env = base_environment(dict(os.environ))
             env.update(contract.processing_environment(base, self.request.get("Environment")))
             env["PYTHONUNBUFFERED"] = "1"
-            argv = local_python([str(contract.relocate(str(a), base)) for a in self.argv])
-            self.spawn(host, argv, env, base, self.logs_dir / f"{host}.log")
+            argv, cwd = self.as_host(host, local_python([str(contract.relocate(str(a), base)) for a in self.argv]), base)
+            self.spawn(host, argv, env, cwd, self.logs_dir / f"{host}.log")
 
     def outcome(self) -> None:
         child = self.first_failed

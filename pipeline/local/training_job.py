@@ -163,7 +163,7 @@ class TrainingJob(LocalJob):
                              f"(looked at {local})", CLIENT_ERROR)
 
     def host_environment(self, host: str) -> dict:
-        base = self.host_dir(host)
+        base = self.container_base(host)
         env = base_environment(dict(os.environ))
         # SageMaker: the platform sets the request's Environment map in the container.
         env.update({k: str(v) for k, v in (self.request.get("Environment") or {}).items()})
@@ -182,12 +182,12 @@ class TrainingJob(LocalJob):
         return env
 
     def command(self, host: str) -> list[str]:
-        base = self.host_dir(host)
-        argv = contract.user_command(sys.executable, self.hyperparameters, base)
+        argv = contract.user_command(sys.executable, self.hyperparameters, self.container_base(host))
         entry = argv[1]
         if not entry.endswith(".py"):
             # SageMaker: anything that is not a .py file runs through the shell.
             return ["/bin/sh", "-c", " ".join(["./" + entry, *argv[2:]])]
+        base = self.host_dir(host)
         if (base / "code" / "setup.py").exists() or (base / "code" / "requirements.txt").exists():
             self.note(f"{host}: setup.py/requirements.txt in the code are not installed locally")
         return argv
@@ -207,14 +207,15 @@ class TrainingJob(LocalJob):
                 argv = self.command(host)
                 specs[host] = {
                     "env": fast.apply_env(self.host_environment(host)),
-                    "cwd": str(self.host_dir(host) / "code"),
+                    "cwd": str(self.container_base(host) / "code"),
                     "argv": tuning.shim_argv(argv) if fast.pin else argv,
                     "log": str(self.logs_dir / f"{host}.rank-{{rank}}.log"),
                 }
             launch = mpi.prepare(
                 self.job_dir / "mpi", self.hosts, self.processes_per_host, specs,
                 num_processes=int(self.num_processes) if self.num_processes else None,
-                local_options=fast.mpirun_options, extra_options=custom)
+                local_options=fast.mpirun_options, extra_options=custom,
+                host_trees=None if self.no_namespaces else {h: self.host_dir(h) for h in self.hosts})
             self.note("mpirun: " + " ".join(launch.command))
             self.mpi_launch = launch
             self.launched_at = time.monotonic()
@@ -222,8 +223,8 @@ class TrainingJob(LocalJob):
             self.spawn("mpirun", launch.command, env, self.job_dir, self.logs_dir / "mpirun.log")
         else:
             for host in self.hosts:
-                self.spawn(host, self.command(host), self.host_environment(host),
-                           self.host_dir(host) / "code", self.logs_dir / f"{host}.log")
+                argv, cwd = self.as_host(host, self.command(host), self.container_base(host) / "code")
+                self.spawn(host, argv, self.host_environment(host), cwd, self.logs_dir / f"{host}.log")
 
     def log_prefix(self, stem: str) -> str | None:
         match = re.fullmatch(r"(.+)\.rank-(\d+)", stem)

@@ -133,7 +133,7 @@ def leftover_processes(needle: str) -> list[int]:
 # A user script that reports what the container contract gave it, as JSON, in its model dir
 # (and, for the chosen channel, what it read through Pipe FIFOs or files).
 REPORT_SCRIPT = """
-    import json, os, sys, pathlib
+    import json, os, sys, pathlib, socket
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     local_rank = int(os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK", "0"))
     config = json.loads(os.environ["SM_INPUT_DATA_CONFIG"])
@@ -154,7 +154,9 @@ REPORT_SCRIPT = """
         "rank": rank, "local_rank": local_rank,
         "local_size": int(os.environ.get("OMPI_COMM_WORLD_LOCAL_SIZE", "1")),
         "size": int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")),
-        "cwd": os.getcwd(), "seen": seen,
+        "cwd": os.getcwd(), "seen": seen, "hostname": socket.gethostname(),
+        "opt_ml_current_host": json.load(open("/opt/ml/input/config/resourceconfig.json"))["current_host"]
+        if os.path.exists("/opt/ml/input/config/resourceconfig.json") else None,
         "resourceconfig": json.load(open(os.path.join(os.environ["SM_INPUT_CONFIG_DIR"], "resourceconfig.json"))),
     }
     out = pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"]) / f"report-{rank}.json"

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pipeline.local import job_failures, mpi
+from pipeline.local import job_failures, mpi, namespaces
 from pipeline.local.training_job import TrainingJob
 
 from .helpers import (
@@ -27,6 +27,7 @@ from .helpers import (
 )
 
 needs_mpi = pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed")
+NAMESPACES = namespaces.unavailable_reason() is None
 CODE = f"s3://{BUCKET}/code/sourcedir.tar.gz"
 TRAIN = f"s3://{BUCKET}/data/train"
 METRIC = {"Name": "score", "Regex": r"metric-line.* score=([0-9.]+)"}
@@ -51,7 +52,12 @@ def test_file_channels_sharded_over_two_hosts_without_mpi(storage, tmp_path):
     assert by_host["algo-2"]["seen"]["train"] == ["part-001.txt", "part-003.txt"]
     assert by_host["algo-2"]["argv"] == ["--epochs", "1", "--lr", "0.1"]
     assert by_host["algo-2"]["resourceconfig"]["current_host"] == "algo-2"
-    assert by_host["algo-1"]["cwd"] == str(tmp_path / "job" / "hosts" / "algo-1" / "code")
+    if NAMESPACES:  # SageMaker: each host's own /opt/ml, its own hostname
+        assert by_host["algo-1"]["cwd"] == "/opt/ml/code"
+        assert [(r["hostname"], r["opt_ml_current_host"]) for r in by_host.values()] == [
+            ("algo-1", "algo-1"), ("algo-2", "algo-2")]
+    else:
+        assert by_host["algo-1"]["cwd"] == str(tmp_path / "job" / "hosts" / "algo-1" / "code")
     # SageMaker: <S3OutputPath>/<job>/output/model.tar.gz, from the first host.
     model = result.description["ModelArtifacts"]["S3ModelArtifacts"]
     assert model == f"s3://{BUCKET}/out/job/output/model.tar.gz"
@@ -78,6 +84,9 @@ def test_mpi_ranks_group_by_simulated_host_and_pipe_is_per_host(storage, tmp_pat
     # Horovod: local rank / size are per simulated host, ranks fill algo-1 first.
     assert [(r["rank"], r["host"], r["local_rank"], r["local_size"], r["size"]) for r in ranks] == [
         (0, "algo-1", 0, 2, 4), (1, "algo-1", 1, 2, 4), (2, "algo-2", 0, 2, 4), (3, "algo-2", 1, 2, 4)]
+    if NAMESPACES:  # every rank sees its host's /opt/ml and name, as in the container
+        assert [(r["hostname"], r["opt_ml_current_host"]) for r in ranks] == [
+            (r["host"], r["host"]) for r in ranks]
     # Pipe + ShardedByS3Key: each host's pipe carries its objects in key order, every epoch.
     assert ranks[0]["seen"]["train"] == ["object 0\nobject 2\n"] * 2
     assert ranks[2]["seen"]["train"] == ["object 1\nobject 3\n"] * 2
