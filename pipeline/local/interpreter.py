@@ -327,17 +327,32 @@ class StepNode:
     branch: tuple[str, bool] | None = None
 
 
-def step_references(expr) -> Iterator[str]:
-    """Names of the steps an expression reads (``Get Steps.X...`` and property files)."""
+def _get_paths(expr) -> Iterator[str]:
+    """Every ``Get`` path an expression reads, however deeply nested (Std:Join, JsonGet)."""
     if isinstance(expr, list):
         for item in expr:
-            yield from step_references(item)
+            yield from _get_paths(item)
     elif isinstance(expr, dict):
         for key, value in expr.items():
-            if key == "Get" and isinstance(value, str) and value.startswith("Steps."):
-                yield value.split(".")[1]
+            if key == "Get" and isinstance(value, str):
+                yield value
             else:
-                yield from step_references(value)
+                yield from _get_paths(value)
+
+
+def step_references(expr) -> Iterator[str]:
+    """Names of the steps an expression reads (``Get Steps.X...`` and property files)."""
+    for path in _get_paths(expr):
+        if path.startswith("Steps."):
+            yield path.split(".")[1]
+
+
+def parameter_references(expr) -> Iterator[str]:
+    """Names of the parameters an expression reads (``Get Parameters.X``); text that merely
+    contains "Parameters." is not one."""
+    for path in _get_paths(expr):
+        if path.startswith("Parameters."):
+            yield path.split(".", 1)[1]
 
 
 def _walk(steps: list, branch, found: list) -> None:

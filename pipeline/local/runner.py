@@ -156,7 +156,7 @@ class PipelineRunner:
                 except Unresolved:
                     continue  # made by an earlier step; checked when that step has run
                 S3Uri.parse(uri, f"{label} S3Uri")
-                if "Parameters." in json.dumps(expr) and not self._listable(uri):
+                if any(interpreter.parameter_references(expr)) and not self._listable(uri):
                     raise ChannelError(
                         f"{label}: no objects under {uri} in the {self.storage.describe()}; "
                         "check the URI (it is matched as a key prefix) or upload the data first")

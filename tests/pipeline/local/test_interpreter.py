@@ -167,3 +167,12 @@ def test_parse_path_tokens():
     assert I.parse_path("A.B['k'][0].C") == ["A", "B", ("k",), 0, "C"]
     with pytest.raises(ExpressionError, match="cannot parse"):
         I.parse_path("A..B")
+
+
+def test_parameter_references_are_gets_not_text():
+    joined = {"Std:Join": {"On": "/", "Values": [{"Get": "Parameters.Raw"}, "part"]}}
+    assert list(I.parameter_references({"Get": "Parameters.Raw"})) == ["Raw"]
+    assert list(I.parameter_references(joined)) == ["Raw"]
+    # The old rule ("Parameters." anywhere in the JSON) took these for parameter references.
+    assert list(I.parameter_references("s3://bucket/Parameters.d/raw/")) == []
+    assert list(I.parameter_references({"Get": "Steps.Parameters.ProcessingOutputConfig"})) == []

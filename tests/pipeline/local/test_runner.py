@@ -218,6 +218,28 @@ def test_an_empty_input_from_a_parameter_is_refused_before_anything_runs(code, t
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
+def test_preflight_checks_the_inputs_that_read_a_parameter_not_text_that_mentions_one(code, tmp_path):
+    """An input is the user's choice when its expression reads a parameter, alone or inside a
+    Std:Join; a literal URI that merely contains "Parameters." is not (the old substring rule
+    refused it)."""
+
+    def preflight(definition):
+        options = RunOptions(workdir=tmp_path, storage=code, echo=False, stream=Capture())
+        PipelineRunner(definition, "testpipe", options).preflight()
+
+    definition = step_definition()
+    definition["Parameters"].append({"Name": "Raw", "Type": "String", "DefaultValue": f"s3://{BUCKET}/raw"})
+    inputs = definition["Steps"][0]["Arguments"]["ProcessingInputs"]
+    inputs.append({"InputName": "literal", "S3Input": {
+        "S3Uri": f"s3://{BUCKET}/Parameters.d/", "LocalPath": "/opt/ml/processing/input/literal"}})
+    preflight(definition)
+    inputs.append({"InputName": "joined", "S3Input": {
+        "S3Uri": {"Std:Join": {"On": "/", "Values": [{"Get": "Parameters.Raw"}, "part"]}},
+        "LocalPath": "/opt/ml/processing/input/joined"}})
+    with pytest.raises(UserError, match=r"Make input 'joined': no objects under s3://test-bucket/raw/part"):
+        preflight(definition)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_stops_every_process_and_marks_the_execution_stopped(code, tmp_path, sig):
     definition_file = tmp_path / "definition.json"
