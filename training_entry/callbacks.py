@@ -63,7 +63,9 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
 class MetricLine(tf.keras.callbacks.Callback):
     """Rank 0: the line SageMaker's metric regexes read, once per epoch. Runs after
     MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
-    every rank's samples over the epoch's training time (validation excluded)."""
+    every rank's samples over the epoch's training time (validation excluded). Step time,
+    this process's CPU seconds per step (every thread: TF's, tf.data's, Horovod's) and the
+    parameter count are what the scaling advisor fits."""
 
     def __init__(self, global_batch: int, steps_per_epoch: int):
         super().__init__()
@@ -71,18 +73,26 @@ class MetricLine(tf.keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.started = 0.0
         self.trained = 0.0
+        self.cpu_started = 0.0
+        self.cpu_trained = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
 
     def on_train_batch_end(self, batch, logs=None):
         self.trained = time.perf_counter()
+        self.cpu_trained = time.process_time()
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         seconds = max(self.trained - self.started, 1e-9)
+        steps = max(self.steps_per_epoch, 1)
         metrics = {name: float(logs[name]) for name in contract.METRIC_KEYS if name in logs}
         metrics["throughput"] = self.global_batch * self.steps_per_epoch / seconds
+        metrics["step_time"] = seconds / steps
+        metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
+        metrics["parameters"] = float(self.model.count_params())
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)
 
 

@@ -122,6 +122,11 @@ METRIC_KEYS = {
     "val_loss": "val_loss",
     "val_accuracy": "val_accuracy",
     "throughput": "samples_per_sec",
+    # What the scaling advisor (pipeline/advisor) fits: wall and process CPU seconds per
+    # training step of this epoch (rank 0), and the model's parameter count (gradient bytes).
+    "step_time": "step_seconds",
+    "cpu_time": "cpu_seconds_per_step",
+    "parameters": "model_parameters",
 }
 _NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 METRIC_DEFINITIONS = [

@@ -65,6 +65,14 @@ class Clients:
     def cloudformation(self):
         return self.client("cloudformation")
 
+    @property
+    def pricing(self):
+        """The Price List API, which only answers on its own endpoints (us-east-1)."""
+        if "pricing" not in self._clients:
+            self._clients["pricing"] = self.session.client("pricing", region_name="us-east-1",
+                                                           config=_CONFIG)
+        return self._clients["pricing"]
+
     def credential_values(self) -> list[str]:
         """The secrets of the credentials in use (to make sure none is ever sent on)."""
         credentials = self.session.get_credentials()

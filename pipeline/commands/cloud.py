@@ -49,6 +49,33 @@ def _add_target_arguments(parser: argparse.ArgumentParser) -> None:
     _add_stack_argument(parser)
 
 
+def _add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """Instead of a factor trainpipe lacks, or to use one's own (a negotiated rate)."""
+    group = parser.add_argument_group("cost and carbon")
+    group.add_argument("--price", action="append", metavar="TYPE=USD_PER_HOUR", default=[],
+                       help="price of an instance type (default: AWS Price List API, else the "
+                            "shipped table); repeatable")
+    group.add_argument("--grid-intensity", type=float, default=None, metavar="G_CO2E_PER_KWH",
+                       help="grid carbon intensity (default: the region's, from codecarbon's data)")
+    group.add_argument("--pue", type=float, default=None, help="data-centre PUE (default: AWS' 1.15)")
+    group.add_argument("--power", action="append", metavar="TYPE=WATTS", default=[],
+                       help="an instance type's power draw, for types without published figures")
+
+
+def cost_options(args: argparse.Namespace):
+    from pipeline.costs.accounting import Options
+    from pipeline.costs.prices import parse_overrides
+
+    power = {}
+    for item in args.power:
+        name, _, watts = item.partition("=")
+        try:
+            power[name] = float(watts)
+        except ValueError:
+            raise UserError(f"--power {item!r}: expected INSTANCE_TYPE=WATTS, e.g. --power ml.foo.xlarge=250") from None
+    return parse_overrides(args.price), Options(grid_intensity=args.grid_intensity, pue=args.pue, power=power)
+
+
 def register(subparsers) -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     upsert = subparsers.add_parser(
@@ -84,6 +111,7 @@ def register(subparsers) -> None:
     start.set_defaults(func=run_start)
 
     status = subparsers.add_parser("status", help="show one execution and its steps")
+    _add_cost_arguments(status)
     status.add_argument("execution_arn", nargs="?", default=None,
                         help="default: the pipeline's latest execution")
     _add_target_arguments(status)
@@ -217,7 +245,22 @@ def run_status(args: argparse.Namespace) -> int:
     lister = ex.StepLister(sagemaker)
     steps = lister.steps(arn)
     print(ex.status_report(described, ex.execution_parameters_of(sagemaker, arn), steps, lister))
+    _print_costs(args, target, steps)
     return 0
+
+
+def _print_costs(args: argparse.Namespace, target, steps: list[dict] | None) -> None:
+    from pipeline.costs import accounting
+    from pipeline.costs.cloud import execution_costs
+    from pipeline.costs.prices import PriceBook
+
+    overrides, options = cost_options(args)
+    book = PriceBook(overrides, pricing_client=target.clients.pricing)
+    jobs = execution_costs(target.clients.sagemaker, steps or [], target.settings.region, book, options)
+    for line in accounting.report_lines(jobs, local=False):
+        print(line)
+    if book.api_problem:
+        print(f"  {book.api_problem}")
 
 
 def run_executions(args: argparse.Namespace) -> int:

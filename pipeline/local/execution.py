@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pipeline.costs import accounting
+
 EXECUTING, SUCCEEDED, FAILED, STOPPED, NOT_EXECUTED = (
     "Executing", "Succeeded", "Failed", "Stopped", "NotExecuted")
 
@@ -44,6 +46,7 @@ class StepRecord:
     metrics: dict = field(default_factory=dict)  # final value per metric
     detail: str | None = None  # the condition's account, the registered package, ...
     properties: dict = field(default_factory=dict)
+    cost: dict | None = None  # the job's cost and energy (pipeline/costs/accounting.py)
 
     @property
     def duration(self) -> float | None:
@@ -62,6 +65,9 @@ class ExecutionRecord:
     failure_reason: str | None = None
     steps: list[StepRecord] = field(default_factory=list)
 
+    def job_costs(self) -> list[dict]:
+        return [{**s.cost, "step": s.name} for s in self.steps if s.cost]
+
     @property
     def path(self) -> Path:
         return Path(self.run_dir) / "execution.json"
@@ -74,6 +80,7 @@ class ExecutionRecord:
         for record, out in zip(self.steps, doc["steps"], strict=True):
             out["duration_seconds"] = record.duration
         doc["duration_seconds"] = _seconds(self.start, self.end)
+        doc["cost"] = accounting.totals(self.job_costs())
         path = self.path
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".json.partial")
@@ -116,4 +123,5 @@ def summary_table(record: ExecutionRecord) -> str:
     for row in rows:
         cells = [row[i].ljust(widths[i]) for i in range(4)]
         lines.append("  ".join(cells + [row[4]]).rstrip())
+    lines += accounting.report_lines(record.job_costs(), local=True)
     return "\n".join(lines)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from pipeline.costs import accounting
+from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
 from pipeline.local import caching, interpreter
 from pipeline.local.channels import ChannelError
@@ -124,6 +126,8 @@ class PipelineRunner:
         self.record = ExecutionRecord(self.execution_id, pipeline_name, str(self.run_dir),
                                       dict(self.parameters))
         self.taken: dict[str, bool] = {}  # condition step -> outcome
+        # Local runs never ask AWS for prices: the shipped table (or nothing, said so).
+        self.prices = PriceBook()
 
     def _first_request(self) -> dict:
         for node in self.nodes:
@@ -297,7 +301,9 @@ class PipelineRunner:
                 record.detail = f"cache hit: reused {record.job_name} from execution {entry.execution_id}"
                 self.ctx.properties[node.name] = entry.properties
                 return True
+        meter = accounting.LocalMeter()
         result = self._run_with_retries(node, request, record)
+        record.cost = self._cost(node, result.description, meter)
         record.properties = result.description
         record.metrics = {m["MetricName"]: m["Value"] for m in result.description.get("FinalMetricDataList", [])}
         if result.status == "Completed":
@@ -311,6 +317,16 @@ class PipelineRunner:
         record.status = FAILED
         record.failure_reason = result.failure_reason
         return False
+
+    def _cost(self, node: StepNode, description: dict, meter: accounting.LocalMeter) -> dict:
+        """Every attempt's time counts: each one held the instances."""
+        wall, cpu, joules = meter.stop()
+        kind = "Training" if node.type == STEP_TRAINING else "Processing"
+        try:
+            return accounting.local_job_cost(description, kind, self.options.region, self.prices,
+                                             wall, cpu, joules)
+        except UserError as error:  # a factor we lack: the run still stands
+            return {"job": description.get(f"{kind}JobName"), "kind": kind, "notes": [str(error)]}
 
     def _run_with_retries(self, node: StepNode, request: dict, record: StepRecord) -> JobResult:
         policies = list(node.body.get("RetryPolicies") or [])

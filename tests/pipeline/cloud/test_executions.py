@@ -311,3 +311,33 @@ def test_executions_table_newest_first(deployed, capsys):
 def test_executions_of_a_pipeline_never_run(deployed, capsys):
     assert main(["executions"]) == 0
     assert "has no executions in us-east-1 yet" in capsys.readouterr().out
+
+
+def test_status_shows_what_each_job_cost_and_emitted(deployed, monkeypatch, capsys):
+    client = boto3.client("sagemaker", region_name=REGION)
+    stubber = Stubber(client)
+    monkeypatch.setattr("pipeline.cloud.account.Clients",
+                        lambda region: _with(Clients(region), client))
+    job = "trainpipe-TrainModel-x"
+    stubber.add_response("describe_pipeline_execution", execution_answer("Succeeded"))
+    stubber.add_response("list_pipeline_execution_steps", steps_answer(
+        (STEP_TRAIN, "Succeeded", {"Metadata": {"TrainingJob": {
+            "Arn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{job}"}}})))
+    stubber.add_response("list_pipeline_parameters_for_execution", {"PipelineParameters": []})
+    stubber.add_response("describe_training_job", {
+        "TrainingJobName": job, "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:1:training-job/{job}",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "RoleArn": "arn:aws:iam::123456789012:role/r", "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+        "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600}, "CreationTime": dt.datetime.now(dt.timezone.utc),
+        "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/o/m.tar.gz"},
+        "TrainingTimeInSeconds": 900, "BillableTimeInSeconds": 900,
+    }, {"TrainingJobName": job})
+    with stubber:
+        assert main(["status", ARN, "--price", "ml.g5.xlarge=2.0"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip().startswith(STEP_TRAIN) and "ml.g5.xlarge" in line)
+    assert "2 x ml.g5.xlarge" in row and "0.5000 h" in row and "$1.00" in row  # 2 x 900 s x $2/h
+    assert "price ml.g5.xlarge: $2/h [--price given by the user]" in out
+    assert "grid intensity" in out and "PUE = 1.15" in out

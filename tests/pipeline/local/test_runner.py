@@ -273,3 +273,23 @@ def test_ctrl_c_stops_every_process_and_marks_the_execution_stopped(code, tmp_pa
     make_output = doc["steps"][0]["properties"]["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
     assert code.list(make_output)
     assert leftover_processes(str(workdir)) == []
+
+
+def test_execution_json_and_the_summary_carry_cost_and_energy(code, tmp_path):
+    from pipeline.local.execution import summary_table
+
+    record, _ = run(code, tmp_path, step_definition())
+    assert record.status == "Succeeded", record.failure_reason
+    doc = json.loads((Path(record.run_dir) / "execution.json").read_text())
+    train = next(s for s in doc["steps"] if s["name"] == "Train")["cost"]
+    assert train["kind"] == "Training" and train["instance_count"] >= 1
+    assert train["seconds"] > 0 and train["energy"]["kwh"] > 0
+    assert train["energy"]["method"].startswith(("estimated", "measured"))
+    assert {f["name"].split(":")[0] for f in train["energy"]["factors"]} >= {"PUE"}
+    jobs = [s["cost"] for s in doc["steps"] if s.get("cost")]
+    assert doc["cost"]["jobs"] == len(jobs) == 2
+    assert doc["cost"]["energy_kwh"] == pytest.approx(sum(j["energy"]["kwh"] for j in jobs))
+    # The request's instance type is priced from the shipped table or named as missing.
+    assert train["cost_usd"] is not None or any("--price" in n for n in train["notes"])
+    table = summary_table(record)
+    assert "cost and carbon" in table and "TOTAL" in table and "grid intensity" in table
