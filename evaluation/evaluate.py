@@ -32,7 +32,7 @@ import numpy as np
 import tensorflow as tf
 
 from evaluation import report
-from training_entry import records
+from training_entry import archives, records
 from training_entry.contract import container_path
 from training_entry.examples import parse_batch
 from training_entry.failure import report_exit_message
@@ -41,10 +41,6 @@ SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 1024
 # A softmax row sums to 1 up to float32 rounding; logits or sigmoids do not.
 PROBABILITY_TOLERANCE = 1e-3
-
-
-# tarfile.FilterError exists from Python 3.10.12; an except clause must not name it before.
-_FILTER_ERRORS = getattr(tarfile, "FilterError", ())
 
 
 class EvaluationError(Exception):
@@ -61,49 +57,14 @@ def extract_archive(archive: str, destination: str) -> None:
             f"job's {report.MODEL_ARCHIVE} (check the TrainModel step's ModelArtifacts)"
         )
     try:
-        with tarfile.open(archive, "r:gz") as tar:
-            members = tar.getmembers()
-            for member in members:
-                check_member(member, destination, archive)
-            if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: a second line of defence
-                tar.extractall(destination, members=members, filter="data")
-            else:  # pragma: no cover - older container Pythons
-                tar.extractall(destination, members=members)
-    except EvaluationError:
-        raise
-    except _FILTER_ERRORS as e:
-        raise EvaluationError(f"refusing to extract {archive}: {e}") from None
+        archives.extract(archive, destination)
+    except archives.UnsafeArchiveError as e:
+        raise EvaluationError(str(e)) from None
     except (tarfile.TarError, EOFError, OSError, zlib.error) as e:
         raise EvaluationError(
             f"{archive} is not a readable tar.gz archive ({_first_line(e)}); the training job "
             f"must produce {report.MODEL_ARCHIVE} (SageMaker tars /opt/ml/model)"
         ) from None
-
-
-def check_member(member: tarfile.TarInfo, destination: str, archive: str) -> None:
-    root = os.path.realpath(destination)
-    target = os.path.realpath(os.path.join(root, member.name))
-    if not _inside(target, root):
-        raise EvaluationError(
-            f"refusing to extract {archive}: member {member.name!r} would be written outside "
-            f"the extraction directory; rebuild the archive with relative paths only"
-        )
-    if member.issym() or member.islnk():
-        base = os.path.dirname(target) if member.issym() else root
-        if not _inside(os.path.realpath(os.path.join(base, member.linkname)), root):
-            raise EvaluationError(
-                f"refusing to extract {archive}: link {member.name!r} -> {member.linkname!r} "
-                f"points outside the extraction directory"
-            )
-    elif not (member.isfile() or member.isdir()):
-        raise EvaluationError(
-            f"refusing to extract {archive}: member {member.name!r} is a device or FIFO, "
-            f"which a model archive never holds"
-        )
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root + os.sep)
 
 
 def find_saved_model(root: str, archive: str) -> str:

@@ -15,6 +15,7 @@ import tempfile
 
 import tensorflow as tf
 
+from training_entry import archives
 from training_entry.failure import UserError
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -35,16 +36,11 @@ def _saved_model_dir(root: str) -> str | None:
 
 
 def _extract(archive: str, destination: str) -> None:
-    """Extract regular files and directories only, never outside ``destination``."""
-    root = os.path.realpath(destination)
-    with tarfile.open(archive) as tar:
-        members = []
-        for member in tar.getmembers():
-            target = os.path.realpath(os.path.join(root, member.name))
-            if not (member.isfile() or member.isdir()) or not target.startswith(root + os.sep):
-                raise InitError(f"{archive}: refusing member {member.name!r} (not a plain file inside the archive)")
-            members.append(member)
-        tar.extractall(destination, members=members)
+    """The one safe extractor (training_entry/archives.py): nothing outside ``destination``."""
+    try:
+        archives.extract(archive, destination)
+    except archives.UnsafeArchiveError as e:
+        raise InitError(f"init channel: {e}") from None
 
 
 def find_source(directory: str, scratch: str) -> tuple[str, str]:

@@ -33,6 +33,7 @@ from pipeline.local.job_logs import Metrics, now_iso
 from pipeline.local.jobs import LocalJob, arn, base_environment
 from pipeline.local.processes import describe_exit
 from pipeline.local.storage import S3Uri, StorageError, join_uri
+from training_entry import archives
 from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE
 
 # SageMaker: the container's failure reason file.
@@ -44,10 +45,14 @@ MPI_LAUNCH_TIMEOUT = 120.0
 
 
 def extract_sourcedir(archive: Path, target: Path) -> None:
-    """SageMaker: sourcedir.tar.gz is unpacked into /opt/ml/code."""
-    target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(target, filter="data")
+    """SageMaker: sourcedir.tar.gz is unpacked into /opt/ml/code (the one safe extractor)."""
+    try:
+        archives.extract(str(archive), str(target))
+    except archives.UnsafeArchiveError as error:
+        raise JobFailure(str(error), CLIENT_ERROR) from None
+    except (tarfile.TarError, EOFError, OSError) as error:
+        raise JobFailure(f"sagemaker_submit_directory {archive}: not a readable tar.gz "
+                         f"({error})", CLIENT_ERROR) from None
 
 
 def pack_directory(directory: Path, archive: Path) -> None:

@@ -226,3 +226,19 @@ def test_local_launch_defaults_apply_and_the_users_settings_win(local_storage, t
     assert [p["value"] for p in result.metrics["threads"]] == [3, 3]
     log = (tmp_path / "job" / "job.log").read_text()  # the mpirun command line is logged
     assert "-mca mpi_yield_when_idle 1 -x HOROVOD_CYCLE_TIME=5" in log
+
+
+def test_a_sourcedir_with_a_link_out_is_the_jobs_client_error_and_extracts_nothing(tmp_path):
+    from pipeline.local.training_job import extract_sourcedir
+
+    archive = tmp_path / "sourcedir.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("train.py")
+        tar.addfile(info)
+        link = tarfile.TarInfo("data")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../.."
+        tar.addfile(link)
+    with pytest.raises(job_failures.JobFailure, match=r"link 'data' -> '\.\./\.\./\.\.' points outside") as info:
+        extract_sourcedir(archive, tmp_path / "code")
+    assert info.value.failure_type == job_failures.CLIENT_ERROR
+    assert list((tmp_path / "code").iterdir()) == []
