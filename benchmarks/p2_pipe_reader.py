@@ -7,8 +7,10 @@ pass: shuffle, batch, parse), drained in-graph so no Python loop is timed:
 - File: ``tf.data.TFRecordDataset`` on the shards on disk (the entrypoint's File/FastFile
   reader).
 - Pipe: ``pipeline.local.channels.PipeFeeder`` streams the shards into the FIFO
-  ``train_0`` (as for a job) and the entrypoint's ``PipeReader`` reads it (``pipe.read_epoch``,
-  a Python generator, turned into a dataset with ``from_generator``).
+  ``train_0`` (as for a job) and the entrypoint's ``PipeReader`` reads it
+  (``pipe.read_epoch_chunks``: lists of records into a dataset with ``from_generator``), with
+  the reader the install built (the native module ``_trainpipe_records``: framing and CRC32C
+  in C, a buffer per call) and, as a reference, with the Python fallback reader.
 
 Below those, the readers alone: records/s and MB/s of the raw record stream (Pipe: the
 Python generator; File: TFRecordDataset drained in-graph), to show where the Pipe path
@@ -107,6 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         assert got == quota, (got, quota)
         return got / seconds
 
+    def pipe_dataset_python() -> float:
+        native, records.native = records.native, None
+        try:
+            return pipe_dataset()
+        finally:
+            records.native = native
+
     def file_raw() -> float:
         started = time.perf_counter()
         ds = tf.data.TFRecordDataset([str(p) for p in shards], buffer_size=1 << 20)
@@ -119,32 +128,39 @@ def main(argv: list[str] | None = None) -> int:
     def pipe_raw() -> float:
         with Feeding():
             started = time.perf_counter()
-            got = sum(1 for _ in pipe.read_epoch(str(fifo_dir / "train_0"), total))
+            got = sum(len(c) for c in pipe.read_epoch_chunks(str(fifo_dir / "train_0"), total))
             seconds = time.perf_counter() - started
         assert got == total, (got, total)
         return got / seconds
 
     h.say(f"P2 pipe reader: {total} training records (digits x {args.replicate}) in "
           f"{len(shards)} shards, {size_mb:.1f} MB; batch {args.batch}; {args.repeats} "
-          f"interleaved repetitions; CRC: {records.CRC_IMPLEMENTATION}")
+          f"interleaved repetitions; Pipe reader: {records.reader_implementation()}")
+    if records.native is None:
+        h.say(f"  (the native reader is not installed: {records.NATIVE_MODULE} does not import; "
+              f"scripts/install.sh builds it)")
     runs = h.interleave({"file_dataset": file_dataset, "pipe_dataset": pipe_dataset,
+                         "pipe_dataset_python": pipe_dataset_python,
                          "file_raw": file_raw, "pipe_raw": pipe_raw}, args.repeats)
     mb_per_record = size_mb / total
     for name, what in (("file_dataset", "File: TFRecordDataset -> training_dataset"),
                        ("pipe_dataset", "Pipe: feeder -> FIFO -> PipeReader -> training_dataset"),
+                       ("pipe_dataset_python", "  the same with the Python fallback reader"),
                        ("file_raw", "File: TFRecordDataset records alone"),
-                       ("pipe_raw", "Pipe: feeder -> FIFO -> pipe.read_epoch records alone")):
+                       ("pipe_raw", "Pipe: feeder -> FIFO -> pipe.read_epoch_chunks alone")):
         value = h.median(runs[name])
         h.say(f"  {what:58s} {h.spread(runs[name]):36s} records/s  {value * mb_per_record:7.1f} MB/s")
     ratio = h.median(runs["pipe_dataset"]) / h.median(runs["file_dataset"])
+    python_ratio = h.median(runs["pipe_dataset_python"]) / h.median(runs["file_dataset"])
     raw_ratio = h.median(runs["pipe_raw"]) / h.median(runs["file_raw"])
-    h.say(f"  ratio Pipe/File as training input: {ratio:.3f}; "
-          f"readers alone: {raw_ratio:.3f}")
+    h.say(f"  ratio Pipe/File as training input: {ratio:.3f} (Python fallback reader: "
+          f"{python_ratio:.3f}); readers alone: {raw_ratio:.3f}")
 
     h.save_figures(f"p2-x{args.replicate}", {
         "records": quota, **{name: h.median(values) for name, values in runs.items()}})
     if args.no_staging:
         h.result("p2_pipe_vs_file_ratio", ratio, 0.9)
+        h.result("p2_python_reader_vs_file_ratio", python_ratio, "-")
         return 0
     # The File channel end to end: the runner copies the objects in first.
     store = LocalStorage(work / "store")
@@ -169,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     h.say(f"  File channel incl. staging (copy {size_mb:.1f} MB, then read): {h.spread(end_to_end['file_channel'])} "
           f"records/s; Pipe {h.spread(end_to_end['pipe_dataset'])}; Pipe/File {streamed / staged:.3f}")
     h.result("p2_pipe_vs_file_ratio", ratio, 0.9)
+    h.result("p2_python_reader_vs_file_ratio", python_ratio, "-")
     h.result("p2_pipe_records_per_s", h.median(runs["pipe_dataset"]), "-")
     h.result("p2_pipe_mb_per_s", h.median(runs["pipe_dataset"]) * mb_per_record, "-")
     h.result("p2_file_records_per_s", h.median(runs["file_dataset"]), "-")

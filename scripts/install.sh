@@ -10,7 +10,9 @@
 #   3. Horovod 0.28.1 built from source with TF + MPI + Gloo (never the horovod[tensorflow]
 #      extra, which drags in a newer TF). The built wheel is cached outside the clone, keyed
 #      by everything it was compiled against, so a second install skips the ~2-6 minute build.
-#   4. A check that Horovod runs over MPI with TensorFlow.
+#   4. The native TFRecord reader for Pipe mode (scripts/install_native.sh: one C file, built
+#      and cached the same way; without it Pipe mode uses the Python reader).
+#   5. A check that Horovod runs over MPI with TensorFlow.
 set -euo pipefail
 export TF_CPP_MIN_LOG_LEVEL=2  # keep TensorFlow's start-up banner out of the install log
 
@@ -81,7 +83,10 @@ else
     quiet_pip install -q --no-deps "$wheel_dir"/horovod-*.whl
 fi
 
-# --- 4. Check -------------------------------------------------------------------------------
+# --- 4. Native TFRecord reader ---------------------------------------------------------------
+bash scripts/install_native.sh "$venv/bin/python"
+
+# --- 5. Check -------------------------------------------------------------------------------
 "${pip[@]}" check >/dev/null || die "pip check found broken requirements: run '$venv/bin/pip check'"
 "$venv/bin/python" - <<'PY' || die "horovod does not import with TensorFlow; remove $venv and the wheel cache, then reinstall"
 import horovod.tensorflow.keras as hvd

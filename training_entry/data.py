@@ -31,7 +31,6 @@ from training_entry.config import Channel, Hosts
 from training_entry.failure import UserError, cleanup_on_failure, note_cause
 
 SHUFFLE_BUFFER = 10_000
-PIPE_CHUNK_RECORDS = 256  # records per Python -> tf.data hand-off (128..1024 measured alike)
 
 
 class DataError(UserError):
@@ -256,6 +255,13 @@ def pipe_mode_dataset_available() -> bool:
     return True
 
 
+def pipe_reader_name(plan: ChannelPlan) -> str:
+    """Which reader a Pipe channel gets on this rank (for the job's log)."""
+    if plan.layout.local_size == 1 and pipe_mode_dataset_available():
+        return "PipeModeDataset"
+    return records.reader_implementation()
+
+
 class PipeReader:
     """Makes one pass of a Pipe channel at a time for this rank, whatever the layout."""
 
@@ -275,7 +281,8 @@ class PipeReader:
             )
         self.passes = 0
 
-    def one_pass(self) -> Iterator[bytes]:
+    def one_pass(self) -> Iterator[list[bytes]]:
+        """This rank's records of the next pass, in lists (one tf.data hand-off per list)."""
         layout = self.plan.layout
         index = self.passes
         self.passes += 1
@@ -286,18 +293,16 @@ class PipeReader:
             # Local rank 0 verified the CRCs already. Wait longer than it waits for the
             # SageMaker FIFO, so that when the platform's pipe never comes, local rank 0's
             # error (naming that pipe) is the job's failure reason, not ours.
-            return pipe.read_epoch(path, self.plan.quota, verify=False, forwarded=True,
-                                   timeout=pipe.wait_seconds() + 60)
-        router = self.plan.router()
-        me = layout.local_rank
-        return pipe.read_epoch(
-            self.fifos.next_path(), self.plan.quota, keep=lambda i: router.owner(i) == me,
-            router=router, hint=self.hint,
+            return pipe.read_epoch_chunks(path, self.plan.quota, verify=False, forwarded=True,
+                                          timeout=pipe.wait_seconds() + 60)
+        return pipe.read_epoch_chunks(
+            self.fifos.next_path(), self.plan.quota, owner=layout.local_rank,
+            router=self.plan.router(), hint=self.hint,
         )
 
 
-def _noting_causes(make: Callable[[], Iterator[bytes]]) -> Callable[[], Iterator[bytes]]:
-    def generate() -> Iterator[bytes]:
+def _noting_causes(make: Callable[[], Iterator[list[bytes]]]) -> Callable[[], Iterator[list[bytes]]]:
+    def generate() -> Iterator[list[bytes]]:
         try:
             yield from make()
         except Exception as error:
@@ -339,32 +344,17 @@ def _pipe_mode_dataset_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dat
     return ds.take(plan.quota).apply(tf.data.experimental.assert_cardinality(plan.quota))
 
 
-def _in_chunks(make: Callable[[], Iterator[bytes]]) -> Callable[[], Iterator[list[bytes]]]:
-    """Hand tf.data lists of records: every generator call crosses from TensorFlow into
-    Python, and one crossing per record held the Pipe input to ~9k records/s, below what one
-    rank trains (benchmarks/p2_pipe_reader.py; 0.05-0.12x File before, 0.5-0.7x after)."""
-
-    def generate() -> Iterator[list[bytes]]:
-        chunk: list[bytes] = []
-        for record in make():
-            chunk.append(record)
-            if len(chunk) == PIPE_CHUNK_RECORDS:
-                yield chunk
-                chunk = []
-        if chunk:
-            yield chunk
-
-    return generate
-
-
 def _pipe_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     """Each iterator of the returned dataset is one pass: the channel's next FIFO, exactly
     ``plan.quota`` records of this rank."""
     if plan.layout.local_size == 1 and pipe_mode_dataset_available():
         return _pipe_mode_dataset_pass(plan, ctx)
     reader = PipeReader(plan, ctx.fifo_dir, ctx.private_dir)
+    # Lists of records, not records: every generator call crosses from TensorFlow into
+    # Python, and one crossing per record held the Pipe input to ~9k records/s
+    # (benchmarks/p2_pipe_reader.py).
     return tf.data.Dataset.from_generator(
-        _in_chunks(_noting_causes(reader.one_pass)),
+        _noting_causes(reader.one_pass),
         output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
     ).unbatch()
 

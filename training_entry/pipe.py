@@ -4,7 +4,8 @@ SageMaker: a Pipe channel arrives as FIFOs ``/opt/ml/input/data/<channel>_<n>``,
 pass (n = how many this process has opened for the channel, from 0 in every job, also after
 a resume). Each carries the host's objects back to back in sorted key order; read it to EOF or
 close it, then open the next. We never seek (``tf.data.TFRecordDataset`` fails on a FIFO with
-"Illegal seek"): ``records.read_records`` streams it and checks the CRCs.
+"Illegal seek"): ``records.read_record_chunks`` streams it and checks the CRCs, a list of
+records at a time (in C where the native module is built).
 
 The stream holds whole shards; the manifest's record counts say where each ends, so record i
 belongs to the rank whose ``records.assign_shards`` list holds its shard (``RecordRouter``).
@@ -31,7 +32,7 @@ import queue
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from training_entry import records
 from training_entry.failure import UserError, describe
@@ -134,6 +135,21 @@ class RecordRouter:
             raise IndexError(index)
         return self.owners[position]
 
+    def take(self, chunk: Sequence[bytes], first: int, count: int, local_rank: int) -> list[bytes]:
+        """The records of ``local_rank`` among ``chunk[:count]``, whose first record is
+        record ``first`` of the pass: one slice per object the chunk spans."""
+        out: list[bytes] = []
+        end = first + count
+        position = bisect.bisect_right(self.ends, first)
+        low = first
+        while low < end and position < len(self.ends):
+            high = min(self.ends[position], end)
+            if self.owners[position] == local_rank:
+                out.extend(chunk[low - first: high - first])
+            low = high
+            position += 1
+        return out
+
     def records_of(self, local_rank: int) -> int:
         return sum(c for (_, c), o in zip(self.objects, self.owners, strict=True) if o == local_rank)
 
@@ -159,48 +175,67 @@ def _too_short(source: str, seen: int, kept: int, quota: int, router: RecordRout
 
 
 # --- One rank reading a stream itself --------------------------------------------------------
-def read_epoch(
+def read_epoch_chunks(
     path: str,
     quota: int,
-    keep: Callable[[int], bool] | None = None,
+    owner: int | None = None,
     router: RecordRouter | None = None,
     verify: bool = True,
     forwarded: bool = False,
     hint: str = "",
     timeout: float | None = None,
-) -> Iterator[bytes]:
-    """One pass: yield exactly ``quota`` records for which ``keep(index)`` is true (all when
-    ``keep`` is None), then stop. Raises ``PipeError`` if the stream has fewer, and
-    ``records.RecordError`` (with the byte offset) if it is corrupt or truncated.
+) -> Iterator[list[bytes]]:
+    """One pass, in lists of records: exactly ``quota`` records in all, those ``router``
+    gives local rank ``owner`` (all records when ``owner`` is None), then stop. Raises
+    ``PipeError`` if the stream has fewer, and ``records.RecordError`` (with the byte offset)
+    if it is corrupt or truncated. Work is per list, never per record (see records).
 
-    The FIFO is drained and closed *before* the last record is handed over: tf.data stops
+    The FIFO is drained and closed *before* the last list is handed over: tf.data stops
     pulling after an epoch's last batch, so code after the final ``yield`` would never run
     and the pipe would stay open with its writer blocked.
     """
     if quota < 1:
         raise ValueError(f"quota must be at least 1, got {quota}")
+    if owner is not None and router is None:
+        raise ValueError("owner needs a router")
     stream = open_when_present(path, timeout, hint=hint)
     try:
         kept = 0
         seen = 0
-        for index, record in enumerate(records.read_records(stream, path, verify)):
-            seen = index + 1
-            if forwarded and record.startswith(ERROR_MARK):
-                raise PipeError(record[len(ERROR_MARK):].decode(errors="replace"))
-            if router is not None and index >= router.total:
-                raise _too_long(path, router)
-            if keep is not None and not keep(index):
-                continue
-            kept += 1
-            if kept == quota:
+        for chunk in records.read_record_chunks(stream, path, verify):
+            first = seen
+            seen += len(chunk)
+            failure = None
+            # A forwarded error is the last record its writer sends (see _forward).
+            if forwarded and chunk[-1].startswith(ERROR_MARK):
+                failure = chunk.pop()[len(ERROR_MARK):].decode(errors="replace")
+            in_manifest = len(chunk) if router is None else max(0, min(len(chunk), router.total - first))
+            if owner is None:
+                mine = chunk[:in_manifest]
+            else:
+                mine = router.take(chunk, first, in_manifest, owner)
+            if kept + len(mine) >= quota:
+                mine = mine[: quota - kept]
                 _drain(stream)
                 stream.close()
-                yield record
+                yield mine
                 return
-            yield record
+            kept += len(mine)
+            if mine:
+                yield mine
+            if failure is not None:
+                raise PipeError(failure)
+            if in_manifest < len(chunk):
+                raise _too_long(path, router)
         raise _too_short(path, seen, kept, quota, router)
     finally:
         stream.close()
+
+
+def read_epoch(path: str, quota: int, **options) -> Iterator[bytes]:
+    """``read_epoch_chunks`` one record at a time."""
+    for chunk in read_epoch_chunks(path, quota, **options):
+        yield from chunk
 
 
 # --- Local rank 0 reading for every rank on the host -----------------------------------------
@@ -221,7 +256,7 @@ class HostPipeDemux:
     """Local rank 0's side: reads each pass of a channel's FIFO once, for all local ranks.
 
     ``next_epoch()`` (called by local rank 0's input pipeline when it starts a pass) starts
-    the pass and returns local rank 0's records. Passes run one after another: the next
+    the pass and returns local rank 0's records, in lists (records move per list). Passes run one after another: the next
     SageMaker FIFO is opened only when the previous one was read to EOF.
     """
 
@@ -252,7 +287,7 @@ class HostPipeDemux:
         )
         self._reader.start()
 
-    def next_epoch(self) -> Iterator[bytes]:
+    def next_epoch(self) -> Iterator[list[bytes]]:
         index = self.passes
         self.passes += 1
         queues = [queue.SimpleQueue() for _ in range(self.local_size)]
@@ -265,13 +300,15 @@ class HostPipeDemux:
         self._requests.put(queues)
         return self._own_records(queues[0])
 
-    def _own_records(self, own: queue.SimpleQueue) -> Iterator[bytes]:
-        for _ in range(self.quota):
+    def _own_records(self, own: queue.SimpleQueue) -> Iterator[list[bytes]]:
+        got = 0
+        while got < self.quota:
             item = own.get()
             if isinstance(item, _Failed):
                 raise item.error
             if item is _END:  # cannot happen: the reader fails the pass instead
                 raise PipeError(f"{self.fifos.channel}: pass ended early")
+            got += len(item)
             yield item
 
     def _read_passes(self) -> None:
@@ -288,16 +325,21 @@ class HostPipeDemux:
         sent = [0] * self.local_size
         seen = 0
         with open_when_present(path, hint=self.hint) as stream:
-            for index, record in enumerate(records.read_records(stream, path, self.verify)):
-                seen = index + 1
-                if index >= self.router.total:
+            for chunk in records.read_record_chunks(stream, path, self.verify):
+                first = seen
+                seen += len(chunk)
+                in_manifest = max(0, min(len(chunk), self.router.total - first))
+                for local_rank, q in enumerate(queues):
+                    # Each rank gets exactly its quota; the rest of its shards is dropped
+                    # here so every rank runs the same number of steps.
+                    if sent[local_rank] < self.quota:
+                        mine = self.router.take(chunk, first, in_manifest, local_rank)
+                        mine = mine[: self.quota - sent[local_rank]]
+                        if mine:
+                            sent[local_rank] += len(mine)
+                            q.put(mine)
+                if in_manifest < len(chunk):
                     raise _too_long(path, self.router)
-                owner = self.router.owner(index)
-                # Each rank gets exactly its quota; the rest of its shards is dropped here
-                # so every rank runs the same number of steps.
-                if owner is not None and sent[owner] < self.quota:
-                    sent[owner] += 1
-                    queues[owner].put(record)
         short = [r for r in range(self.local_size) if sent[r] < self.quota]
         if short:
             raise _too_short(path, seen, sent[short[0]], self.quota, self.router)
@@ -318,7 +360,7 @@ def _forward(path: str, source: queue.SimpleQueue) -> None:
                     message = describe(item.error)
                     sink.write(records.frame_record(ERROR_MARK + message.encode()))
                     break
-                sink.write(records.frame_record(item))
+                sink.write(records.frame_records(item))
     except BrokenPipeError:
         pass  # that rank is gone; mpirun is taking the job down
     finally:

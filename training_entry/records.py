@@ -16,11 +16,16 @@
   pread fails on a pipe with "Illegal seek") and checks both CRCs.
 
 Standard library only (``google_crc32c`` is used when installed: it is ~100x faster).
+``read_record_chunks`` (the Pipe reader's path) hands back lists of records; where the native
+module ``_trainpipe_records`` is installed (built from ``_records_native.c`` by
+scripts/install.sh) it frames and checks a whole buffer per call in C, with the GIL released,
+else it falls back to ``read_records``. Both refuse the same records with the same messages.
 Python 3.10 syntax: this module runs in SageMaker's TF 2.14 py310 containers.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -268,6 +273,98 @@ def _read_exactly(read, size: int) -> bytes:
         parts.append(chunk)
         got += len(chunk)
     return b"".join(parts)
+
+
+# --- Native reader (whole buffers per call) -------------------------------------------------------
+NATIVE_MODULE = "_trainpipe_records"
+NATIVE_ENV = "TRAINPIPE_NATIVE_RECORDS"  # "0": use the Python reader even where the native one is built
+CHUNK_RECORDS = 1024  # at most this many records per chunk
+_READ_SIZE = 1 << 20
+
+
+def load_native():
+    """The native module, or None (not built for this Python, or switched off)."""
+    if os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    try:
+        return importlib.import_module(NATIVE_MODULE)
+    except Exception:  # ImportError, or a build for another Python / TF image
+        return None
+
+
+native = load_native()
+
+
+def reader_implementation() -> str:
+    return f"native ({native.crc})" if native is not None else f"python (CRC: {CRC_IMPLEMENTATION})"
+
+
+def frame_records(payloads: Sequence[bytes]) -> bytes:
+    """Every payload framed, back to back."""
+    if native is not None:
+        return native.frame(payloads)
+    return b"".join(frame_record(p) for p in payloads)
+
+
+def read_record_chunks(stream, source: str, verify: bool = True) -> Iterator[list[bytes]]:
+    """``read_records`` in lists of at most ``CHUNK_RECORDS`` (never empty): the same records,
+    the same errors (raised after the list of the good records before the bad one)."""
+    if native is None:
+        chunk: list[bytes] = []
+        try:
+            for record in read_records(stream, source, verify):
+                chunk.append(record)
+                if len(chunk) == CHUNK_RECORDS:
+                    yield chunk
+                    chunk = []
+        except RecordError:
+            if chunk:  # the good records first, as the native reader does
+                yield chunk
+            raise
+        if chunk:
+            yield chunk
+        return
+    yield from _native_chunks(native, stream, source, verify)
+
+
+def _native_chunks(lib, stream, source: str, verify: bool) -> Iterator[list[bytes]]:
+    read = stream.read
+    buffer = b""  # bytes not yet framed; buffer[0] is at byte offset ``offset`` of the stream
+    offset = 0
+    eof = False
+    while True:
+        chunk, used, error = lib.split(buffer, CHUNK_RECORDS, verify)
+        start = offset
+        if used:
+            buffer = buffer[used:]
+            offset += used
+        if chunk:
+            yield chunk
+        if error is not None:
+            kind, at = error
+            what = "record length" if kind == "length" else "record data"
+            raise RecordError(f"{source}: corrupt {what} (CRC mismatch) at byte offset {start + at}")
+        if len(chunk) == CHUNK_RECORDS:
+            continue  # more whole records may be buffered
+        # What is left is one incomplete record (or nothing).
+        if eof:
+            if not buffer:
+                return
+            if len(buffer) < 12:
+                raise RecordError(f"{source}: truncated record header at byte offset {offset}")
+            (length,) = _LEN.unpack_from(buffer)
+            raise RecordError(
+                f"{source}: truncated record at byte offset {offset} "
+                f"(expected {length + 16} bytes, got {len(buffer)})"
+            )
+        size = _READ_SIZE
+        if len(buffer) >= 12:  # the length is checked (or unchecked by choice): read up to it
+            size = max(size, min(_LEN.unpack_from(buffer)[0] + 16 - len(buffer), 64 * _READ_SIZE))
+        more = read(size)
+        if more:
+            buffer = buffer + more if buffer else more
+        else:
+            eof = True
 
 
 def read_file_records(path: str, verify: bool = True) -> Iterator[bytes]:

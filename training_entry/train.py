@@ -129,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{hp.batch_size} per rank per epoch"
         + (f"; validation {val_plan.steps} steps" if val_plan else "")
         + f"; epochs {initial_epoch + 1}..{hp.epochs}"
+        + (f"; Pipe reader: {data.pipe_reader_name(train_plan)}" if cfg.train.is_pipe else "")
     )
     callbacks = [
         # Horovod: rank 0's variables to all ranks after the first step (also covered above).
