@@ -1,19 +1,17 @@
-"""Our Keras callbacks: the learning-rate schedule, per-epoch checkpoints, the metric line,
-and a test-only fault injector. Horovod's own callbacks come from ``hvd.callbacks``.
+"""Our Keras callbacks: the learning-rate schedule, per-epoch checkpoints, the metric line.
+Horovod's own callbacks come from ``hvd.callbacks``; the test-only fault injector is in
+``fault_injection.py``.
 
 Python 3.10 syntax.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import tensorflow as tf
 
 from training_entry import checkpoints, contract, schedule
-
-FAIL_AT_STEP_ENV = "TRAINPIPE_TEST_FAIL_AT_STEP"  # "<rank>:<step>", tests only
 
 
 class LearningRateSchedule(tf.keras.callbacks.Callback):
@@ -94,30 +92,3 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)
-
-
-class FailAtStep(tf.keras.callbacks.Callback):
-    """Test hook: raise before this process's ``step``-th training step (1-based, counted
-    from the start of this job)."""
-
-    def __init__(self, step: int):
-        super().__init__()
-        self.step = step
-        self.count = 0
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.count += 1
-        if self.count == self.step:
-            raise RuntimeError(f"{FAIL_AT_STEP_ENV}: injected failure before step {self.step}")
-
-
-def fault_injection(rank: int, env=None) -> list[tf.keras.callbacks.Callback]:
-    env = os.environ if env is None else env
-    spec = env.get(FAIL_AT_STEP_ENV)
-    if not spec:
-        return []
-    try:
-        target_rank, step = (int(part) for part in spec.split(":"))
-    except ValueError:
-        raise ValueError(f"{FAIL_AT_STEP_ENV}={spec!r}: expected <rank>:<step>") from None
-    return [FailAtStep(step)] if target_rank == rank else []

@@ -41,12 +41,8 @@ import tensorflow as tf
 from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
 
 from training_entry import checkpoints, config, contract, data, failure, init_weights, runtime
-from training_entry.callbacks import (
-    EpochCheckpoint,
-    LearningRateSchedule,
-    MetricLine,
-    fault_injection,
-)
+from training_entry.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
+from training_entry.fault_injection import injected_failures
 from training_entry.model import build_model, save_for_serving
 
 
@@ -138,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         hvd.callbacks.MetricAverageCallback(),
         # Horovod: base x hvd.size() with linear warm-up, from the global epoch.
         LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps),
-        *fault_injection(hvd.rank()),
+        *injected_failures(hvd.rank()),  # tests only: off unless its variable is set
     ]
     if chief:
         callbacks += [

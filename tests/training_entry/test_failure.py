@@ -7,11 +7,8 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests.training_entry.helpers import REPO
 from training_entry import failure
-from training_entry.callbacks import FAIL_AT_STEP_ENV, FailAtStep, fault_injection
 
 
 def test_failure_file_location(tmp_path, monkeypatch):
@@ -69,16 +66,3 @@ def test_a_successful_main_exits_zero_and_writes_nothing(tmp_path):
     proc = _run("from training_entry import failure\nfailure.run_and_report(lambda: None)\n", tmp_path)
     assert proc.returncode == 0
     assert not (tmp_path / "output" / "failure").exists()
-
-
-def test_fault_injection_hook():
-    assert fault_injection(0, {}) == []
-    assert fault_injection(0, {FAIL_AT_STEP_ENV: "1:3"}) == []
-    (hook,) = fault_injection(1, {FAIL_AT_STEP_ENV: "1:3"})
-    hook.on_train_batch_begin(0)
-    hook.on_train_batch_begin(1)
-    with pytest.raises(RuntimeError, match="injected failure before step 3"):
-        hook.on_train_batch_begin(2)
-    assert isinstance(hook, FailAtStep)
-    with pytest.raises(ValueError, match="expected <rank>:<step>"):
-        fault_injection(0, {FAIL_AT_STEP_ENV: "3"})
