@@ -11,8 +11,11 @@ and locally, with the /opt/ml tree moved::
 Inputs: the training job's model.tar.gz in MODEL_INPUT_DIR (a Keras SavedModel under a
 numbered version directory, ``1/saved_model.pb``) and the test TFRecord shards in
 TEST_INPUT_DIR. Output: ``report.build_report(...)`` as OUTPUT_DIR/evaluation.json, whose
-``report.ACCURACY_JSON_PATH`` the condition step reads. Any failure is one line in
-/opt/ml/output/message and a non-zero exit.
+``report.ACCURACY_JSON_PATH`` the condition step reads, with per-class precision/recall/F1, the
+confusion matrix and top-k accuracy. Image shards (``records.FEATURE_IMAGE``) are scored
+through the model's ``serving_bytes`` signature (``evaluation.images``), and the most
+confident mistakes are saved as OUTPUT_DIR/misclassified/*.{png,jpg}. Any failure is one line
+in /opt/ml/output/message and a non-zero exit.
 """
 
 from __future__ import annotations
@@ -26,12 +29,12 @@ import tempfile
 import time
 import traceback
 import zlib
-from dataclasses import dataclass, field
 
 import numpy as np
 import tensorflow as tf
 
-from evaluation import report
+from evaluation import images, report
+from evaluation.metrics import Scores
 from training_entry import archives, records
 from training_entry.contract import container_path
 from training_entry.examples import parse_batch
@@ -123,6 +126,25 @@ def list_test_shards(directory: str) -> list[str]:
     return shards
 
 
+def record_kind(shard: str) -> str:
+    """``records.KIND_IMAGE`` or ``KIND_TABLE`` from the first record of ``shard`` (the step
+    has no manifest input); a shard with no records reads as a table (``score`` refuses it)."""
+    try:
+        payload = next(records.read_file_records(shard), None)
+    except records.RecordError as e:
+        raise EvaluationError(f"{e}; the test shard is corrupt or truncated: re-run the PreprocessData step") from None
+    if payload is None:
+        return records.KIND_TABLE
+    try:
+        feature = tf.train.Example.FromString(payload).features.feature
+    except Exception as e:  # protobuf's DecodeError is not a stable import path
+        raise EvaluationError(
+            f"{shard}: the first record is not a trainpipe Example ({_first_line(e)}); "
+            f"test shards must come from the PreprocessData step"
+        ) from None
+    return records.KIND_IMAGE if records.FEATURE_IMAGE in feature else records.KIND_TABLE
+
+
 def features_in(payload: bytes, shard: str) -> int:
     """num_features from one serialized Example (the step has no manifest input)."""
     try:
@@ -160,32 +182,6 @@ def batches(shards: list[str], batch_size: int):
 
 
 # --- Scoring ---------------------------------------------------------------------------------
-@dataclass
-class Scores:
-    records: int = 0
-    loss_sum: float = 0.0
-    support: dict[int, int] = field(default_factory=dict)
-    correct: dict[int, int] = field(default_factory=dict)
-
-    def add(self, labels: np.ndarray, probabilities: np.ndarray) -> None:
-        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, probabilities).numpy()
-        hits = np.argmax(probabilities, axis=1) == labels
-        self.records += len(labels)
-        self.loss_sum += float(np.sum(losses, dtype=np.float64))
-        for label in range(probabilities.shape[1]):
-            mask = labels == label
-            self.support[label] = self.support.get(label, 0) + int(mask.sum())
-            self.correct[label] = self.correct.get(label, 0) + int(hits[mask].sum())
-
-    def to_report(self) -> dict:
-        per_class = {
-            str(label): {"support": self.support[label], "correct": self.correct[label]}
-            for label in sorted(self.support)
-        }
-        accuracy = sum(self.correct.values()) / self.records
-        return report.build_report(accuracy, self.loss_sum / self.records, self.records, per_class)
-
-
 def score(model: tf.keras.Model, shards: list[str], batch_size: int) -> Scores:
     scores = Scores()
     num_features = None
@@ -262,20 +258,47 @@ def _first_line(error: BaseException | str) -> str:
 
 
 # --- The step --------------------------------------------------------------------------------
-def evaluate(batch_size: int = DEFAULT_BATCH_SIZE) -> dict:
+def score_image_model(version_dir: str, archive: str, shards: list[str], batch_size: int, output_dir: str) -> dict:
+    """The image path: score through ``serving_bytes``, save the most confident mistakes
+    under ``output_dir``; returns the report."""
+    try:
+        function = images.load_bytes_signature(version_dir, archive)
+        scores, class_names, mistakes = images.score_images(
+            function, batches(shards, batch_size), check_probabilities
+        )
+    except images.ImageModelError as e:
+        raise EvaluationError(str(e)) from None
+    if scores.records == 0:
+        raise EvaluationError(
+            f"the test shards ({', '.join(os.path.basename(s) for s in shards[:5])}) hold no "
+            f"records; re-run PreprocessData"
+        )
+    saved = images.save_mistakes(mistakes, class_names, output_dir)
+    return scores.to_report(report.KIND_IMAGE, class_names, saved)
+
+
+def evaluate(batch_size: int | None = None) -> dict:
     started = time.perf_counter()
     archive = os.path.join(container_path(report.MODEL_INPUT_DIR), report.MODEL_ARCHIVE)
+    output_dir = container_path(report.OUTPUT_DIR)
     with tempfile.TemporaryDirectory(prefix="trainpipe-model-") as extracted:
         extract_archive(archive, extracted)
         version_dir = find_saved_model(extracted, archive)
         shards = list_test_shards(container_path(report.TEST_INPUT_DIR))  # before the slow load
-        model = load_model(version_dir, archive)
-        scores = score(model, shards, batch_size)
-    document = scores.to_report()
-    path = write_report(document, container_path(report.OUTPUT_DIR))
+        if record_kind(shards[0]) == records.KIND_IMAGE:
+            document = score_image_model(
+                version_dir, archive, shards, batch_size or images.DEFAULT_IMAGE_BATCH_SIZE, output_dir
+            )
+        else:
+            model = load_model(version_dir, archive)
+            document = score(model, shards, batch_size or DEFAULT_BATCH_SIZE).to_report()
+    path = write_report(document, output_dir)
+    top_k = document["metrics"]["top_k_accuracy"]
     print(
-        f"evaluate: model version {os.path.basename(version_dir)} on {scores.records} test "
-        f"records from {len(shards)} shard(s): accuracy={report.read_json_path(document, report.ACCURACY_JSON_PATH):.4f} "
+        f"evaluate: model version {os.path.basename(version_dir)} on {document['records']} test "
+        f"{'images' if document['kind'] == report.KIND_IMAGE else 'records'} from {len(shards)} shard(s): "
+        f"accuracy={report.read_json_path(document, report.ACCURACY_JSON_PATH):.4f} "
+        f"top-{top_k['k']}={top_k['value']:.4f} "
         f"loss={report.read_json_path(document, report.LOSS_JSON_PATH):.4f} -> {path} "
         f"in {time.perf_counter() - started:.2f}s",
         flush=True,
@@ -285,10 +308,11 @@ def evaluate(batch_size: int = DEFAULT_BATCH_SIZE) -> dict:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m evaluation.evaluate", description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help="records scored per model call (memory, not results)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help=f"records scored per model call (memory, not results); default "
+                             f"{DEFAULT_BATCH_SIZE} for tables, {images.DEFAULT_IMAGE_BATCH_SIZE} for images")
     args = parser.parse_args(argv)
-    if args.batch_size < 1:
+    if args.batch_size is not None and args.batch_size < 1:
         parser.error(f"--batch-size {args.batch_size} must be at least 1")
     return args
 

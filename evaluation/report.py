@@ -19,20 +19,47 @@ MODEL_ARCHIVE = "model.tar.gz"
 
 ACCURACY_JSON_PATH = "metrics.accuracy.value"
 LOSS_JSON_PATH = "metrics.loss.value"
+TOP_K_JSON_PATH = "metrics.top_k_accuracy.value"  # with "k" beside "value"
+# Top-k accuracy uses k = min(TOP_K, classes - 1): with k = classes it would always be 1.
+TOP_K = 5
+
+# Images: the test images the model got wrong with the highest confidence, saved as they were
+# (encoded bytes) under OUTPUT_DIR/MISCLASSIFIED_DIR and listed in the report's "misclassified".
+MISCLASSIFIED_DIR = "misclassified"
+MISCLASSIFIED_KEPT = 32
+KIND_IMAGE = "image"  # the report's "kind" (same values as training_entry.records' kinds)
+KIND_TABLE = "table"
 
 
 def build_report(
     accuracy: float,
     loss: float,
     records: int,
-    per_class: dict[str, dict[str, int]],
+    per_class: dict[str, dict],
+    *,
+    kind: str = KIND_TABLE,
+    top_k: tuple[int, float] | None = None,
+    confusion_matrix: list[list[int]] | None = None,
+    class_names: list[str] | None = None,
+    misclassified: list[dict] | None = None,
 ) -> dict:
-    """The evaluation.json document; ``per_class`` maps label -> {"support", "correct"}."""
-    report = {
-        "metrics": {"accuracy": {"value": float(accuracy)}, "loss": {"value": float(loss)}},
-        "records": int(records),
-        "per_class": per_class,
-    }
+    """The evaluation.json document.
+
+    ``per_class`` maps label -> {"support", "correct"} (and, from ``evaluate``, "precision",
+    "recall", "f1", and for images "class_name"); ``top_k`` is (k, accuracy);
+    ``confusion_matrix[true][predicted]`` counts test records; ``misclassified`` lists the
+    saved images (file relative to the report, label, predicted, confidence, ...).
+    """
+    metrics = {"accuracy": {"value": float(accuracy)}, "loss": {"value": float(loss)}}
+    if top_k is not None:
+        metrics["top_k_accuracy"] = {"k": int(top_k[0]), "value": float(top_k[1])}
+    report = {"kind": kind, "metrics": metrics, "records": int(records), "per_class": per_class}
+    if class_names is not None:
+        report["class_names"] = list(class_names)
+    if confusion_matrix is not None:
+        report["confusion_matrix"] = [[int(v) for v in row] for row in confusion_matrix]
+    if misclassified is not None:
+        report["misclassified"] = misclassified
     assert read_json_path(report, ACCURACY_JSON_PATH) == float(accuracy)
     return report
 

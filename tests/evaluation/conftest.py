@@ -91,3 +91,79 @@ class EvalTree:
 def ev(tmp_path, monkeypatch) -> EvalTree:
     monkeypatch.setenv(BASE_DIR_ENV, str(tmp_path / "ml"))
     return EvalTree(tmp_path / "ml")
+
+
+# --- Image models: hand-built SavedModels exporting serving_bytes ----------------------------
+# Three classes told apart by mean brightness: the model's probabilities are a softmax of
+# -SHARPNESS x (mean - centre)^2, so a test can compute them (and every metric) by hand.
+IMAGE_CLASSES = ("dark", "grey", "light")
+BRIGHTNESS_CENTRES = (0.1, 0.5, 0.9)
+SHARPNESS = 20.0
+
+
+class BrightnessModel(tf.Module):
+    def __init__(self):
+        super().__init__()
+        self.centres = tf.Variable(BRIGHTNESS_CENTRES, dtype=tf.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve_bytes(self, image_bytes):
+        def mean(encoded):
+            image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+            return tf.reduce_mean(tf.cast(image, tf.float32)) / 255.0
+
+        means = tf.map_fn(mean, image_bytes, fn_output_signature=tf.float32)
+        logits = -SHARPNESS * tf.square(means[:, None] - self.centres[None, :])
+        return {"probabilities": tf.nn.softmax(logits)}
+
+
+def brightness_probabilities(means: np.ndarray) -> np.ndarray:
+    logits = -SHARPNESS * (means[:, None] - np.array(BRIGHTNESS_CENTRES)[None, :]) ** 2
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="session")
+def image_models(tmp_path_factory) -> dict[str, Path]:
+    """name -> SavedModel dir: "brightness" exports serving_bytes; "wrong_output" names its
+    output otherwise."""
+    root = tmp_path_factory.mktemp("image_saved")
+    model = BrightnessModel()
+    tf.saved_model.save(model, str(root / "brightness"), signatures={"serving_bytes": model.serve_bytes})
+
+    class Renamed(BrightnessModel):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve_scores(self, image_bytes):
+            return {"scores": self.serve_bytes(image_bytes)["probabilities"]}
+
+    renamed = Renamed()
+    tf.saved_model.save(renamed, str(root / "wrong_output"), signatures={"serving_bytes": renamed.serve_scores})
+    return {"brightness": root / "brightness", "wrong_output": root / "wrong_output"}
+
+
+def solid_image(value: int, kind: str, size=(6, 5)) -> bytes:
+    pixels = tf.fill([*size, 3], tf.constant(value, tf.uint8))
+    return (tf.io.encode_png if kind == "png" else tf.io.encode_jpeg)(pixels).numpy()
+
+
+def image_test_set(records: int = 40, seed: int = 0) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """(encoded images, labels, mean brightness): mostly near their class centre, some not
+    (so the model is partly wrong), PNGs and JPEGs mixed."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, len(IMAGE_CLASSES), records)
+    centres = np.array(BRIGHTNESS_CENTRES)[labels]
+    values = np.clip(np.round((centres + rng.normal(0, 0.18, records)) * 255), 0, 255).astype(int)
+    encoded = [solid_image(int(v), "png" if i % 3 else "jpeg") for i, v in enumerate(values)]
+    means = np.array([float(tf.reduce_mean(tf.cast(tf.io.decode_image(e), tf.float32))) / 255 for e in encoded])
+    return encoded, labels, means
+
+
+def write_image_shards(directory: Path, encoded: list[bytes], labels: np.ndarray, shards: int = 2) -> None:
+    from processing.split import shard_bounds
+    from training_entry import examples, records
+
+    for index, (start, stop) in enumerate(shard_bounds(len(labels), shards)):
+        with tf.io.TFRecordWriter(str(directory / records.shard_name("test", index, shards))) as writer:
+            for data, label in zip(encoded[start:stop], labels[start:stop], strict=True):
+                height, width = tf.io.decode_image(data).shape[:2]
+                writer.write(examples.serialize_image(data, int(label), IMAGE_CLASSES[label], height, width))
