@@ -30,8 +30,7 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from pipeline.local import caching, interpreter
-from pipeline.local.channels import ChannelError
+from pipeline.local import caching, interpreter, preflight
 from pipeline.local.execution import (
     EXECUTING,
     FAILED,
@@ -51,13 +50,12 @@ from pipeline.local.interpreter import (
     Context,
     ExpressionError,
     StepNode,
-    Unresolved,
 )
 from pipeline.local.job_failures import CLIENT_ERROR
 from pipeline.local.jobs import JobResult, JobStopped, account_of
 from pipeline.local.processing_job import ProcessingJob
 from pipeline.local.registry import Registry
-from pipeline.local.storage import S3Uri, Storage, StorageError
+from pipeline.local.storage import Storage, StorageError
 from pipeline.local.training_job import TrainingJob
 
 JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
@@ -142,34 +140,13 @@ class PipelineRunner:
 
     # --- before anything runs --------------------------------------------------------------
     def preflight(self) -> None:
-        """Malformed s3:// URIs anywhere, and empty inputs the user chose (a URI built from a
-        parameter), are one clear error before the first job."""
-        for node in self.nodes:
-            args = node.body.get("Arguments", {})
-            inputs = []
-            if node.type == STEP_PROCESSING:
-                inputs = [(f"{node.name} input {i.get('InputName')!r}", i["S3Input"]["S3Uri"])
-                          for i in args.get("ProcessingInputs", []) if "S3Input" in i]
-            elif node.type == STEP_TRAINING:
-                inputs = [(f"{node.name} channel {c.get('ChannelName')!r}",
-                           c.get("DataSource", {}).get("S3DataSource", {}).get("S3Uri"))
-                          for c in args.get("InputDataConfig", [])]
-            for label, expr in inputs:
-                try:
-                    uri = interpreter.evaluate(expr, self.ctx)
-                except Unresolved:
-                    continue  # made by an earlier step; checked when that step has run
-                S3Uri.parse(uri, f"{label} S3Uri")
-                if any(interpreter.parameter_references(expr)) and not self._listable(uri):
-                    raise ChannelError(
-                        f"{label}: no objects under {uri} in the {self.storage.describe()}; "
-                        "check the URI (it is matched as a key prefix) or upload the data first")
-
-    def _listable(self, uri: str) -> bool:
-        try:
-            return bool(self.storage.list(uri))
-        except StorageError as error:
-            raise UserError(f"cannot use the {self.storage.describe()}: {error}") from None
+        """Local paths given to s3:// parameters go into the store; then every location the
+        definition reads that is known now must be there (``preflight.py``): malformed or
+        missing ones are one error, all listed, before the first job."""
+        placed = preflight.place_local_parameters(self.definition, self.nodes, self.parameters,
+                                                  self.storage, self.say)
+        self.record.parameters.update(placed)
+        preflight.check(self.nodes, self.ctx, self.storage)
 
     # --- the execution ---------------------------------------------------------------------
     def run(self) -> ExecutionRecord:

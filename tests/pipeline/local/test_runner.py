@@ -218,26 +218,63 @@ def test_an_empty_input_from_a_parameter_is_refused_before_anything_runs(code, t
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
 
 
-def test_preflight_checks_the_inputs_that_read_a_parameter_not_text_that_mentions_one(code, tmp_path):
-    """An input is the user's choice when its expression reads a parameter, alone or inside a
-    Std:Join; a literal URI that merely contains "Parameters." is not (the old substring rule
-    refused it)."""
+def test_preflight_lists_every_missing_location_the_definition_reads_at_once(code, tmp_path):
+    """Literal inputs, parameters inside a Std:Join, code bundles: all checked before the first
+    step and refused together. A location some step writes is not required beforehand."""
 
     def preflight(definition):
         options = RunOptions(workdir=tmp_path, storage=code, echo=False, stream=Capture())
         PipelineRunner(definition, "testpipe", options).preflight()
 
     definition = step_definition()
+    preflight(definition)  # everything the fixture uploaded is there
     definition["Parameters"].append({"Name": "Raw", "Type": "String", "DefaultValue": f"s3://{BUCKET}/raw"})
     inputs = definition["Steps"][0]["Arguments"]["ProcessingInputs"]
     inputs.append({"InputName": "literal", "S3Input": {
         "S3Uri": f"s3://{BUCKET}/Parameters.d/", "LocalPath": "/opt/ml/processing/input/literal"}})
-    preflight(definition)
     inputs.append({"InputName": "joined", "S3Input": {
         "S3Uri": {"Std:Join": {"On": "/", "Values": [{"Get": "Parameters.Raw"}, "part"]}},
         "LocalPath": "/opt/ml/processing/input/joined"}})
-    with pytest.raises(UserError, match=r"Make input 'joined': no objects under s3://test-bucket/raw/part"):
+    inputs.append({"InputName": "earlier", "S3Input": {
+        "S3Uri": f"s3://{BUCKET}/runs/made-by-make", "LocalPath": "/opt/ml/processing/input/earlier"}})
+    definition["Steps"][0]["Arguments"]["ProcessingOutputConfig"]["Outputs"].append(
+        processing_output("more", f"s3://{BUCKET}/runs/made-by-make", "/opt/ml/processing/output/more"))
+    definition["Steps"][1]["Arguments"]["HyperParameters"]["sagemaker_submit_directory"] = json.dumps(
+        f"s3://{BUCKET}/code/absent/sourcedir.tar.gz")
+    with pytest.raises(UserError) as refused:
         preflight(definition)
+    lines = str(refused.value).splitlines()
+    assert lines[0].startswith("3 locations the definition reads are missing or malformed in the local object store")
+    assert "trainpipe store cp" in lines[0]
+    assert lines[1:] == [
+        f"  - Make input 'literal': no objects under s3://{BUCKET}/Parameters.d/",
+        f"  - Make input 'joined': no objects under s3://{BUCKET}/raw/part",
+        f"  - Train sagemaker_submit_directory: no object s3://{BUCKET}/code/absent/sourcedir.tar.gz",
+    ]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_local_path_for_an_s3_parameter_is_copied_into_the_store(code, tmp_path):
+    definition = step_definition()
+    definition["Parameters"].append({"Name": "Raw", "Type": "String", "DefaultValue": "s3://other-bucket/raw"})
+    definition["Steps"][0]["Arguments"]["ProcessingInputs"].append({"InputName": "raw", "S3Input": {
+        "S3Uri": {"Get": "Parameters.Raw"}, "LocalPath": "/opt/ml/processing/input/raw"}})
+    data = tmp_path / "my data"
+    (data / "sub").mkdir(parents=True)
+    (data / "sub" / "a.csv").write_text("x\n1\n")
+    for given in (str(data), f"file://{data}"):
+        options = RunOptions(workdir=tmp_path, storage=code, echo=False, stream=Capture(),
+                             execution_parameters={"Raw": given})
+        runner = PipelineRunner(definition, "testpipe", options)
+        runner.preflight()
+        uri = runner.parameters["Raw"]
+        assert uri.startswith("s3://other-bucket/trainpipe-local-inputs/Raw/") and uri.endswith("/")
+        assert code.list(uri) == [uri + "sub/a.csv"]
+        assert runner.record.parameters["Raw"] == uri
+    options = RunOptions(workdir=tmp_path, storage=code, echo=False, stream=Capture(),
+                         execution_parameters={"Raw": str(tmp_path / "absent")})
+    with pytest.raises(UserError, match=r"parameter Raw='.*absent': no such file or directory; give an s3:// URI, or a local"):
+        PipelineRunner(definition, "testpipe", options).preflight()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
