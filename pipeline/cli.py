@@ -19,7 +19,8 @@ import traceback
 from pipeline.errors import UserError
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
-COMMAND_MODULES = ("pipeline.commands.definition", "pipeline.commands.cloud", "pipeline.commands.local")
+COMMAND_MODULES = ("pipeline.commands.definition", "pipeline.commands.cloud", "pipeline.commands.local",
+                   "pipeline.commands.store")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -73,7 +73,10 @@ def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
 
 def make_storage(args, region: str) -> Storage:
     if args.s3_endpoint:
-        return Boto3Storage(endpoint_url=args.s3_endpoint, region=region)
+        from pipeline.local.s3_endpoint import endpoint_client
+
+        return Boto3Storage(endpoint_url=args.s3_endpoint, region=region,
+                            client=endpoint_client(args.s3_endpoint, region))
     if args.aws_s3:
         return Boto3Storage(region=region)
     return LocalStorage(Path(args.workdir) / "store")
