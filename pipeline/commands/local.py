@@ -113,6 +113,10 @@ def register(subparsers) -> None:
     add_parameter_arguments(run)
     add_storage_arguments(run)
     run.add_argument("--no-cache", action="store_true", help="ignore CacheConfig: run every step")
+    run.add_argument("--stub-unsupported", choices=("succeed", "skip"), metavar="succeed|skip",
+                     help="step types that cannot run locally (Lambda, Callback, EMR, Transform, "
+                          "CreateModel, ...): mark them Succeeded with empty outputs, or skip them "
+                          "(NotExecuted, with what depends on them); without it they are refused")
     run.add_argument("--definition", type=Path, metavar="FILE",
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")
@@ -238,7 +242,8 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     workdir = Path(args.workdir)
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
-        use_cache=not args.no_cache, execution_parameters=parameters))
+        use_cache=not args.no_cache, execution_parameters=parameters,
+        stub_unsupported=args.stub_unsupported))
     say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
         f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
     if prepare is not None:

@@ -372,8 +372,10 @@ def _data_of(step: Mapping):
     return args
 
 
-def plan(definition: Mapping) -> list[StepNode]:
-    """Every step (branches included), checked and in an order that respects dependencies."""
+def plan(definition: Mapping, allow_unsupported: bool = False) -> list[StepNode]:
+    """Every step (branches included), checked and in an order that respects dependencies.
+    Step types the runner cannot execute are refused unless ``allow_unsupported`` (the
+    runner then decides, see ``stubs.py``)."""
     found: list = []
     _walk(definition.get("Steps", []), None, found)
     names = [step.get("Name") for step, _ in found]
@@ -381,7 +383,7 @@ def plan(definition: Mapping) -> list[StepNode]:
     if duplicates:
         raise DefinitionError(f"step name(s) used twice: {', '.join(duplicates)}")
     unsupported = [(s["Name"], s.get("Type")) for s, _ in found if s.get("Type") not in SUPPORTED_STEP_TYPES]
-    if unsupported:
+    if unsupported and not allow_unsupported:
         listed = ", ".join(f"{n} (Type {t})" for n, t in unsupported)
         raise DefinitionError(
             f"the local runner cannot run step {listed}; it runs these step types: "

@@ -30,7 +30,7 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from pipeline.local import caching, interpreter, preflight
+from pipeline.local import caching, interpreter, preflight, stubs
 from pipeline.local.execution import (
     EXECUTING,
     FAILED,
@@ -71,6 +71,8 @@ class RunOptions:
     stream: object = None  # where progress goes (default sys.stdout)
     sleep: Callable[[float], None] = time.sleep  # retry back-off; tests pass a fake
     execution_parameters: Mapping[str, object] = field(default_factory=dict)
+    # What to do with step types the runner cannot execute (stubs.py): None refuses them.
+    stub_unsupported: str | None = None
 
 
 def new_execution_id() -> str:
@@ -100,7 +102,7 @@ class PipelineRunner:
         # Absolute: job processes run with other working directories.
         self.workdir = Path(options.workdir).resolve()
         # Everything that can be refused is refused here, before any job starts.
-        self.nodes = interpreter.plan(definition)
+        self.nodes = interpreter.plan(definition, allow_unsupported=True)
         self.parameters = interpreter.resolve_parameters(definition, options.execution_parameters)
         self.execution_id = execution_id or new_execution_id()
         self.run_dir = self.workdir / "runs" / self.execution_id
@@ -124,6 +126,7 @@ class PipelineRunner:
         self.record = ExecutionRecord(self.execution_id, pipeline_name, str(self.run_dir),
                                       dict(self.parameters))
         self.taken: dict[str, bool] = {}  # condition step -> outcome
+        self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported)
         # Local runs never ask AWS for prices: the shipped table (or nothing, said so).
         self.prices = PriceBook()
 
@@ -168,6 +171,11 @@ class PipelineRunner:
                     self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
                              f"not executed, {current.detail}")
                     continue
+                if stubs.unsupported(node) and self.options.stub_unsupported is not None:
+                    self._stub(node, current)
+                    self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
+                             f"{current.status}, {current.detail}")
+                    continue
                 current.start = timestamp()
                 self.record.save()
                 self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type})")
@@ -200,6 +208,19 @@ class PipelineRunner:
             raise
         return self.record
 
+    def _stub(self, node: StepNode, record: StepRecord) -> None:
+        """A step type that does not run locally, as --stub-unsupported says (stubs.py)."""
+        mode = self.options.stub_unsupported
+        record.detail = stubs.detail(node, mode)
+        if mode == stubs.SKIP:
+            record.status = NOT_EXECUTED
+        else:
+            record.start = record.end = timestamp()
+            record.status = SUCCEEDED
+            record.properties = stubs.properties(node)
+            self.ctx.properties[node.name] = record.properties
+        self.record.save()
+
     def _selected(self, node: StepNode) -> bool:
         if node.branch is not None:
             condition, outcome = node.branch
@@ -229,6 +250,10 @@ class PipelineRunner:
                 message = interpreter.evaluate(node.body.get("Arguments", {}).get("ErrorMessage", ""), self.ctx)
                 record.status = FAILED
                 record.failure_reason = interpreter.to_string(message)
+                return False
+            elif stubs.unsupported(node):  # decided unreachable before the run, reached anyway
+                record.status = FAILED
+                record.failure_reason = f"{node.type} steps do not run locally; pass {stubs.FLAG}"
                 return False
         except (ExpressionError, StorageError) as error:
             record.status = FAILED
