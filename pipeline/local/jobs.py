@@ -26,8 +26,23 @@ from pipeline.local.processes import ProcessSet, new_token
 from pipeline.local.storage import Storage, StorageError
 
 POLL_SECONDS = 0.05
-# Environment variables of the runner that must not leak into a simulated container.
-_CONTAINER_ONLY_PREFIXES = ("SM_", "SAGEMAKER_", "TRAINING_JOB_", "PROCESSING_JOB_", "OMPI_", "PMIX_")
+# What of the runner's environment a job gets. SageMaker gives a container only its request's
+# Environment and the platform's variables, never the caller's: a job here gets those (set by
+# the job kinds) plus what a process on this machine needs to run Python, TensorFlow and MPI.
+# Anything else (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, GITHUB_TOKEN, ...) stays out of
+# the job, of its MPI launch specs and of anything it could write into the job tree.
+_RUNTIME_NAMES = frozenset({
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
+    "PYTHONWARNINGS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    # SageMaker sets the region in every container; not a secret.
+    "AWS_REGION", "AWS_DEFAULT_REGION",
+})
+_RUNTIME_PREFIXES = ("LC_", "TF_", "HOROVOD_", "NCCL_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_",
+                     "XLA_", "TRAINPIPE_", "COV_CORE_", "COVERAGE_")
+# Even on the lists above, a name like these is a credential's and is never passed on.
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|(^|_)(API_)?KEY($|_)|AUTH",
+                          re.IGNORECASE)
 _PYTHON_NAMES = re.compile(r"^python(3(\.\d+)?)?$")
 
 
@@ -50,15 +65,21 @@ def account_of(request: dict) -> str:
     return parts[4] if len(parts) > 4 and parts[4] else "000000000000"
 
 
+def passed_to_jobs(name: str) -> bool:
+    """Whether the runner's variable ``name`` reaches a job's processes."""
+    if _SECRET_NAME.search(name):
+        return False
+    return name in _RUNTIME_NAMES or name.startswith(_RUNTIME_PREFIXES)
+
+
 def base_environment(environ: dict) -> dict:
-    """The runner's environment minus anything that belongs to a container of its own.
+    """What of the runner's environment a job's processes start from: only what they need to
+    run here (``passed_to_jobs``); the job kinds add the request's Environment and the
+    contract's variables. Nothing of another container (SM_*, OMPI_*) and no credential.
 
     TensorFlow's INFO start-up lines (oneDNN, CPU instructions) are hidden unless the user
     set TF_CPP_MIN_LOG_LEVEL: every rank and step prints them, burying the job's own output."""
-    env = {
-        k: v for k, v in environ.items()
-        if not k.startswith(_CONTAINER_ONLY_PREFIXES) and k not in ("PYTHONPATH", "CURRENT_HOST")
-    }
+    env = {k: v for k, v in environ.items() if passed_to_jobs(k)}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     return env
 

@@ -16,6 +16,7 @@ command. All traffic stays on the loopback interface.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -111,7 +112,10 @@ def prepare(
     """
     mpi_dir = Path(mpi_dir)
     launch_dir = mpi_dir / "launch"
-    launch_dir.mkdir(parents=True, exist_ok=True)
+    # The specs hold each host's environment: private to this user, and removed as soon as
+    # every rank has read its own (``remove_specs``).
+    launch_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    launch_dir.chmod(0o700)
     hostfile = mpi_dir / "hostfile"
     hostfile.write_text("".join(f"{h} slots={processes_per_host}\n" for h in hosts))
     # Short, under /tmp: Open MPI puts Unix sockets in the session directory (108-byte limit).
@@ -129,7 +133,11 @@ def prepare(
                                        exec_line=exec_line))
     agent.chmod(0o755)
     for host, spec in host_specs.items():
-        (launch_dir / f"{host}.json").write_text(json.dumps(spec, indent=2, sort_keys=True))
+        path = launch_dir / f"{host}.json"
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(spec, indent=2, sort_keys=True))
     np = num_processes or processes_per_host * len(hosts)
     command = [
         mpirun_path() or "mpirun", *BASE_OPTIONS,
@@ -140,6 +148,12 @@ def prepare(
         python, str(RANK_EXEC), str(launch_dir),
     ]
     return MpiLaunch(command, launch_dir, scratch, np)
+
+
+def remove_specs(launch: MpiLaunch) -> None:
+    """Delete the launch specs: once every rank has started (each read its host's spec before
+    opening its log), and in any case at the end of the job."""
+    shutil.rmtree(launch.launch_dir, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,8 @@ class TrainingJob(LocalJob):
         if launch is not None and not self.all_ranks_started:
             started = len(list(self.logs_dir.glob("*.rank-*.log")))
             self.all_ranks_started = started >= launch.num_processes
+            if self.all_ranks_started:
+                mpi.remove_specs(launch)  # every rank has read its spec: keep no copy
             if not self.all_ranks_started and time.monotonic() - self.launched_at > MPI_LAUNCH_TIMEOUT:
                 raise JobFailure(
                     f"InternalServerError: mpirun started {started} of {launch.num_processes} "
@@ -294,6 +296,7 @@ class TrainingJob(LocalJob):
     def always(self) -> None:
         if self.mpi_launch is not None:
             shutil.rmtree(self.mpi_launch.scratch, ignore_errors=True)
+            mpi.remove_specs(self.mpi_launch)
         # SageMaker: checkpoints are synced to S3 during the job, so they survive a failure
         # and a retried or re-run job resumes from them.
         if not self.checkpoint_uri:

@@ -213,18 +213,20 @@ def test_max_runtime_stops_the_job(local_storage, tmp_path):
 
 @needs_mpi
 def test_local_launch_defaults_apply_and_the_users_settings_win(local_storage, tmp_path):
-    put_code(local_storage, CODE, {"user.py": "import os\nprint('threads=' + os.environ['OMP_NUM_THREADS'])\n"})
+    put_code(local_storage, CODE, {"user.py": "import os\nprint('threads=' + os.environ['OMP_NUM_THREADS'], "
+                                              "'cycle=' + os.environ.get('HOROVOD_CYCLE_TIME', '-'))\n"})
     request = training_request(CODE, instances=2, mpi_processes=1,
                                mpi_options="-x HOROVOD_CYCLE_TIME=5",
                                metrics=[{"Name": "threads", "Regex": "threads=([0-9]+)"}])
     request["Environment"] = {"OMP_NUM_THREADS": "3"}
     result = run_training(local_storage, tmp_path, request)
     assert result.status == "Completed", result.failure_reason
-    spec = json.loads((tmp_path / "job" / "mpi" / "launch" / "algo-1.json").read_text())
-    assert spec["env"]["OMP_NUM_THREADS"] == "3"  # the request's Environment
-    assert "HOROVOD_CYCLE_TIME" not in spec["env"]  # exported by custom_mpi_options instead
+    # The request's Environment wins over the launch default (the specs are gone by now:
+    # what the ranks saw is what counts).
     assert [p["value"] for p in result.metrics["threads"]] == [3, 3]
     log = (tmp_path / "job" / "job.log").read_text()  # the mpirun command line is logged
+    # Exported by custom_mpi_options, not overridden by the runner's default in the spec.
+    assert log.count("cycle=5") == 2
     assert "-mca mpi_yield_when_idle 1 -x HOROVOD_CYCLE_TIME=5" in log
 
 
@@ -242,3 +244,61 @@ def test_a_sourcedir_with_a_link_out_is_the_jobs_client_error_and_extracts_nothi
         extract_sourcedir(archive, tmp_path / "code")
     assert info.value.failure_type == job_failures.CLIENT_ERROR
     assert list((tmp_path / "code").iterdir()) == []
+
+
+FAKE_SECRETS = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "AWS_SESSION_TOKEN": "IQoJb3JpZ2luX2VjEXAMPLEsessiontoken",
+    "GITHUB_TOKEN": "ghp_fakeFAKEfake0123456789abcdefABCDEF",
+    "TF_MY_API_KEY": "tf-prefixed-but-a-key-0123456789",  # an allowed prefix, a secret's name
+}
+# Writes its whole environment into the job tree (output data and model), as a careless
+# script would, then succeeds or fails.
+ENV_DUMP = """
+    import json, os, pathlib, sys
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+    for folder in (os.environ["SM_OUTPUT_DATA_DIR"], os.environ["SM_MODEL_DIR"]):
+        pathlib.Path(folder, f"env-{rank}.json").write_text(json.dumps(dict(os.environ)))
+    print(json.dumps(dict(os.environ)), flush=True)
+    sys.exit(int(os.environ["SM_HP_EXIT"]))
+"""
+
+
+@needs_mpi
+@pytest.mark.parametrize("exit_code", [0, 1])
+def test_no_credential_of_the_runner_reaches_a_job_or_any_file_of_it(
+        local_storage, tmp_path, monkeypatch, exit_code):
+    for name, value in FAKE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    put_code(local_storage, CODE, {"user.py": ENV_DUMP})
+    put_objects(local_storage, TRAIN, 2)
+    request = training_request(CODE, instances=2, mpi_processes=1, hyperparameters={"exit": exit_code},
+                               channels=[channel("train", TRAIN)])
+    request["Environment"] = {"MY_SETTING": "from-the-request"}
+    result = run_training(local_storage, tmp_path, request)
+    assert result.status == ("Completed" if exit_code == 0 else "Failed"), result.failure_reason
+    dumps = list((tmp_path / "job").glob("hosts/*/output/data/env-*.json"))
+    assert len(dumps) == 2
+    env = json.loads(dumps[0].read_text())
+    # What SageMaker would give: the request's Environment, the contract's variables.
+    assert env["MY_SETTING"] == "from-the-request" and env["SM_CURRENT_HOST"].startswith("algo-")
+    assert not set(FAKE_SECRETS) & set(env)
+    leaks = [str(p) for p in tmp_path.rglob("*") if p.is_file() and not p.is_symlink()
+             and any(v.encode() in p.read_bytes() for v in FAKE_SECRETS.values())]
+    assert leaks == []
+    assert not (tmp_path / "job" / "mpi" / "launch").exists()  # short-lived
+
+
+def test_launch_specs_are_private(tmp_path):
+    launch = mpi.prepare(tmp_path / "mpi", ["algo-1"], 1,
+                         {"algo-1": {"env": {"A": "b"}, "cwd": "/", "argv": ["true"], "log": "x"}})
+    try:
+        assert launch.launch_dir.stat().st_mode & 0o777 == 0o700
+        assert (launch.launch_dir / "algo-1.json").stat().st_mode & 0o777 == 0o600
+        mpi.remove_specs(launch)
+        assert not launch.launch_dir.exists()
+    finally:
+        import shutil
+
+        shutil.rmtree(launch.scratch, ignore_errors=True)
