@@ -22,7 +22,7 @@ from pipeline.local import channels as ch
 from pipeline.local import contract, namespaces
 from pipeline.local.job_failures import ALGORITHM_ERROR, CLIENT_ERROR, RESOURCE_LIMIT, JobFailure
 from pipeline.local.job_logs import LogTailer, Metrics, Sink
-from pipeline.local.processes import ProcessSet, new_token
+from pipeline.local.processes import ProcessSet, interrupts_deferred, new_token
 from pipeline.local.storage import Storage, StorageError
 
 POLL_SECONDS = 0.05
@@ -137,6 +137,7 @@ class LocalJob:
         self.max_runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
         self.first_failed = None  # the child that failed first
         self.stopped = False
+        self.interrupted = False  # Ctrl-C / SIGTERM arrived while the job was being cleaned up
         # SageMaker: each host's processes see their own tree at /opt/ml and are called algo-N
         # (namespaces.py); where this machine cannot do that, container paths are relocated.
         self.no_namespaces = namespaces.unavailable_reason()
@@ -187,29 +188,39 @@ class LocalJob:
             except UserError as error:  # a bad channel, URI or request: before anything ran
                 status, reason, failure_type = "Failed", str(error), CLIENT_ERROR
             finally:
-                self.stop_children()
-                problems = self.feeders.stop()
-                for problem in problems:
-                    self.note(problem)
-                self.stop_tailer()
-                self.always()
+                # Cleanup runs to its end whatever signals arrive meanwhile (a second Ctrl-C
+                # only hurries the processes' end): no process of the job may survive it.
+                with interrupts_deferred() as deferred:
+                    self.stop_children()
+                    problems = self.feeders.stop()
+                    for problem in problems:
+                        self.note(problem)
+                    self.stop_tailer()
+                    self.always()
+                if deferred.since_start:
+                    self.interrupted = True
         except KeyboardInterrupt:
             status, reason = "Stopped", "stopped by the user (Ctrl-C / SIGTERM)"
-        end = time.time()
-        if reason:
-            self.note(f"{status}: {reason}")
-        else:
-            self.note(f"{status} in {end - start:.1f}s")
-        self.sink.close()
-        result = JobResult(
-            name=self.name, kind=self.kind, status=status,
-            description=self.describe(status, reason, start, end),
-            job_dir=self.job_dir, log=self.log_path, start=start, end=end,
-            failure_reason=reason, failure_type=failure_type, metrics=self.metrics.series,
-        )
-        (self.job_dir / "metrics.json").write_text(json.dumps(self.metrics.series, indent=2))
-        (self.job_dir / "description.json").write_text(json.dumps(result.description, indent=2, default=str))
-        if status == "Stopped":
+        if self.interrupted and status != "Stopped":
+            status, reason, failure_type = "Stopped", "stopped by the user (Ctrl-C / SIGTERM)", None
+        # Writing the job's record is cleanup too: a Ctrl-C here must not leave it unwritten.
+        with interrupts_deferred() as late:
+            end = time.time()
+            if reason:
+                self.note(f"{status}: {reason}")
+            else:
+                self.note(f"{status} in {end - start:.1f}s")
+            self.sink.close()
+            result = JobResult(
+                name=self.name, kind=self.kind, status=status,
+                description=self.describe(status, reason, start, end),
+                job_dir=self.job_dir, log=self.log_path, start=start, end=end,
+                failure_reason=reason, failure_type=failure_type, metrics=self.metrics.series,
+            )
+            (self.job_dir / "metrics.json").write_text(json.dumps(self.metrics.series, indent=2))
+            (self.job_dir / "description.json").write_text(
+                json.dumps(result.description, indent=2, default=str))
+        if status == "Stopped" or late.since_start:
             raise JobStopped(result)
         return result
 
@@ -237,9 +248,12 @@ class LocalJob:
             self.tailer.stop()
 
     def stop_children(self) -> None:
+        # "stopped" only once termination has finished: an interrupt cannot leave it half done
+        # (terminate defers them) and marked done.
         if self.processes.children and not self.stopped:
+            if self.processes.terminate():
+                self.interrupted = True
             self.stopped = True
-            self.processes.terminate()
 
     def spawn(self, label: str, argv: list[str], env: dict, cwd: Path, log: Path):
         try:

@@ -55,20 +55,79 @@ class ProcessSet:
     def finished(self) -> list[Child]:
         return [c for c in self.children if c.process.poll() is not None]
 
-    def terminate(self, grace: float = 10.0) -> None:
+    def terminate(self, grace: float = 10.0) -> int:
         """SIGTERM every child's process group (mpirun passes it on to its ranks), wait up
-        to ``grace`` seconds, then SIGKILL; finally end anything left carrying the token."""
-        for child in self.running():
-            _signal_group(child.process.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while self.running() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for child in self.running():
-            _signal_group(child.process.pid, signal.SIGKILL)
-        for child in self.children:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                child.process.wait(timeout=5)
-        sweep(self.token)
+        to ``grace`` seconds, then SIGKILL; finally end anything left carrying the token.
+
+        Ctrl-C or SIGTERM while this runs cannot cut it short: a further interrupt only
+        skips what is left of the grace period (SIGKILL at once). Returns how many
+        interrupts arrived meanwhile, for the caller to act on once everything is ended."""
+        with interrupts_deferred() as deferred:
+            for child in self.running():
+                _signal_group(child.process.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace
+            while self.running() and time.monotonic() < deadline and not deferred.since_start:
+                time.sleep(0.05)
+            for child in self.running():
+                _signal_group(child.process.pid, signal.SIGKILL)
+            for child in self.children:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.process.wait(timeout=5)
+            sweep(self.token, grace=0.0 if deferred.since_start else 3.0)
+        return deferred.since_start
+
+
+class _Deferred:
+    """Interrupts that arrived inside ``interrupts_deferred`` blocks (nested ones share it)."""
+
+    def __init__(self):
+        self.count = 0
+        self.depth = 0
+        self.previous: dict[int, object] = {}
+        self.since_start = 0
+
+
+_DEFERRED = _Deferred()
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Block:
+    def __init__(self, start: int):
+        self.start = start
+
+    @property
+    def since_start(self) -> int:
+        return _DEFERRED.count - self.start
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Within: Ctrl-C and SIGTERM raise nothing, they are counted (``block.since_start``).
+    Cleanup that must finish (ending a job's processes, writing its record) runs inside; the
+    caller decides afterwards what the interrupt means. Only the main thread can set signal
+    handlers: elsewhere this defers nothing."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield _Block(_DEFERRED.count)
+        return
+    if _DEFERRED.depth == 0:
+
+        def handler(signum, frame):
+            _DEFERRED.count += 1
+
+        for sig in _STOP_SIGNALS:
+            _DEFERRED.previous[sig] = signal.signal(sig, handler)
+    _DEFERRED.depth += 1
+    block = _Block(_DEFERRED.count)
+    try:
+        yield block
+    finally:
+        _DEFERRED.depth -= 1
+        if _DEFERRED.depth == 0:
+            for sig, previous in _DEFERRED.previous.items():
+                signal.signal(sig, previous)
+            _DEFERRED.previous.clear()
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -100,15 +159,21 @@ def tagged_pids(token: str) -> list[int]:
 
 
 def sweep(token: str, grace: float = 3.0) -> list[int]:
-    """End every process still tagged with ``token``: SIGTERM, then SIGKILL after ``grace``."""
+    """End every process still tagged with ``token``: SIGTERM, then SIGKILL after ``grace``,
+    until none is left (a process that forks while being ended is found on the next pass)."""
     pids = tagged_pids(token)
     for pid in pids:
         _kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and tagged_pids(token):
         time.sleep(0.05)
-    for pid in tagged_pids(token):
-        _kill(pid, signal.SIGKILL)
+    for _ in range(50):
+        left = tagged_pids(token)
+        if not left:
+            break
+        for pid in left:
+            _kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
     return pids
 
 

@@ -53,6 +53,7 @@ from pipeline.local.interpreter import (
 )
 from pipeline.local.job_failures import CLIENT_ERROR
 from pipeline.local.jobs import JobResult, JobStopped, account_of
+from pipeline.local.processes import interrupts_deferred
 from pipeline.local.processing_job import ProcessingJob
 from pipeline.local.registry import Registry
 from pipeline.local.storage import Storage, StorageError
@@ -194,11 +195,13 @@ class PipelineRunner:
                     return self.record
             self.record.finish(SUCCEEDED)
         except KeyboardInterrupt:
-            if current is not None and current.status == EXECUTING:
-                current.status = STOPPED
-                current.end = timestamp()
-                current.failure_reason = current.failure_reason or "stopped by the user"
-            self.record.finish(STOPPED, "stopped by the user (Ctrl-C / SIGTERM)")
+            # Recording the stop must not be cut short by the next Ctrl-C.
+            with interrupts_deferred():
+                if current is not None and current.status == EXECUTING:
+                    current.status = STOPPED
+                    current.end = timestamp()
+                    current.failure_reason = current.failure_reason or "stopped by the user"
+                self.record.finish(STOPPED, "stopped by the user (Ctrl-C / SIGTERM)")
         except Exception as error:
             if current is not None and current.status == EXECUTING:
                 current.status = FAILED
