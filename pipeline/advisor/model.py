@@ -1,0 +1,134 @@
+"""The step-time model: compute (with the cores ranks share) + the allreduce not hidden behind
+the backward pass. Every term is a named parameter, printed by ``describe()``.
+
+For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step::
+
+    compute(n)  = max(t1, cpu1 / cores_per_rank)          on CPU ranks sharing cores
+                = t1                                        on GPU ranks (one GPU each)
+        t1   = fixed + batch x per_sample                   wall seconds of a 1-rank step
+        cpu1 = t1 x parallelism                             its CPU seconds (measured)
+        cores_per_rank = cores the ranks share / ranks sharing them
+    bytes       = parameters x (2 if the allreduce is fp16 else 4)
+    allreduce(n)= 2(n-1)/n x bytes / bandwidth + 2(n-1) x latency      (ring, fused into one
+                  buffer: Horovod's tensor fusion), bandwidth and latency of the slowest link
+                  (the network between hosts, else the intra-node link)
+    exposed(n)  = max(0, allreduce(n) - overlap x backward(n)),  backward = 2/3 of compute
+    step(n)     = compute(n) + exposed(n)
+    throughput  = n x batch / step(n)
+
+``fixed``/``per_sample`` are split by a least-squares line through runs at two or more batch
+sizes; from one batch size the whole step is ``per_sample`` (``fixed`` = 0), said so.
+``overlap`` starts at 0 (TF's Keras step allreduces after the gradients, nothing hidden) and
+``comm_scale`` (measured allreduce cost / the ring formula's) at 1, until multi-rank runs
+refit them (``fit.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward: the part of compute an allreduce can hide behind
+
+
+@dataclass(frozen=True)
+class Link:
+    """One class of link between ranks: seconds per byte-hop and per message."""
+
+    gbytes_per_s: float
+    latency_s: float
+    source: str
+
+    def ring_seconds(self, n: int, nbytes: float) -> float:
+        if n <= 1:
+            return 0.0
+        return 2 * (n - 1) / n * nbytes / (self.gbytes_per_s * 1e9) + 2 * (n - 1) * self.latency_s
+
+
+@dataclass(frozen=True)
+class Layout:
+    hosts: int
+    ranks_per_host: int
+
+    @property
+    def workers(self) -> int:
+        return self.hosts * self.ranks_per_host
+
+    def __str__(self) -> str:
+        return f"{self.hosts}x{self.ranks_per_host}"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """Where ranks run: cores they share (all simulated hosts share one machine locally),
+    GPUs, and the links."""
+
+    name: str
+    cores_per_host: float
+    gpus_per_host: int
+    intra: Link
+    inter: Link
+    shared_machine: bool = False  # local: every simulated host's ranks share cores_per_host
+
+    def cores_per_rank(self, layout: Layout) -> float:
+        sharing = layout.workers if self.shared_machine else layout.ranks_per_host
+        return self.cores_per_host / max(sharing, 1)
+
+    def link(self, layout: Layout) -> Link:
+        return self.inter if layout.hosts > 1 else self.intra
+
+
+@dataclass
+class StepModel:
+    per_sample: float  # s per sample of a 1-rank step
+    fixed: float  # s per step
+    parallelism: float  # cpu seconds / wall seconds of a 1-rank step (1 = one core's worth)
+    parameters: int
+    fp16_allreduce: bool = False
+    overlap: float = 0.0
+    comm_scale: float = 1.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gradient_bytes(self) -> float:
+        return self.parameters * (2 if self.fp16_allreduce else 4)
+
+    def t1(self, batch: int) -> float:
+        return self.fixed + batch * self.per_sample
+
+    def compute(self, batch: int, layout: Layout, platform: Platform) -> float:
+        t1 = self.t1(batch)
+        if platform.gpus_per_host:
+            return t1
+        return max(t1, t1 * self.parallelism / platform.cores_per_rank(layout))
+
+    def allreduce(self, layout: Layout, platform: Platform) -> float:
+        return self.comm_scale * platform.link(layout).ring_seconds(layout.workers, self.gradient_bytes)
+
+    def step(self, batch: int, layout: Layout, platform: Platform) -> float:
+        compute = self.compute(batch, layout, platform)
+        hidden = self.overlap * BACKWARD_SHARE * compute
+        return compute + max(0.0, self.allreduce(layout, platform) - hidden)
+
+    def throughput(self, batch: int, layout: Layout, platform: Platform) -> float:
+        return layout.workers * batch / self.step(batch, layout, platform)
+
+    def with_(self, **changes) -> StepModel:
+        return replace(self, **changes)
+
+    def describe(self, batch: int, platform: Platform) -> list[str]:
+        intra, inter = platform.intra, platform.inter
+        return [
+            "step(n) = compute(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))",
+            f"  per-sample compute  {self.per_sample * 1e6:.4g} us/sample; fixed per step "
+            f"{self.fixed * 1e3:.4g} ms; 1-rank step at batch {batch}: {self.t1(batch) * 1e3:.4g} ms",
+            f"  CPU parallelism of a 1-rank step {self.parallelism:.3g} (cpu s / wall s); "
+            f"{platform.cores_per_host:g} cores per host"
+            + (" shared by every simulated host" if platform.shared_machine else ""),
+            f"  gradient {self.parameters:,} parameters x {2 if self.fp16_allreduce else 4} B "
+            f"({'fp16' if self.fp16_allreduce else 'fp32'} allreduce) = {self.gradient_bytes / 1e6:.4g} MB",
+            f"  allreduce = {self.comm_scale:.3g} x [2(n-1)/n x bytes / bw + 2(n-1) x latency], fused",
+            f"    intra-node {intra.gbytes_per_s:g} GB/s, {intra.latency_s * 1e6:.3g} us  [{intra.source}]",
+            f"    inter-node {inter.gbytes_per_s:g} GB/s, {inter.latency_s * 1e6:.3g} us  [{inter.source}]",
+            f"  overlap with the backward pass {self.overlap:.2f} (bounded by the measured compute)",
+            *[f"  note: {n}" for n in self.notes],
+        ]

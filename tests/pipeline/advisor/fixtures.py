@@ -1,0 +1,48 @@
+"""A workdir of recorded local runs, as `trainpipe run --local` writes them (execution.json
+and the training job's metrics.json), with step times made by a known model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PARAMETERS = 17226
+
+
+def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: int,
+              step_seconds: list[float], cpu_seconds: list[float], cores: int = 2,
+              instance_type: str = "ml.c5.xlarge") -> Path:
+    run_dir = Path(workdir) / "runs" / execution_id
+    job_dir = run_dir / "jobs" / f"trainpipe-TrainModel-{execution_id}"
+    job_dir.mkdir(parents=True)
+    series = {
+        "step_time": [{"value": v} for v in step_seconds],
+        "cpu_time": [{"value": v} for v in cpu_seconds],
+        "parameters": [{"value": PARAMETERS} for _ in step_seconds],
+    }
+    (job_dir / "metrics.json").write_text(json.dumps(series))
+    doc = {
+        "execution_id": execution_id, "status": "Succeeded",
+        "parameters": {"TrainingInstanceCount": hosts, "ProcessesPerHost": ppn, "BatchSize": batch,
+                       "TrainingInstanceType": instance_type, "Epochs": len(step_seconds)},
+        "steps": [
+            {"name": "PreprocessData", "type": "Processing", "status": "Succeeded", "metrics": {}},
+            {"name": "TrainModel", "type": "Training", "status": "Succeeded", "job_dir": str(job_dir),
+             "metrics": {"step_time": step_seconds[-1], "cpu_time": cpu_seconds[-1], "parameters": PARAMETERS},
+             "properties": {"HyperParameters": {"batch-size": json.dumps(batch), "fp16-allreduce": "false"}},
+             "cost": {"machine": {"cpu": "AMD EPYC", "cores": cores}}},
+        ],
+    }
+    (run_dir / "execution.json").write_text(json.dumps(doc))
+    return run_dir
+
+
+def recorded_workdir(workdir: Path) -> Path:
+    """One 1-rank run (2 ms steps using 1 core's worth of CPU), a 1x2 and a 2x1 run."""
+    write_run(workdir, "r1", hosts=1, ppn=1, batch=32, step_seconds=[0.05, 0.0020, 0.0021, 0.0019],
+              cpu_seconds=[0.02, 0.0020, 0.0021, 0.0019])
+    write_run(workdir, "r2", hosts=1, ppn=2, batch=32, step_seconds=[0.06, 0.0023, 0.0024, 0.0022],
+              cpu_seconds=[0.02, 0.0021, 0.0021, 0.0020])
+    write_run(workdir, "r3", hosts=2, ppn=1, batch=32, step_seconds=[0.07, 0.0030, 0.0031, 0.0029],
+              cpu_seconds=[0.02, 0.0021, 0.0021, 0.0020])
+    return workdir
