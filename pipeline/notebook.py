@@ -1,5 +1,6 @@
 """What ``notebooks/run_pipeline.ipynb`` shows, as functions: the DAG as a picture, training
-curves per epoch, the evaluation report and the registered model. The notebook only calls
+curves per epoch, the evaluation report (with its confusion matrix and, for images, a grid of
+the misclassified test images) and the registered model. The notebook only calls
 these (and the runner or the cloud commands); no pipeline logic lives in it.
 
 Everything is read from the definition JSON and from the files a run leaves behind, so the
@@ -14,7 +15,7 @@ import io
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation import report
@@ -242,6 +243,71 @@ def execution_summary(execution_dir: str | Path) -> list[dict]:
 
 
 
+# --- The evaluation report ----------------------------------------------------------------------
+
+
+def confusion_matrix_figure(evaluation: dict):
+    """evaluation.json's confusion matrix (rows: true class, columns: predicted), each cell's
+    count written in it; the title gives accuracy and top-k accuracy."""
+    from matplotlib.figure import Figure
+
+    matrix = evaluation.get("confusion_matrix")
+    if not matrix:
+        raise ValueError("this evaluation report has no confusion matrix (written before trainpipe reported one)")
+    names = evaluation.get("class_names") or [str(i) for i in range(len(matrix))]
+    size = min(12.0, max(4.0, 0.55 * len(names) + 2))
+    figure = Figure(figsize=(size, size * 0.85))
+    axes = figure.subplots()
+    image = axes.imshow(matrix, cmap="Blues")
+    figure.colorbar(image, ax=axes, fraction=0.046, pad=0.04)
+    largest = max(max(row) for row in matrix) or 1
+    if len(names) <= 30:  # beyond that the numbers would not fit in their cells
+        for i, row in enumerate(matrix):
+            for j, count in enumerate(row):
+                axes.text(j, i, str(count), ha="center", va="center", fontsize=8,
+                          color="white" if count > largest / 2 else "black")
+    axes.set_xticks(range(len(names)), [_short(n) for n in names], rotation=90 if len(names) > 8 else 0)
+    axes.set_yticks(range(len(names)), [_short(n) for n in names])
+    axes.set_xlabel("predicted class")
+    axes.set_ylabel("true class")
+    metrics = evaluation.get("metrics", {})
+    title = f"test accuracy {report.read_json_path(evaluation, report.ACCURACY_JSON_PATH):.3f}"
+    if "top_k_accuracy" in metrics:
+        title += f", top-{metrics['top_k_accuracy']['k']} {metrics['top_k_accuracy']['value']:.3f}"
+    axes.set_title(f"{title} ({evaluation.get('records', '?')} records)", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+def misclassified_figure(misclassified: list[tuple[dict, bytes]], columns: int = 8):
+    """A grid of misclassified test images (``RunResults.misclassified``), each titled
+    ``true -> predicted`` and the model's confidence in its wrong answer."""
+    from matplotlib.figure import Figure
+    from PIL import Image  # matplotlib's own image reader: installed wherever matplotlib is
+
+    if not misclassified:
+        raise ValueError("no misclassified images to show (a table run, or every test image right)")
+    columns = min(columns, len(misclassified))
+    rows = -(-len(misclassified) // columns)
+    figure = Figure(figsize=(1.6 * columns, 1.9 * rows))
+    grid = figure.subplots(rows, columns, squeeze=False)
+    for axes in grid.flat:
+        axes.set_axis_off()
+    for axes, (entry, data) in zip(grid.flat, misclassified, strict=False):
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        axes.imshow(image, cmap="gray" if image.mode in ("L", "I;16", "I") else None)
+        axes.set_title(f"{_short(entry['class_name'], 12)} -> {_short(entry['predicted_class_name'], 12)}\n"
+                       f"{entry['confidence']:.0%}", fontsize=8)
+    figure.suptitle("misclassified test images (true -> predicted, confidence), most confident first", fontsize=9)
+    figure.tight_layout()
+    return figure
+
+
+def _short(text: str, limit: int = 14) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 # --- Results of a run: local ----------------------------------------------------------------------
 
 
@@ -254,6 +320,9 @@ class RunResults:
     training_log: list[str]  # the lines the per-epoch curves are read from
     evaluation: dict | None  # evaluation.json (evaluation/report.py's shape)
     models: list[dict]  # the model packages of the group, newest first
+    # Image runs: (report entry, encoded image) of each misclassified test image saved beside
+    # evaluation.json, most confident mistake first.
+    misclassified: list[tuple[dict, bytes]] = field(default_factory=list)
 
     @property
     def accuracy(self) -> float | None:
@@ -285,11 +354,13 @@ def local_results(workdir: str | Path, execution_dir: str | Path | None = None) 
     execution_dir = Path(execution_dir or latest_local_execution(workdir))
     document = _execution_document(execution_dir)
     storage = LocalStorage(Path(workdir) / "store")
-    evaluation = None
+    evaluation, misclassified = None, []
     for step in document.get("steps", []):
         uri = _evaluation_uri(step.get("properties") or {})
         if uri and storage.exists(uri):
             evaluation = json.loads(storage.read_bytes(uri))
+            misclassified = [(entry, storage.read_bytes(_beside(uri, entry["file"])))
+                             for entry in evaluation.get("misclassified", [])]
     try:
         lines = training_log(execution_dir).read_text(errors="replace").splitlines()
     except FileNotFoundError:
@@ -301,7 +372,11 @@ def local_results(workdir: str | Path, execution_dir: str | Path | None = None) 
         for p in sorted(packages, key=lambda p: (p.created, p.version), reverse=True)
     ]
     return RunResults(document.get("status", "?"), execution_summary(execution_dir), lines,
-                      evaluation, models)
+                      evaluation, models, misclassified)
+
+
+def _beside(report_uri: str, relative: str) -> str:
+    return report_uri.rsplit("/", 1)[0] + "/" + relative
 
 
 def _accuracy_of(metrics: dict | None) -> float | None:
@@ -350,7 +425,7 @@ def cloud_results(clients, execution_arn: str, model_package_group: str) -> RunR
                 filterPattern=f'"{METRIC_LINE_PREFIX}"',
             )
             lines = [event["message"] for page in pages for event in page.get("events", [])]
-    evaluation = None
+    evaluation, misclassified = None, []
     if evaluation_job:
         with aws_errors("reading the evaluation report"):
             job = sagemaker.describe_processing_job(ProcessingJobName=evaluation_job)
@@ -358,6 +433,9 @@ def cloud_results(clients, execution_arn: str, model_package_group: str) -> RunR
             if uri:
                 bucket, key = split_s3_uri(uri)
                 evaluation = json.loads(clients.s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+                for entry in evaluation.get("misclassified", []):
+                    bucket, key = split_s3_uri(_beside(uri, entry["file"]))
+                    misclassified.append((entry, clients.s3.get_object(Bucket=bucket, Key=key)["Body"].read()))
     with aws_errors(f"listing model package group {model_package_group!r}"):
         packages = sagemaker.list_model_packages(
             ModelPackageGroupName=model_package_group, SortBy="CreationTime", SortOrder="Descending",
@@ -368,7 +446,7 @@ def cloud_results(clients, execution_arn: str, model_package_group: str) -> RunR
          "created": str(p.get("CreationTime", ""))}
         for p in packages
     ]
-    return RunResults(described["PipelineExecutionStatus"], summary, lines, evaluation, models)
+    return RunResults(described["PipelineExecutionStatus"], summary, lines, evaluation, models, misclassified)
 
 
 def latest_cloud_results(stack_name: str | None = None) -> RunResults:

@@ -43,7 +43,10 @@ def test_the_notebook_runs_top_to_bottom_locally(tmp_path):
     shown = [outputs_of(c) for c in cells]
     assert "image/svg+xml" in shown[1]  # the DAG
     assert "image/png" in shown[4]  # the training curves
-    assert "text/html" in shown[3] and "text/html" in shown[5] and "text/html" in shown[6]
+    assert "text/html" in shown[3] and "text/html" in shown[5] and "text/html" in shown[8]
+    assert "image/png" in shown[6]  # the confusion matrix
+    # The default run is a table: no misclassified images, and the cell says so.
+    assert "no misclassified images to show" in "".join(o.get("text", "") for o in cells[7].outputs)
     printed = "".join(o.get("text", "") for o in cells[3].outputs if o.get("name") == "stdout")
     assert "execution: Succeeded" in printed
     assert (tmp_path / ".trainpipe" / "registry.sqlite").exists()

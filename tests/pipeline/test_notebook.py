@@ -233,3 +233,64 @@ def test_latest_cloud_results_finds_the_newest_execution_through_the_stack(monke
                         lambda clients, arn, group: seen.update(arn=arn, group=group) or "results")
     assert latest_cloud_results() == "results"
     assert seen == {"arn": arns[-1], "group": stack["ModelPackageGroupName"]}
+
+
+# --- image runs: the confusion matrix and the misclassified images ---------------------------------
+
+def image_report_and_files() -> tuple[dict, dict[str, bytes]]:
+    from pipeline.png import encode_png
+
+    files = {
+        "misclassified/000.png": encode_png([bytes([40 * r + c for c in range(8)]) for r in range(6)], 8),
+        "misclassified/001.png": encode_png([bytes([200, 10, 10] * 5)] * 5, 5, channels=3),
+    }
+    entries = [
+        {"shard": "test-00000-of-00002.tfrecord", "record": 3, "label": 0, "predicted": 2, "confidence": 0.91,
+         "file": "misclassified/000.png", "class_name": "cat", "predicted_class_name": "zebra finch"},
+        {"shard": "test-00001-of-00002.tfrecord", "record": 0, "label": 1, "predicted": 0, "confidence": 0.55,
+         "file": "misclassified/001.png", "class_name": "dog", "predicted_class_name": "cat"},
+    ]
+    document = build_report(
+        accuracy=0.8, loss=0.5, records=10,
+        per_class={str(i): {"support": 3 + (i == 0), "correct": 3 - (i < 2) + (i == 0)} for i in range(3)},
+        kind="image", top_k=(2, 0.9), confusion_matrix=[[3, 0, 1], [1, 2, 0], [0, 0, 3]],
+        class_names=["cat", "dog", "zebra finch"], misclassified=entries,
+    )
+    return document, files
+
+
+def test_local_results_of_an_image_run_bring_the_misclassified_images(tmp_path, monkeypatch):
+    document, files = image_report_and_files()
+    monkeypatch.setitem(globals(), "REPORT", document)
+    fake_local_run(tmp_path)
+    stored = tmp_path / "store" / "bucket" / "prefix" / "exec-1" / STEP_EVALUATE / "output" / OUTPUT_NAME
+    for relative, data in files.items():
+        (stored / relative).parent.mkdir(parents=True, exist_ok=True)
+        (stored / relative).write_bytes(data)
+    results = local_results(tmp_path)
+    assert [(entry["file"], data) for entry, data in results.misclassified] == list(files.items())
+
+
+def test_the_confusion_matrix_shows_every_count_with_class_names():
+    from pipeline.notebook import confusion_matrix_figure
+
+    document, _ = image_report_and_files()
+    axes = confusion_matrix_figure(document).axes[0]
+    assert [t.get_text() for t in axes.texts] == ["3", "0", "1", "1", "2", "0", "0", "0", "3"]
+    assert [t.get_text() for t in axes.get_yticklabels()] == ["cat", "dog", "zebra finch"]
+    assert axes.get_title() == "test accuracy 0.800, top-2 0.900 (10 records)"
+    with pytest.raises(ValueError, match="no confusion matrix"):
+        confusion_matrix_figure(REPORT | {"confusion_matrix": None})
+
+
+def test_the_misclassified_grid_shows_each_image_titled_true_to_predicted():
+    from pipeline.notebook import misclassified_figure
+
+    document, files = image_report_and_files()
+    figure = misclassified_figure(list(zip(document["misclassified"], files.values(), strict=True)), columns=8)
+    shown = [a for a in figure.axes if a.images]
+    assert [a.get_title() for a in shown] == ["cat -> zebra finch\n91%", "dog -> cat\n55%"]
+    assert shown[0].images[0].get_array().shape == (6, 8)  # greyscale, as stored
+    assert shown[1].images[0].get_array().shape == (5, 5, 3)
+    with pytest.raises(ValueError, match="no misclassified images"):
+        misclassified_figure([])
