@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline.advisor.model import Layout, Link, Platform, StepModel
 from pipeline.advisor.observations import Observation
@@ -26,9 +26,24 @@ OVERLAPS = [i / 10 for i in range(11)]
 COMM_SCALES = [2 ** (i / 4) for i in range(-12, 17)]  # 1/8 .. 16
 
 
-def fit_compute(runs: Sequence[Observation]) -> StepModel:
-    """The compute terms from 1-rank runs (any number, any batch sizes)."""
+def _as_single(run: Observation, platform: Platform) -> Observation:
+    """A multi-rank run's 1-rank equivalent: its step less the ring allreduce the link table
+    gives (nothing hidden), undone of the core sharing (one core's worth per 1-rank step)."""
+    probe = StepModel(per_sample=0.0, fixed=0.0, parallelism=1.0, parameters=run.parameters,
+                      fp16_allreduce=run.fp16_allreduce)
+    comm = probe.allreduce(run.layout, platform)
+    share = 1.0 if platform.gpus_per_host else min(1.0, platform.cores_per_rank(run.layout))
+    t1 = max(run.step_seconds - comm, 0.5 * run.step_seconds) * share
+    return replace(run, layout=Layout(1, 1), step_seconds=t1, cpu_seconds=t1)
+
+
+def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -> StepModel:
+    """The compute terms from 1-rank runs (any number, any batch sizes); without one, and
+    given the platform, from the multi-rank runs with their modelled allreduce taken out."""
     single = [r for r in runs if r.layout.workers == 1]
+    inferred = False
+    if not single and platform is not None and runs:
+        single, inferred = [_as_single(r, platform) for r in runs], True
     if not single:
         raise UserError("no 1-rank training run recorded: run once with TrainingInstanceCount=1 "
                         "ProcessesPerHost=1 (e.g. trainpipe run --local -p TrainingInstanceCount=1 "
@@ -54,6 +69,9 @@ def fit_compute(runs: Sequence[Observation]) -> StepModel:
     ratios = [r.cpu_seconds / r.step_seconds for r in single if r.cpu_seconds]
     parallelism = statistics.median(ratios) if ratios else 1.0
     parameters = statistics.median(r.parameters for r in runs)
+    if inferred:
+        notes.append("no 1-rank run: compute inferred from multi-rank runs less their modelled allreduce "
+                     "(run once with TrainingInstanceCount=1 ProcessesPerHost=1 to measure it)")
     return StepModel(per_sample=slope, fixed=fixed, parallelism=parallelism, parameters=int(parameters),
                      fp16_allreduce=any(r.fp16_allreduce for r in runs), notes=notes)
 
@@ -91,7 +109,7 @@ def refit_comm(model: StepModel, multi: Sequence[Observation], platform: Platfor
 
 
 def fit(runs: Sequence[Observation], platform: Platform) -> StepModel:
-    model = fit_compute(runs)
+    model = fit_compute(runs, platform)
     return refit_comm(model, [r for r in runs if r.layout.workers > 1], platform)
 
 
@@ -128,8 +146,11 @@ def error_report(runs: Sequence[Observation], platform: Platform) -> ErrorReport
         loo = None
         if run.layout.workers > 1:
             others = [r for r in runs if r is not run]
-            held_out = fit(others, platform)
-            loo = held_out.throughput(run.batch, run.layout, platform) / run.throughput - 1
+            try:
+                held_out = fit(others, platform)
+                loo = held_out.throughput(run.batch, run.layout, platform) / run.throughput - 1
+            except UserError:  # nothing left to fit on
+                loo = None
         rows.append((run.source, str(run.layout), run.throughput, predicted,
                      predicted / run.throughput - 1, loo))
     return ErrorReport(rows)

@@ -47,6 +47,7 @@ def test_the_notebook_runs_top_to_bottom_locally(tmp_path):
     assert "image/png" in shown[6]  # the confusion matrix
     # The default run is a table: no misclassified images, and the cell says so.
     assert "no misclassified images to show" in "".join(o.get("text", "") for o in cells[7].outputs)
+    assert "image/png" in shown[-1]  # trainpipe advise's plot
     printed = "".join(o.get("text", "") for o in cells[3].outputs if o.get("name") == "stdout")
     assert "execution: Succeeded" in printed
     assert (tmp_path / ".trainpipe" / "registry.sqlite").exists()
