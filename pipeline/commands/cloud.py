@@ -4,6 +4,7 @@
     trainpipe start [-p Name=Value ...] [--wait]       start an execution (and follow it)
     trainpipe status [EXECUTION_ARN]                    one execution (default: the latest)
     trainpipe executions [--limit N]                    the pipeline's executions, newest first
+    trainpipe status|executions --local [--workdir W]   the same for `run --local`'s executions
     trainpipe diff OLD.json NEW.json                    readable diff of two definitions (offline)
 
 See SETTINGS_HELP for where the account settings come from.
@@ -17,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline.commands import local_executions
 from pipeline.commands.options import (
     add_parameter_arguments,
     add_settings_arguments,
@@ -115,11 +117,13 @@ def register(subparsers) -> None:
     status.add_argument("execution_arn", nargs="?", default=None,
                         help="default: the pipeline's latest execution")
     _add_target_arguments(status)
+    local_executions.add_local_arguments(status)
     status.set_defaults(func=run_status)
 
     executions = subparsers.add_parser("executions", help="list the pipeline's executions")
     executions.add_argument("--limit", type=int, default=20, help="(default: 20)")
     _add_target_arguments(executions)
+    local_executions.add_local_arguments(executions)
     executions.set_defaults(func=run_executions)
 
     diff = subparsers.add_parser(
@@ -228,6 +232,8 @@ def _arn_region(arn: str) -> str | None:
 
 
 def run_status(args: argparse.Namespace) -> int:
+    if args.local:
+        return local_executions.run_status(args)
     from pipeline.cloud import executions as ex
 
     if args.execution_arn and args.setting_region is None:
@@ -264,6 +270,8 @@ def _print_costs(args: argparse.Namespace, target, steps: list[dict] | None) -> 
 
 
 def run_executions(args: argparse.Namespace) -> int:
+    if args.local:
+        return local_executions.run_executions(args)
     from pipeline.cloud import executions as ex
 
     if args.limit < 1:

@@ -5,10 +5,17 @@ picture: the execution's status, parameters, and for every step its type, status
 attempts, failure reason, job name and folder, cache hit, metrics and resolved properties.
 Statuses use SageMaker's words (Executing, Succeeded, Failed, Stopped) plus ``NotExecuted``
 for steps in the branch a condition did not take.
+
+A runner holds a lock on ``<run dir>/runner.lock`` while it runs the execution; the kernel
+lets go of it however the runner ends (SIGKILL, the OOM killer). Whatever reads an execution
+(``load``) and finds it ``Executing`` with the lock free knows the runner died: it records
+the execution and its executing steps as Failed ("runner died ...") and ends the processes
+the dead runner's jobs left behind (``processes.sweep`` with each job's token).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -16,9 +23,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.costs import accounting
+from pipeline.local.processes import sweep
 
 EXECUTING, SUCCEEDED, FAILED, STOPPED, NOT_EXECUTED = (
     "Executing", "Succeeded", "Failed", "Stopped", "NotExecuted")
+RECORD_FILE = "execution.json"
+RUNNER_LOCK = "runner.lock"
+# A job folder's token file: the marker its processes carry (processes.MARKER_ENV).
+JOB_TOKEN_FILE = "job.token"
+RUNNER_DIED = "runner died"
 
 
 def timestamp() -> str:
@@ -92,6 +105,95 @@ class ExecutionRecord:
         self.failure_reason = reason
         self.end = timestamp()
         self.save()
+
+
+class RunnerLock:
+    """Held by the process running an execution, from before its first record to after its
+    last; released by the kernel however that process ends."""
+
+    def __init__(self, run_dir: Path):
+        self.path = Path(run_dir) / RUNNER_LOCK
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def load(run_dir: Path) -> dict:
+    """An execution's ``execution.json``; an ``Executing`` one whose runner is gone is first
+    recorded as Failed (``runner died``) and its jobs' leftover processes are ended."""
+    run_dir = Path(run_dir)
+    path = run_dir / RECORD_FILE
+    doc = json.loads(path.read_text())
+    lock = run_dir / RUNNER_LOCK
+    if doc.get("status") != EXECUTING or not lock.exists():
+        return doc  # finished, or written before runners took the lock: nothing to tell
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return doc  # its runner is alive
+        # Ours now: the runner is gone; re-read, it may have finished just before it went.
+        doc = json.loads(path.read_text())
+        if doc.get("status") == EXECUTING:
+            doc = _record_runner_death(doc, path, os.read(fd, 64).decode(errors="replace").strip())
+    finally:
+        os.close(fd)
+    return doc
+
+
+def _record_runner_death(doc: dict, path: Path, pid: str) -> dict:
+    ended = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="milliseconds")
+    who = f"the trainpipe process (pid {pid})" if pid else "the trainpipe process"
+    reason = (f"{RUNNER_DIED}: {who} running this execution ended without finishing it "
+              f"(killed with SIGKILL, out of memory, or the machine restarted); run it again")
+    for step in doc.get("steps", []):
+        if step.get("status") == EXECUTING:
+            step.update(status=FAILED, end=step.get("end") or ended, failure_reason=RUNNER_DIED)
+        token_file = Path(step.get("job_dir") or "/nonexistent") / JOB_TOKEN_FILE
+        if token_file.is_file():  # the dead runner's jobs may have left processes running
+            sweep(token_file.read_text().strip(), grace=1.0)
+    doc.update(status=FAILED, end=doc.get("end") or ended, failure_reason=reason)
+    doc["duration_seconds"] = _seconds(doc.get("start"), doc["end"])
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(doc, indent=2, default=str))
+    os.replace(partial, path)
+    return doc
+
+
+def record_from_document(doc: dict) -> ExecutionRecord:
+    """An ``execution.json`` document back as a record (for the summary table)."""
+    from dataclasses import fields
+
+    def known(cls, data: dict) -> dict:
+        names = {f.name for f in fields(cls)}
+        return {k: v for k, v in data.items() if k in names}
+
+    record = ExecutionRecord(**known(ExecutionRecord, {**doc, "steps": []}))
+    record.steps = [StepRecord(**known(StepRecord, step)) for step in doc.get("steps", [])]
+    return record
+
+
+def list_executions(workdir: Path) -> list[dict]:
+    """Every local execution under ``workdir`` (``load``ed), newest first."""
+    docs = []
+    for path in Path(workdir).glob(f"runs/*/{RECORD_FILE}"):
+        try:
+            docs.append(load(path.parent))
+        except (OSError, ValueError):
+            continue  # a folder being created, or not ours
+    return sorted(docs, key=lambda d: d.get("start") or "", reverse=True)
 
 
 def _fmt_duration(seconds: float | None) -> str:

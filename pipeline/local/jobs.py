@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.errors import UserError
 from pipeline.local import channels as ch
 from pipeline.local import contract, namespaces
+from pipeline.local.execution import JOB_TOKEN_FILE
 from pipeline.local.job_failures import ALGORITHM_ERROR, CLIENT_ERROR, RESOURCE_LIMIT, JobFailure
 from pipeline.local.job_logs import LogTailer, Metrics, Sink
 from pipeline.local.processes import ProcessSet, interrupts_deferred, new_token
@@ -130,6 +131,12 @@ class LocalJob:
         self.sink = Sink(self.log_path, echo=echo, stream=stream)
         self.metrics = Metrics([])
         self.processes = ProcessSet(new_token())
+        # Whoever finds this job's runner dead ends its processes by this token
+        # (execution.load); private, like everything that could reach them.
+        token_file = self.job_dir / JOB_TOKEN_FILE
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        token_file.write_text(self.processes.token)
+        token_file.chmod(0o600)
         self.feeders = ch.FeederSet()
         self.logs_dir = self.job_dir / "logs"
         self.logs_dir.mkdir(exist_ok=True)

@@ -38,6 +38,7 @@ from pipeline.local.execution import (
     STOPPED,
     SUCCEEDED,
     ExecutionRecord,
+    RunnerLock,
     StepRecord,
     timestamp,
 )
@@ -157,6 +158,16 @@ class PipelineRunner:
         """Run the execution; bad input raises (a UserError) before anything is written."""
         self.preflight()
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        # Held until the record is final: a reader that finds it free while the record says
+        # Executing knows this process died (execution.load).
+        lock = RunnerLock(self.run_dir)
+        lock.acquire()
+        try:
+            return self._execute()
+        finally:
+            lock.release()
+
+    def _execute(self) -> ExecutionRecord:
         (self.run_dir / "definition.json").write_text(json.dumps(self.definition, indent=2))
         self.record.save()
         current: StepRecord | None = None

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import UserError
+from pipeline.local.processes import tagged_pids
 from pipeline.local.registry import Registry
 from pipeline.local.runner import PipelineRunner, RunOptions
 
@@ -330,3 +331,58 @@ def test_execution_json_and_the_summary_carry_cost_and_energy(code, tmp_path):
     assert train["cost_usd"] is not None or any("--price" in n for n in train["notes"])
     table = summary_table(record)
     assert "cost and carbon" in table and "TOTAL" in table and "grid intensity" in table
+
+
+def test_a_runner_killed_with_sigkill_leaves_a_failed_execution_and_no_process(code, tmp_path):
+    definition_file = tmp_path / "definition.json"
+    definition_file.write_text(json.dumps(step_definition("sleep")))
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "store").symlink_to(tmp_path / "store")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition_file),
+         "--workdir", str(workdir)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    lines = []
+    deadline = time.monotonic() + 60
+    for line in process.stdout:
+        lines.append(line)
+        if "training started" in line or time.monotonic() > deadline:
+            break
+    assert any("training started" in line for line in lines), "".join(lines)
+    process.kill()  # SIGKILL: no cleanup, no last record
+    process.communicate(timeout=30)
+    run_dir = next((workdir / "runs").iterdir())
+    doc = json.loads((run_dir / "execution.json").read_text())
+    assert doc["status"] == "Executing"
+    token = (Path(doc["steps"][1]["job_dir"]) / "job.token").read_text()
+    assert tagged_pids(token) != []  # the job outlived its runner
+
+    listed = subprocess.run([sys.executable, "-m", "pipeline", "executions", "--local",
+                             "--workdir", str(workdir)], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    row = listed.stdout.splitlines()[2]
+    assert row.startswith(run_dir.name) and " Failed " in row and "runner died" in row, listed.stdout
+    doc = json.loads((run_dir / "execution.json").read_text())
+    assert doc["status"] == "Failed" and doc["failure_reason"].startswith("runner died: the trainpipe process (pid ")
+    assert [(s["name"], s["status"]) for s in doc["steps"]] == [("Make", "Succeeded"), ("Train", "Failed")]
+    assert doc["steps"][1]["failure_reason"] == "runner died"
+    assert tagged_pids(token) == [] and leftover_processes(str(workdir)) == []
+
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status", "--local", run_dir.name,
+                             "--workdir", str(workdir)], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0, status.stderr
+    assert "status         Failed" in status.stdout and "Train" in status.stdout
+
+
+def test_a_running_execution_is_not_mistaken_for_a_dead_one(tmp_path):
+    from pipeline.local.execution import ExecutionRecord, RunnerLock, load
+
+    record = ExecutionRecord("e1", "p", str(tmp_path / "runs" / "e1"), {})
+    lock = RunnerLock(Path(record.run_dir))
+    lock.acquire()
+    record.save()
+    assert load(Path(record.run_dir))["status"] == "Executing"  # held by this live process
+    lock.release()
+    assert load(Path(record.run_dir))["status"] == "Failed"
