@@ -77,19 +77,21 @@ def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -
 
 
 def fit_link(probe: dict[int, float], ranks: int, source: str) -> Link:
-    """Latency and bandwidth of a link from probe times (bytes -> seconds at ``ranks``)."""
+    """Latency and bandwidth of a link from probe times (bytes -> seconds at ``ranks``).
+
+    Siegel's repeated median (for each size the median slope to the others, then the median
+    of those; then the median intercept): one probe size caught by a scheduling hiccup on a
+    shared machine does not bend the line."""
     # bytes=0 is the probe's call without a collective: its overhead is not the link's.
     base = probe.get(0, 0.0)
     points = sorted((b, max(s - base, 0.0)) for b, s in probe.items() if b > 0)
     if len(points) < 2:
         raise UserError("the allreduce probe needs two or more sizes")
     factor = 2 * (ranks - 1) / ranks
-    xs = [factor * b for b, _ in points]
-    ys = [s for _, s in points]
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    slope = max(slope, 1e-12)
-    intercept = max(my - slope * mx, 0.0)
+    xy = [(factor * b, s) for b, s in points]
+    slope = max(statistics.median(
+        statistics.median((y2 - y1) / (x2 - x1) for x2, y2 in xy if x2 != x1) for x1, y1 in xy), 1e-12)
+    intercept = max(statistics.median(y - slope * x for x, y in xy), 0.0)
     return Link(gbytes_per_s=1.0 / slope / 1e9, latency_s=intercept / (2 * (ranks - 1)), source=source)
 
 

@@ -72,3 +72,8 @@ def test_growth_from_recorded_figures(tmp_path):
     found = run("benchmarks.growth", "--sizes", "1,2", "--plot", str(plot), work=tmp_path)
     assert {"growth_p1_tuned_1x2_fit_r2", "growth_p2_pipe_fit_r2", "growth_p3_pipeline_fit_r2"} <= set(found)
     assert plot.stat().st_size > 0
+
+
+def test_p5_advisor(tmp_path):
+    found = run("benchmarks.p5_advisor", "--replicate", "1", "--epochs", "2", work=tmp_path, timeout=600)
+    assert {"advisor_relative_error", "advisor_error_mlp_1x2", "advisor_error_mlp_2x1"} <= set(found)

@@ -79,3 +79,11 @@ def test_learning_from_multi_rank_runs_refits_overlap_and_comm_and_reports_error
 def test_no_single_rank_run_is_one_line_naming_what_to_run():
     with pytest.raises(Exception, match="run once with TrainingInstanceCount=1 ProcessesPerHost=1"):
         F.fit_compute([obs(Layout(1, 2), 0.01)])
+
+
+def test_one_probe_size_caught_by_a_hiccup_does_not_bend_the_link():
+    link = Link(1.0, 100e-6, "truth")
+    probe = {b: link.ring_seconds(2, b) for b in (17_000, 69_000, 276_000, 1_100_000)}
+    probe[1_100_000] *= 30  # descheduled for a while
+    fitted = F.fit_link(probe, 2, "probe")
+    assert fitted.ring_seconds(2, 69_000) == pytest.approx(link.ring_seconds(2, 69_000), rel=0.05)

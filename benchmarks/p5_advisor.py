@@ -1,0 +1,122 @@
+"""P5: the scaling advisor's accuracy on runs it did not see.
+
+For each workload (the digits MLP; more with ``--workloads``): one 1-rank run and a short
+allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: four sizes around the model's
+gradient) calibrate ``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one
+simulated host, two ranks) and a 2x1 run (two simulated hosts, one rank each), which are
+measured afterwards and compared. The multi-rank runs never reach the fit.
+
+Every run is launched the local runner's way (``harness.training_job``: the runner's tuned
+mpirun, pinned ranks); step seconds, CPU seconds per step and the parameter count come from
+the entrypoint's metric line (``training_entry.contract``), median over the epochs after the
+first. Ernest (NSDI'16) reports < 20% mean error; the target here is the worst error <= 15%.
+
+    .venv/bin/python -m benchmarks.p5_advisor [--replicate 8] [--epochs 4] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import time
+
+from benchmarks import harness as h
+from benchmarks.advisor_probe import SIZES_ENV
+from pipeline.advisor import fit as F
+from pipeline.advisor.model import Layout
+from pipeline.advisor.observations import Observation
+from pipeline.advisor.platforms import local_platform
+from training_entry.contract import parse_metric_line
+
+HERE = h.REPO / "benchmarks"
+PROBE = HERE / "advisor_probe.py"
+PROBE_RE = re.compile(r"advisor-probe bytes=(\d+) seconds=([0-9.eE+-]+)")
+LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
+# workload name -> extra hyperparameters of the training entrypoint (the MLP needs none)
+WORKLOADS = {"mlp": {}}
+
+
+def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> Observation:
+    epochs: dict[int, dict[str, float]] = {}
+    for line in run.log.splitlines():
+        found = parse_metric_line(line)
+        match = re.search(r"epoch=(\d+)", line)
+        if found and match and "step_time" in found:
+            epochs[int(match.group(1))] = found
+    steady = [m for e, m in sorted(epochs.items()) if e > 1] or list(epochs.values())
+    return Observation(
+        source=label, layout=layout, batch=batch,
+        step_seconds=statistics.median(m["step_time"] for m in steady),
+        cpu_seconds=statistics.median(m["cpu_time"] for m in steady),
+        parameters=int(steady[-1]["parameters"]), fp16_allreduce=False, instance_type="local",
+        local=True, cores=os.cpu_count(), epochs_used=len(steady))
+
+
+def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[int, float]:
+    launch = h.tuned(layout.ranks_per_host, batch, hosts=layout.hosts)
+    launch.entry = PROBE
+    launch.env = {**launch.env, SIZES_ENV: " ".join(map(str, sizes))}
+    run = h.training_job(work, splits, launch, epochs=1, label=f"probe{layout}", validation=False)
+    return {int(b): float(s) for b, s in PROBE_RE.findall(run.log)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.p5_advisor", description=__doc__.splitlines()[0])
+    parser.add_argument("--replicate", type=int, default=8, help="digits copies (1797 records each)")
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=32, help="per rank")
+    parser.add_argument("--repeats", type=int, default=1, help="interleaved repetitions of every run")
+    parser.add_argument("--workloads", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    work = h.work_dir("p5")
+    splits = h.preprocess(work, args.replicate, 2)
+    h.say(f"P5 scaling advisor: digits x {args.replicate}, {args.epochs} epochs, batch {args.batch} "
+          f"per rank, {os.cpu_count()} cores (shared by every rank); calibration = the 1-rank run "
+          "+ the allreduce probe; checked on 1x2 and 2x1")
+    worst = 0.0
+    errors = []
+    for workload in args.workloads:
+        singles, multi = [], {name: [] for name in LAYOUTS}
+        probes: dict[str, list[dict[int, float]]] = {name: [] for name in LAYOUTS}
+        for rep in range(args.repeats):
+            one = h.training_job(work, splits, h.tuned(1, args.batch), epochs=args.epochs, label="one")
+            singles.append(observation(f"{workload} 1x1 #{rep + 1}", one, Layout(1, 1), args.batch))
+            grad = singles[-1].parameters * 4
+            sizes = sorted({max(grad // 4, 4), max(grad // 2, 4), grad, grad * 4, grad * 16})
+            for name, layout in LAYOUTS.items():
+                probes[name].append(probe(work, splits, layout, sizes, args.batch))
+            for name, layout in LAYOUTS.items():
+                run = h.training_job(work, splits, h.tuned(layout.ranks_per_host, args.batch, hosts=layout.hosts),
+                                     epochs=args.epochs, label=name)
+                multi[name].append(observation(f"{workload} {name} #{rep + 1}", run, layout, args.batch))
+        median_probe = {name: {b: statistics.median(p[b] for p in ps) for b in ps[0]} for name, ps in probes.items()}
+        links = {"intra": F.fit_link(median_probe["1x2"], 2, "allreduce probe, 1 host x 2 ranks"),
+                 "inter": F.fit_link(median_probe["2x1"], 2, "allreduce probe, 2 hosts x 1 rank")}
+        platform = local_platform(os.cpu_count() or 1, {k: vars(v) for k, v in links.items()})
+        model = F.fit(singles, platform)  # 1-rank runs only: nothing multi-rank is seen
+        h.say(f"\n  workload {workload}: calibration")
+        for line in model.describe(args.batch, platform):
+            h.say(f"  {line}")
+        for name, ps in median_probe.items():
+            h.say(f"  probe {name}: " + ", ".join(f"{b} B {s * 1e3:.3f} ms" for b, s in sorted(ps.items())))
+        h.say(f"  1-rank: {h.spread([o.throughput for o in singles])} samples/s")
+        h.say(f"  {'layout':8s} {'measured samples/s':34s} {'predicted':>10s} {'error':>7s}")
+        for name, observed in multi.items():
+            measured = statistics.median(o.throughput for o in observed)
+            predicted = model.throughput(args.batch, LAYOUTS[name], platform)
+            error = predicted / measured - 1
+            errors.append(abs(error))
+            worst = max(worst, abs(error))
+            h.say(f"  {name:8s} {h.spread([o.throughput for o in observed]):34s} {predicted:10.0f} {error:+7.1%}")
+            h.result(f"advisor_error_{workload}_{name}", abs(error), "-")
+    h.say(f"  mean |error| {statistics.fmean(errors):.1%}, worst {worst:.1%} ({time.perf_counter() - started:.0f}s)")
+    h.result("advisor_relative_error", worst, "<=0.15")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
