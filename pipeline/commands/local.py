@@ -1,10 +1,12 @@
 """``trainpipe run --local``, ``trainpipe train --local`` and ``trainpipe models``.
 
     trainpipe run --local [-p Name=Value ...] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
-                          [--no-cache] [--quiet] [--definition FILE]
-        Build the definition ``trainpipe definition`` prints (or read FILE) and run it on this
-        machine: no Docker, no AWS account. Artifacts go to DIR (default ./.trainpipe):
-        runs/<execution>/, store/ (the s3:// object store), cache/, registry.sqlite.
+                          [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
+        Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
+        e.g. one built with the plain SDK and pipeline.local_session.LocalStoreSession) and run
+        it on this machine: no Docker, no AWS account. Artifacts go to DIR (default ./.trainpipe):
+        runs/<execution>/, store/ (the s3:// object store: s3://bucket/key is store/bucket/key;
+        see `trainpipe store`), cache/, registry.sqlite. An s3:// parameter also takes a local path.
         Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
         stopped (Ctrl-C, SIGTERM), 2 for bad input; the reason is on the last line.
     trainpipe run --sagemaker-local [-p Name=Value ...]

@@ -4,9 +4,11 @@ What a training or processing container sees — the ``/opt/ml`` tree, the confi
 the ``SM_*`` environment and the ``--key value`` arguments — encoded exactly the way the
 sagemaker-training toolkit does it (``mapping.to_env_vars`` / ``to_cmd_args``,
 ``environment.py``), so that any SageMaker-compatible script runs unchanged. Each simulated
-host gets its own base directory standing in for ``/opt/ml``; ``SAGEMAKER_BASE_DIR`` tells the
-toolkit-style code (and our entrypoints) where it is, and container paths that appear as
-values (``--model_dir /opt/ml/model``, processing ``LocalPath``s) are moved under it.
+host gets its own base directory, which its processes see at ``/opt/ml`` (``namespaces.py``);
+the functions here take the base the processes see: ``/opt/ml`` itself, or, where namespaces
+are not available, the host's directory, when ``SAGEMAKER_BASE_DIR`` tells the toolkit-style
+code (and our entrypoints) where it is and container paths that appear as values
+(``--model_dir /opt/ml/model``, processing ``LocalPath``s) are moved under it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@ as local processes (``training_job.py``, ``processing_job.py``).
 
 The request is the dict the definition's step ``Arguments`` evaluate to (CreateTrainingJob /
 CreateProcessingJob shape). Every simulated host (``algo-1`` ... ``algo-N``) gets its own
-``/opt/ml`` tree under ``<job dir>/hosts/<host>`` (``contract.py`` writes it); the job's
-processes see it through ``SAGEMAKER_BASE_DIR`` and the ``SM_*`` variables. Their log lines
+``/opt/ml`` tree under ``<job dir>/hosts/<host>`` (``contract.py`` writes it); the host's
+processes see it at ``/opt/ml`` itself, in namespaces of their own (``namespaces.py``), or
+where that is not possible through ``SAGEMAKER_BASE_DIR`` and the ``SM_*`` variables. Their log lines
 and metrics go through ``job_logs.py``; why a job failed is ``job_failures.py``'s to say.
 """
 
