@@ -323,6 +323,7 @@ def run_sagemaker_local(settings, overrides) -> int:
 # --- train --local ---------------------------------------------------------------------------
 def train_job(args: argparse.Namespace) -> int:
     from pipeline.local.train_local import TrainSpec, run_training_job
+    from pipeline.local.training_job import OUTPUT_ARCHIVE
 
     settings = settings_from_args(args)
     storage = make_storage(args, settings.region)
@@ -345,7 +346,7 @@ def train_job(args: argparse.Namespace) -> int:
         model = result.description["ModelArtifacts"]["S3ModelArtifacts"]
         where = storage.local_path(model) if isinstance(storage, LocalStorage) else None
         print(f"model:  {model}" + (f" ({where})" if where else ""))
-        output = join_uri(model.rsplit("/", 1)[0], "output.tar.gz")
+        output = join_uri(model.rsplit("/", 1)[0], OUTPUT_ARCHIVE)
         if storage.exists(output):
             print(f"output: {output}")
         print(f"Training job {job} Completed")
