@@ -163,6 +163,10 @@ def resolve(
                 f"cannot tell how many GPUs (Horovod ranks) it has: pass -p {PROCESSES_PER_HOST}=N"
             )
         values[PROCESSES_PER_HOST] = max(gpus, 1)
+    if values[WARMUP_EPOCHS] > values[EPOCHS] and WARMUP_EPOCHS not in overrides:
+        # A short run (-p Epochs=1, a smoke test) should not need a second flag: the default
+        # warm-up shrinks to the run (warmup_note says so).
+        values[WARMUP_EPOCHS] = values[EPOCHS]
     if values[WARMUP_EPOCHS] > values[EPOCHS]:
         raise ParameterError(
             f"{WARMUP_EPOCHS}={values[WARMUP_EPOCHS]} is longer than {EPOCHS}={values[EPOCHS]}: "
@@ -173,6 +177,24 @@ def resolve(
     ):
         check_shards_fit(values, default_data_records)
     return values
+
+
+def warmup_note(overrides: Mapping[str, object], default_warmup: object | None = None,
+                default_epochs: object | None = None) -> str | None:
+    """The one line that says the default warm-up was clamped to the run's epochs (see
+    ``resolve``), or None. The defaults are this version's unless given (a deployed one's)."""
+    if WARMUP_EPOCHS in overrides:
+        return None
+    warmup = BY_NAME[WARMUP_EPOCHS].default if default_warmup is None else default_warmup
+    epochs = overrides.get(EPOCHS, BY_NAME[EPOCHS].default if default_epochs is None else default_epochs)
+    try:
+        warmup, epochs = int(warmup), BY_NAME[EPOCHS].parse(epochs)
+    except (TypeError, ValueError, ParameterError):
+        return None
+    if warmup <= epochs:
+        return None
+    return (f"note: {WARMUP_EPOCHS} defaults to {warmup}, longer than {EPOCHS}={epochs}: "
+            f"warming up over {epochs} epoch(s) instead")
 
 
 def world_size(values: Mapping[str, object]) -> int:

@@ -79,6 +79,13 @@ def execution_parameters(deployed: dict, overrides: Mapping[str, str]) -> list[d
         if name in P.BY_NAME and p.get("DefaultValue") is not None
     }
     merged.update({k: v for k, v in parsed.items() if k in P.BY_NAME})
+    # The deployed default warm-up, longer than the epochs asked for: clamped to the run (it
+    # is not the user's explicit choice), and sent so the execution uses it.
+    warmup, epochs = merged.get(P.WARMUP_EPOCHS), merged.get(P.EPOCHS)
+    if P.WARMUP_EPOCHS not in parsed and warmup is not None and epochs is not None \
+            and int(warmup) > int(epochs):
+        print(P.warmup_note({}, default_warmup=warmup, default_epochs=epochs), flush=True)
+        merged[P.WARMUP_EPOCHS] = parsed[P.WARMUP_EPOCHS] = int(epochs)
     location = _default_data_location(str(declared.get(P.INPUT_DATA_URI, {}).get("DefaultValue", "")))
     bucket, prefix = location or ("", "")
     P.resolve(

@@ -18,6 +18,7 @@ import os
 import sys
 from pathlib import Path
 
+from pipeline import parameters as P
 from pipeline.commands import local_executions
 from pipeline.commands.options import (
     add_parameter_arguments,
@@ -168,6 +169,9 @@ def run_upsert(args: argparse.Namespace) -> int:
     target = _target(args, required=DEPLOY_SETTINGS)
     settings = target.settings
     print(f"pipeline {settings.pipeline_name!r} in {settings.region}")
+    note = P.warmup_note(overrides)
+    if note:
+        print(note)
     for field, label in (("role_arn", "execution role"), ("bucket", "artifact bucket"),
                          ("prefix", "key prefix"), ("model_package_group", "model package group"),
                          ("kms_key_id", "KMS key")):

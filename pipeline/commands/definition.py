@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+from pipeline import parameters as P
 from pipeline.commands.options import (
     add_parameter_arguments,
     add_settings_arguments,
@@ -39,6 +40,9 @@ def run(args: argparse.Namespace) -> int:
 
     definition = build_definition(settings, overrides)
     check_definition(definition)
+    note = P.warmup_note(overrides)
+    if note:
+        print(note, file=sys.stderr)  # stdout is the definition
     text = json.dumps(definition, indent=2) + "\n"
     if args.output:
         with open(args.output, "w") as f:

@@ -206,6 +206,9 @@ def run_pipeline(args: argparse.Namespace) -> int:
     values = P.resolve(overrides, bucket=settings.bucket, prefix=settings.prefix,
                        default_data_records=DIGITS_RECORDS)
     S3Uri.parse(values[P.INPUT_DATA_URI], P.INPUT_DATA_URI)
+    note = P.warmup_note(overrides)
+    if note:
+        print(note, flush=True)
     if args.sagemaker_local:
         return run_sagemaker_local(settings, overrides)
     return run_local(args, settings, overrides, values)

@@ -25,6 +25,15 @@ def test_prints_the_definition_json_and_nothing_else():
     assert params["Epochs"] == 3 and params["TrainInputMode"] == "Pipe"
 
 
+def test_epochs_1_alone_is_a_valid_smoke_run_with_one_line_about_the_warmup():
+    result = trainpipe("definition", "-p", "Epochs=1")
+    assert result.returncode == 0, result.stderr
+    params = {p["Name"]: p["DefaultValue"] for p in json.loads(result.stdout)["Parameters"]}
+    assert (params["Epochs"], params["WarmupEpochs"]) == (1, 1)
+    assert result.stderr.strip().splitlines() == [
+        "note: WarmupEpochs defaults to 2, longer than Epochs=1: warming up over 1 epoch(s) instead"]
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [

@@ -67,6 +67,15 @@ def test_warmup_longer_than_training():
         resolve(Epochs="3", WarmupEpochs="5")
 
 
+def test_a_short_run_needs_one_flag_the_default_warmup_is_clamped_and_said():
+    values = resolve(Epochs="1")
+    assert (values["Epochs"], values["WarmupEpochs"]) == (1, 1)
+    assert P.warmup_note({"Epochs": "1"}) == (
+        "note: WarmupEpochs defaults to 2, longer than Epochs=1: warming up over 1 epoch(s) instead")
+    assert P.warmup_note({"Epochs": "3"}) is None and resolve(Epochs="3")["WarmupEpochs"] == 2
+    assert P.warmup_note({"Epochs": "1", "WarmupEpochs": "0"}) is None
+
+
 def test_more_shards_than_the_default_data_can_fill():
     with pytest.raises(P.ParameterError, match="512 shards per split"):
         resolve(TrainingInstanceCount="64", ProcessesPerHost="8")

@@ -93,6 +93,18 @@ def test_bad_overrides_start_nothing(deployed, capsys, argv, message):
     assert execution_count() == 0
 
 
+def test_start_with_fewer_epochs_than_the_deployed_warmup_clamps_it_and_says_so(deployed, capsys):
+    assert main(["start", "-p", "Epochs=1"]) == 0
+    assert ("note: WarmupEpochs defaults to 2, longer than Epochs=1: warming up over 1 epoch(s) "
+            "instead") in capsys.readouterr().out
+    sagemaker = boto3.client("sagemaker", region_name=REGION)
+    arn = sagemaker.list_pipeline_executions(PipelineName="trainpipe")["PipelineExecutionSummaries"][0][
+        "PipelineExecutionArn"]
+    sent = {p["Name"]: p["Value"] for p in sagemaker.list_pipeline_parameters_for_execution(
+        PipelineExecutionArn=arn)["PipelineParameters"]}
+    assert (sent["Epochs"], sent["WarmupEpochs"]) == ("1", "1")
+
+
 def test_shard_check_is_skipped_for_own_data(deployed, capsys):
     assert main(["start", "-p", "InputDataUri=s3://big/data/", "-p", "TrainingInstanceCount=64",
                  "-p", "ProcessesPerHost=8"]) == 0
