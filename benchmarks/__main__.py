@@ -35,6 +35,8 @@ BENCHMARKS = {
     "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
     "p5": ("benchmarks.p5_advisor", [], "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs"),
     "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),
+    "images": ("benchmarks.image_processing", [],
+               "Image tree processing: images/s and peak memory vs data size (1,250 to 20,000 images)"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 
