@@ -77,3 +77,11 @@ def test_growth_from_recorded_figures(tmp_path):
 def test_p5_advisor(tmp_path):
     found = run("benchmarks.p5_advisor", "--replicate", "1", "--epochs", "2", work=tmp_path, timeout=600)
     assert {"advisor_relative_error", "advisor_error_mlp_1x2", "advisor_error_mlp_2x1"} <= set(found)
+
+
+def test_image_processing(tmp_path):
+    found = run("benchmarks.image_processing", "--sizes", "60,120", "--side", "16", "--repeats", "1",
+                work=tmp_path)
+    assert {"images_per_s_60", "images_per_s_120", "images_peak_rss_growth_ratio",
+            "images_step_rss_bytes_per_image"} <= set(found)
+    assert float(found["images_shard_bytes_ratio"]) < 1.5  # the files as they are, not decoded pixels
