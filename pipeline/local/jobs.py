@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from pipeline.errors import UserError
 from pipeline.local import channels as ch
 from pipeline.local import contract, namespaces
 from pipeline.local.execution import JOB_TOKEN_FILE
-from pipeline.local.job_failures import ALGORITHM_ERROR, CLIENT_ERROR, RESOURCE_LIMIT, JobFailure
+from pipeline.local.job_failures import (
+    ALGORITHM_ERROR,
+    CLIENT_ERROR,
+    INTERNAL_ERROR,
+    RESOURCE_LIMIT,
+    JobFailure,
+)
 from pipeline.local.job_logs import LogTailer, Metrics, Sink
 from pipeline.local.processes import ProcessSet, interrupts_deferred, new_token
 from pipeline.local.storage import Storage, StorageError
@@ -195,6 +202,13 @@ class LocalJob:
                 status, reason, failure_type = "Failed", str(error), error.kind or CLIENT_ERROR
             except UserError as error:  # a bad channel, URI or request: before anything ran
                 status, reason, failure_type = "Failed", str(error), CLIENT_ERROR
+            except Exception as error:  # noqa: BLE001 - anything else is still the job's end
+                # SageMaker: whatever goes wrong, the job ends Failed with a reason; the
+                # traceback goes to the job's log for whoever debugs the runner.
+                status, failure_type = "Failed", INTERNAL_ERROR
+                reason = f"InternalServerError: {type(error).__name__}: {error}"
+                for line in traceback.format_exc().rstrip().splitlines():
+                    self.note(line)
             finally:
                 # Cleanup runs to its end whatever signals arrive meanwhile (a second Ctrl-C
                 # only hurries the processes' end): no process of the job may survive it.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import sys
 import tarfile
@@ -108,6 +109,10 @@ class TrainingJob(LocalJob):
         if self.checkpoint_uri:
             S3Uri.parse(self.checkpoint_uri, "CheckpointConfig.S3Uri")
         S3Uri.parse(self.output_path, "OutputDataConfig.S3OutputPath")
+        if not self.framework.get("sagemaker_program"):
+            raise JobFailure("hyperparameter sagemaker_program is missing: nothing says which "
+                             "script to run; the Training step's HyperParameters must name it "
+                             "(the SDK's estimators set it from entry_point)", CLIENT_ERROR)
         if self.mpi_enabled and mpi.mpirun_path() is None:
             raise JobFailure("sagemaker_mpi_enabled is set but mpirun is not on PATH; install "
                              "Open MPI (apt-get install openmpi-bin)", CLIENT_ERROR)
@@ -190,8 +195,14 @@ class TrainingJob(LocalJob):
         argv = contract.user_command(sys.executable, self.hyperparameters, self.container_base(host))
         entry = argv[1]
         if not entry.endswith(".py"):
-            # SageMaker: anything that is not a .py file runs through the shell.
-            return ["/bin/sh", "-c", " ".join(["./" + entry, *argv[2:]])]
+            # SageMaker: the toolkit makes a command entry point executable (chmod 0777 in
+            # entry_point.install; 0755 here: nobody else needs to write it)...
+            script = self.host_dir(host) / "code" / entry
+            if script.is_file():
+                script.chmod(script.stat().st_mode | 0o755)
+            # ...and runs anything that is not a .py file through the shell. Every
+            # word quoted: a hyperparameter with a space or ';' is one argument, never code.
+            return ["/bin/sh", "-c", shlex.join(["./" + entry, *argv[2:]])]
         base = self.host_dir(host)
         if (base / "code" / "setup.py").exists() or (base / "code" / "requirements.txt").exists():
             self.note(f"{host}: setup.py/requirements.txt in the code are not installed locally")

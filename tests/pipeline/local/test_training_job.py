@@ -302,3 +302,49 @@ def test_launch_specs_are_private(tmp_path):
         import shutil
 
         shutil.rmtree(launch.scratch, ignore_errors=True)
+
+
+def test_a_shell_entry_point_gets_each_hyperparameter_as_one_quoted_word(local_storage, tmp_path):
+    script = '#!/bin/sh\nfor a in "$@"; do printf "<%s>\\n" "$a"; done > "$SM_OUTPUT_DATA_DIR/args.txt"\n'
+    put_code(local_storage, CODE, {"run.sh": script})
+    put_objects(local_storage, TRAIN, 1)
+    hostile = "a b; touch PWNED; $(touch PWNED2) `touch PWNED3`"
+    request = training_request(CODE, program="run.sh", hyperparameters={"msg": hostile, "count": 2},
+                               channels=[channel("train", TRAIN)])
+    result = run_training(local_storage, tmp_path, request)
+    assert result.status == "Completed", result.failure_reason
+    args = next((tmp_path / "job").glob("hosts/algo-1/output/data/args.txt")).read_text().splitlines()
+    assert sorted(args) == sorted(["<--msg>", f"<{hostile}>", "<--count>", "<2>"])
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_a_training_step_without_sagemaker_program_is_the_jobs_failure_reason(local_storage, tmp_path):
+    put_code(local_storage, CODE, {"user.py": REPORT_SCRIPT})
+    put_objects(local_storage, TRAIN, 1)
+    request = training_request(CODE, channels=[channel("train", TRAIN)])
+    del request["HyperParameters"]["sagemaker_program"]
+    result = run_training(local_storage, tmp_path, request)
+    assert result.status == "Failed"
+    assert result.failure_type == job_failures.CLIENT_ERROR
+    assert result.failure_reason.startswith("hyperparameter sagemaker_program is missing")
+    description = json.loads((tmp_path / "job" / "description.json").read_text())
+    assert description["FailureReason"] == result.failure_reason
+    assert (tmp_path / "job" / "metrics.json").is_file()
+    assert not list((tmp_path / "job").glob("hosts/*/input/data/train/*"))  # refused before staging
+
+
+def test_any_error_inside_a_job_ends_it_failed_with_a_reason_and_its_records(local_storage, tmp_path,
+                                                                          monkeypatch):
+    put_code(local_storage, CODE, {"user.py": REPORT_SCRIPT})
+    put_objects(local_storage, TRAIN, 1)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the runner")
+
+    monkeypatch.setattr("pipeline.local.contract.write_training_tree", broken)
+    result = run_training(local_storage, tmp_path, training_request(CODE, channels=[channel("train", TRAIN)]))
+    assert result.status == "Failed"
+    assert result.failure_reason == "InternalServerError: RuntimeError: a bug in the runner"
+    assert json.loads((tmp_path / "job" / "description.json").read_text())["FailureReason"] == result.failure_reason
+    assert (tmp_path / "job" / "metrics.json").is_file()
+    assert "Traceback" in (tmp_path / "job" / "job.log").read_text()
