@@ -20,9 +20,10 @@ from pathlib import Path
 from pipeline.bundles import SOURCEDIR_ARCHIVE
 from pipeline.errors import UserError
 from pipeline.local import contract
-from pipeline.local.channels import FULLY_REPLICATED, Channel
+from pipeline.local.channels import FULLY_REPLICATED, Channel, StoredObject, assign, list_objects
 from pipeline.local.job_failures import JobFailure
 from pipeline.local.jobs import JobResult, JobStopped
+from pipeline.local.mpi import mpirun_path
 from pipeline.local.processes import sigterm_as_interrupt
 from pipeline.local.storage import S3Uri, Storage, join_uri
 from pipeline.local.training_job import TrainingJob
@@ -107,13 +108,18 @@ def default_job_name(entry: str) -> str:
 def run_training_job(spec: TrainSpec, settings: Settings, storage: Storage, workdir: Path,
                      *, echo: bool = True) -> JobResult:
     """Build, check and run the job in ``<workdir>/jobs/<job>``. A bad request (flags,
-    channels, code location) is a UserError before anything starts; a job that runs and fails
-    or is stopped (Ctrl-C, SIGTERM) is a result."""
+    channels, code location) is a UserError before anything is created: no job folder, no
+    object uploaded. A job that runs and fails or is stopped (Ctrl-C, SIGTERM) is a result."""
     job = spec.job_name or default_job_name(spec.entry_point)
-    request = build_training_request(spec, settings, storage, job)
+    request, uploads = build_training_request(spec, settings, storage, job)
     job_dir = Path(workdir) / "jobs" / job
+    if job_dir.exists():
+        raise UserError(f"--job-name {job}: {job_dir} already exists (a job of that name ran "
+                        f"before); choose another name or remove the folder")
+    for upload in uploads:
+        upload(storage)
     training = TrainingJob(request, job, storage, job_dir, region=settings.region, echo=echo)
-    # Bad channels are one line (exit 2) before anything starts, as for `run --local`.
+    # Everything was checked above; check() again now the local data is in the store.
     try:
         training.check()
     except JobFailure as failure:
@@ -129,8 +135,18 @@ def run_training_job(spec: TrainSpec, settings: Settings, storage: Storage, work
             return stopped.result
 
 
-def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage, job: str) -> dict:
-    """A CreateTrainingJob request of the shape the definition's Training step has."""
+def _local_files(path: Path) -> list[Path]:
+    """What ``Storage.put_tree`` / ``put_file`` would upload from ``path``."""
+    if path.is_file():
+        return [path]
+    return [p for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()]
+
+
+def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage,
+                           job: str) -> tuple[dict, list]:
+    """A CreateTrainingJob request of the shape the definition's Training step has, and the
+    uploads (callables taking the storage) that must happen before it runs. Everything is
+    checked here and nothing is written: the store is only read (s3:// channels)."""
     source_dir = Path(spec.source_dir) if spec.source_dir else None
     if source_dir is not None and not source_dir.is_dir():
         raise UserError(f"--source-dir {source_dir}: not a directory")
@@ -152,7 +168,8 @@ def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage
         raise UserError(f"--processes-per-host {spec.processes_per_host}: must be at least 1")
     base = f"s3://{settings.bucket}/{settings.prefix}/train-local/{job}"
     submit = join_uri(base, "source", SOURCEDIR_ARCHIVE)
-    storage.put_bytes(sourcedir_archive(entry, source_dir), submit)
+    archive = sourcedir_archive(entry, source_dir)
+    uploads = [lambda store: store.put_bytes(archive, submit)]
 
     channels = []
     for text in spec.channels:
@@ -166,13 +183,24 @@ def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage
                 raise UserError(f"--channel {name}: {location} is neither an s3:// URI nor an existing path")
             uri = join_uri(base, "input", name) + "/"
             if path.is_dir():
-                storage.put_tree(path, uri)
+                uploads.append(lambda store, path=path, uri=uri: store.put_tree(path, uri))
             else:
-                storage.put_file(path, join_uri(uri, path.name))
+                uploads.append(lambda store, path=path, uri=uri: store.put_file(path, join_uri(uri, path.name)))
         channel = {"ChannelName": name, "InputMode": mode,
                    "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": uri,
                                                    "S3DataDistributionType": distribution}}}
-        Channel.from_training_request(channel, mode).check()
+        parsed = Channel.from_training_request(channel, mode)
+        parsed.check()
+        # What the job would refuse (an empty channel, too few objects to shard), refused
+        # now, before any upload: local files counted as the objects they would become.
+        if location.startswith("s3://"):
+            objects = list_objects(storage, uri, parsed.label)
+        else:
+            files = _local_files(Path(location))
+            if not files:
+                raise UserError(f"--channel {name}: {location} holds no files to train on")
+            objects = [StoredObject(join_uri(uri, f.name), f.name) for f in files]
+        assign(objects, distribution, spec.instances, parsed.label, uri)
         channels.append(channel)
 
     hyperparameters = {k: encode_hyperparameter(v) for k, v in spec.hyperparameters.items()}
@@ -188,6 +216,9 @@ def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage
         "sagemaker_region": json.dumps(settings.region),
     })
     if spec.processes_per_host is not None:
+        if mpirun_path() is None:
+            raise UserError("--processes-per-host needs Open MPI's mpirun, which is not on PATH "
+                            "(apt-get install openmpi-bin)")
         # Horovod: what the SDK sends for distribution={"mpi": {...}}.
         hyperparameters.update({
             "sagemaker_mpi_enabled": "true",
@@ -217,4 +248,4 @@ def build_training_request(spec: TrainSpec, settings: Settings, storage: Storage
     if spec.checkpoint_uri:
         S3Uri.parse(spec.checkpoint_uri, "--checkpoint-uri")
         request["CheckpointConfig"] = {"S3Uri": spec.checkpoint_uri, "LocalPath": CHECKPOINT_DIR}
-    return request
+    return request, uploads

@@ -126,3 +126,34 @@ def test_train_local_refuses_sharding_more_hosts_than_objects(tmp_path, capsys):
                            "needs at least 2 objects")
     assert not list((tmp_path / "w").rglob("algo-*.log")), "nothing may start"
     assert "use at most 1 instance, FullyReplicated, or split the data into more objects" in last
+
+
+@pytest.mark.parametrize("bad, message", [
+    (["--channel", "train={data}:File:ShardedByS3Key", "--instances", "3"],
+     "channel 'train': ShardedByS3Key over 3 instances needs at least 3 objects"),
+    (["--channel", "train={empty}"], "--channel train: {empty} holds no files to train on"),
+    (["--channel", "train={data}", "--channel", "test=s3://trainpipe-artifacts-placeholder/none/"],
+     "channel 'test': no objects under s3://trainpipe-artifacts-placeholder/none/"),
+    (["--channel", "train={data}", "--output-path", "s3://Bad_Bucket/x"], "--output-path 's3://Bad_Bucket/x'"),
+    (["--channel", "train={data}", "--metric", "loss=([0-9"], "--metric loss: bad regex"),
+    (["--channel", "train={data}", "--hyperparameter", "sagemaker_program=x.py"],
+     "names starting with sagemaker_ are set by trainpipe"),
+])
+def test_bad_train_local_input_creates_nothing(tmp_path, capsys, bad, message):
+    script = tmp_path / "noop.py"
+    script.write_text("pass\n")
+    data, empty = tmp_path / "data", tmp_path / "empty"
+    data.mkdir()
+    empty.mkdir()
+    for i in range(2):
+        (data / f"part-{i}.csv").write_text("x\n")
+    workdir = tmp_path / "w"
+    argv = [a.format(data=data, empty=empty) for a in bad]
+    code = main(["train", "--local", "--entry-point", str(script), "--workdir", str(workdir),
+                 "--job-name", "bad-1", "--quiet", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert message.format(empty=empty) in err[0]
+    # No job folder, no request.json, no object uploaded (the store is <workdir>/store).
+    assert not (workdir / "jobs").exists()
+    assert [p for p in workdir.rglob("*") if p.is_file()] == []
