@@ -49,6 +49,14 @@ def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -
                         "ProcessesPerHost=1 (e.g. trainpipe run --local -p TrainingInstanceCount=1 "
                         "-p ProcessesPerHost=1) so the advisor can measure per-sample compute")
     notes = []
+    # A 1-rank step that used less than one core's worth of CPU spent the rest waiting for a
+    # core another process held (its inputs are prefetched by its own threads): its compute,
+    # on a machine to itself, is its CPU time.
+    starved = [r for r in single if r.cpu_seconds and r.cpu_seconds < r.step_seconds]
+    if starved:
+        single = [replace(r, step_seconds=r.cpu_seconds) if r in starved else r for r in single]
+        notes.append(f"{len(starved)} 1-rank run(s) got less than one core (other processes): their "
+                     "CPU seconds per step taken as the step")
     batches = sorted({r.batch for r in single})
     if len(batches) >= 2:
         xs = [float(r.batch) for r in single]

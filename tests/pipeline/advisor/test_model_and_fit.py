@@ -87,3 +87,10 @@ def test_one_probe_size_caught_by_a_hiccup_does_not_bend_the_link():
     probe[1_100_000] *= 30  # descheduled for a while
     fitted = F.fit_link(probe, 2, "probe")
     assert fitted.ring_seconds(2, 69_000) == pytest.approx(link.ring_seconds(2, 69_000), rel=0.05)
+
+
+def test_a_starved_single_rank_run_counts_its_cpu_time_as_compute():
+    # Waited for a core half the time (another process held it): 4 ms wall, 2 ms CPU.
+    model = F.fit_compute([obs(Layout(1, 1), 0.004, cpu=0.002)])
+    assert model.t1(32) == pytest.approx(0.002)
+    assert any("less than one core" in note for note in model.notes)
