@@ -75,7 +75,8 @@ MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
 SPECS: tuple[ParameterSpec, ...] = (
-    ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file); "
+    ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file, or an image "
+                  "tree <class name>/<image>.jpg|.png); "
                   "default: the embedded digits data in the artifact bucket"),
     ParameterSpec(PROCESSING_INSTANCE_TYPE, str, "instance type of the processing and evaluation jobs",
                   "ml.m5.xlarge"),
