@@ -98,13 +98,16 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
                 f"one worker's throughput"]
     notes: list[str] = []
     for name, (model, platform) in candidates.items():
-        per_host = PL.ranks_per_host(name, platform)
-        if name == "local":
-            per_host = max_workers  # simulated hosts are free; ranks per host is the layout choice
-        rows, also = predict(model, platform, workload, max_workers, per_host, book, region, options, knee_fraction)
-        report.curves[name] = rows
-        notes += also
-        out += table(rows)
+        # Locally hosts are simulated on one machine: both shapes are a choice (1 host x N
+        # ranks, N hosts x 1 rank); a SageMaker type gets one rank per GPU (per host on CPU).
+        shapes = ({"local 1 host": max_workers, "local N hosts": 1} if name == "local"
+                  else {name: PL.ranks_per_host(name, platform)})
+        for label, per_host in shapes.items():
+            rows, also = predict(model, platform, workload, max_workers, per_host, book, region,
+                                 options, knee_fraction)
+            report.curves[label] = rows
+            notes += also
+            out += table(rows)
     out += [f"  {n}" for n in dict.fromkeys(notes)]
     if book.api_problem:
         out.append(f"  {book.api_problem}")
@@ -121,7 +124,8 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
                    f"{choice.throughput:.0f} samples/s, {choice.run_hours * 60:.2f} min per run"
                    + (f", ${choice.cost_usd:.4f}" if choice.cost_usd is not None else "")
                    + (f", {choice.co2e_kg:.3g} kg CO2e" if choice.co2e_kg is not None else ""))
-        knees = [r for r in report.curves[choice.platform] if r.knee]
+        curve = next(rows for rows in report.curves.values() if choice in rows)
+        knees = [r for r in curve if r.knee]
         if knees and knees[0].layout.workers < choice.layout.workers:
             out.append(f"  beyond the knee ({knees[0].layout.workers} workers): each added worker buys "
                        f"less than {knee_fraction:g} of its share")

@@ -29,8 +29,12 @@ def save(path: Path, curves: dict[str, list[Row]], measured: list[Observation], 
         if costs:
             bottom.plot(*zip(*costs, strict=True), marker=".", color=line.get_color(), label=name)
     for name in curves:
-        points = [o for o in measured if (o.instance_type if not o.local else "local") == name
-                  or (name == "local" and o.local)]
+        if name.startswith("local"):
+            one_host = name == "local 1 host"
+            points = [o for o in measured if o.local and (o.layout.hosts == 1) == one_host
+                      and (o.layout.workers > 1 or one_host)]
+        else:
+            points = [o for o in measured if not o.local and o.instance_type == name]
         if points:
             top.scatter([o.layout.workers for o in points], [o.throughput for o in points],
                         marker="x", s=60, color="black", zorder=4,
