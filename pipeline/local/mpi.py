@@ -125,10 +125,10 @@ def prepare(
     if host_trees:
         # The daemon is started in its host's namespaces: ranks inherit them. Hosts not
         # listed (none, in practice) run without.
-        cases = "".join(f"  {shlex.quote(h)}) tree={shlex.quote(str(t))} ;;\n" for h, t in host_trees.items())
-        exec_line = (f'case "$host" in\n{cases}  *) exec /bin/sh -c "$*" ;;\nesac\n'
-                     f'exec {shlex.quote(python)} {shlex.quote(namespaces.LAUNCHER)} "$host" "$tree" / '
-                     f'-- /bin/sh -c "$*"')
+        cases = "".join(
+            f'  {shlex.quote(h)}) exec {shlex.join(namespaces.command(h, t, "/", ["/bin/sh", "-c"], python))} "$*" ;;\n'
+            for h, t in host_trees.items())
+        exec_line = f'case "$host" in\n{cases}  *) exec /bin/sh -c "$*" ;;\nesac'
     agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch)),
                                        exec_line=exec_line))
     agent.chmod(0o755)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -92,10 +93,25 @@ def enter(host: str, tree: str) -> None:
     _check(libc.sethostname(name, len(name)), "sethostname")
 
 
+# As root, util-linux's unshare and mount do the same as this file's main() in a few
+# milliseconds, where a Python start costs 50-150 ms per host on a busy machine
+# (benchmarks/p6_namespaces.py). The hostname is written through /proc: no hostname binary.
+_SHELL_ENTER = ('mount --bind "$1" ' + CONTAINER_BASE + ' && printf %s "$2" > /proc/sys/kernel/hostname'
+                ' && cd "$3" && shift 3 && exec "$@"')
+
+
+def _fast_path() -> bool:
+    return os.geteuid() == 0 and bool(shutil.which("unshare")) and bool(shutil.which("mount"))
+
+
 def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.executable) -> list[str]:
     """``argv`` run as a process of ``host`` whose /opt/ml is ``tree``, started in ``cwd``
     (a container path such as /opt/ml/code: it exists only once the tree is mounted)."""
-    return [python, LAUNCHER, host, str(tree), cwd, "--", *argv]
+    if _fast_path() and os.path.isdir(CONTAINER_BASE):
+        return [shutil.which("unshare"), "--mount", "--uts", "--propagation", "private", "/bin/sh", "-c",
+                _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, *argv]
+    # -S -I: no site-packages, no user environment; the launcher needs the standard library only.
+    return [python, "-S", "-I", LAUNCHER, host, str(tree), cwd, "--", *argv]
 
 
 def enabled_by_user(environ=os.environ) -> bool:
@@ -108,6 +124,12 @@ def probe() -> str | None:
     Tried once per runner process with a trivial command, the way a job would use it."""
     if not sys.platform.startswith("linux"):
         return f"Linux namespaces are not available on {sys.platform}"
+    if not os.path.isdir(CONTAINER_BASE):
+        try:
+            os.makedirs(CONTAINER_BASE, exist_ok=True)  # the mount point; stays empty
+        except OSError as error:
+            return (f"{CONTAINER_BASE} does not exist and cannot be created ({error.strerror}); "
+                    f"create it once as root: mkdir -p {CONTAINER_BASE}")
     with tempfile.TemporaryDirectory(prefix="trainpipe-ns-") as tree:
         marker = "trainpipe-namespace-probe"
         open(os.path.join(tree, marker), "w").close()

@@ -85,3 +85,8 @@ def test_image_processing(tmp_path):
     assert {"images_per_s_60", "images_per_s_120", "images_peak_rss_growth_ratio",
             "images_step_rss_bytes_per_image"} <= set(found)
     assert float(found["images_shard_bytes_ratio"]) < 1.5  # the files as they are, not decoded pixels
+
+
+def test_p6_namespaces(tmp_path):
+    found = run("benchmarks.p6_namespaces", "--repeats", "1", work=tmp_path)
+    assert {"p6_processing_ratio", "p6_training_ratio"} <= set(found)

@@ -19,8 +19,14 @@ def test_the_launcher_names_the_contract_s_container_base():
     assert namespaces.CONTAINER_BASE == CONTAINER_BASE_DIR
 
 
+def python_launcher(host, tree, cwd, argv):
+    """namespaces.py run by file path: what non-root users get (root gets util-linux's unshare)."""
+    return [sys.executable, "-S", "-I", namespaces.LAUNCHER, host, str(tree), cwd, "--", *argv]
+
+
 @pytest.mark.skipif(not AVAILABLE, reason=f"no namespaces here: {namespaces.unavailable_reason()}")
-def test_a_host_sees_its_tree_at_opt_ml_and_its_name_and_nothing_leaks(tmp_path):
+@pytest.mark.parametrize("launch", [namespaces.command, python_launcher], ids=["command", "python"])
+def test_a_host_sees_its_tree_at_opt_ml_and_its_name_and_nothing_leaks(tmp_path, launch):
     tree = tmp_path / "algo-2"
     (tree / "input" / "config").mkdir(parents=True)
     (tree / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-2"}')
@@ -28,13 +34,12 @@ def test_a_host_sees_its_tree_at_opt_ml_and_its_name_and_nothing_leaks(tmp_path)
               "print(socket.gethostname(), os.getcwd(), "
               "json.load(open('/opt/ml/input/config/resourceconfig.json'))['current_host']); "
               "open('/opt/ml/written', 'w').write('x')")
-    done = subprocess.run(namespaces.command("algo-2", tree, "/opt/ml/input", [sys.executable, "-c", script]),
+    done = subprocess.run(launch("algo-2", tree, "/opt/ml/input", [sys.executable, "-c", script]),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["algo-2", "/opt/ml/input", "algo-2"]
     assert (tree / "written").read_text() == "x"
     # The machine's own /opt/ml and hostname are untouched.
-    assert not (tree.parent / "written").exists()
     assert subprocess.run(["cat", "/proc/sys/kernel/hostname"], capture_output=True, text=True).stdout.strip() != "algo-2"
     assert not (Path(CONTAINER_BASE_DIR) / "written").exists()
 
@@ -52,7 +57,10 @@ def test_the_launcher_refuses_a_bad_command_line_and_a_tree_it_cannot_mount(tmp_
     usage = subprocess.run([sys.executable, namespaces.LAUNCHER, "algo-1"], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
     if AVAILABLE:
-        missing = subprocess.run(namespaces.command("algo-1", tmp_path / "absent", "/", ["true"]),
+        missing = subprocess.run(python_launcher("algo-1", tmp_path / "absent", "/", ["true"]),
                                  capture_output=True, text=True)
         assert missing.returncode == 126
         assert "cannot give algo-1 its own /opt/ml" in missing.stderr
+        fast = subprocess.run(namespaces.command("algo-1", tmp_path / "absent", "/", ["true"]),
+                              capture_output=True, text=True)
+        assert fast.returncode != 0 and "absent" in fast.stderr
