@@ -20,7 +20,7 @@ from pipeline.cloud.account import Target
 from pipeline.cloud.aws import aws_errors, is_not_found
 from pipeline.cloud.diff import definition_diff
 from pipeline.cloud.secrets import find_secrets
-from pipeline.cloud.uploads import Upload, bundle_uploads, default_data_upload, put
+from pipeline.cloud.uploads import Upload, bundle_uploads, default_data_uploads, put
 from pipeline.errors import UserError
 
 DESCRIPTION = "trainpipe: preprocess, Horovod/MPI TensorFlow training, evaluate, register"
@@ -99,9 +99,7 @@ def plan_upsert(
         input_data_uri = next(
             p["DefaultValue"] for p in definition["Parameters"] if p["Name"] == P.INPUT_DATA_URI
         )
-        data = default_data_upload(s3, settings, input_data_uri)
-    if data is not None:
-        uploads.append(data)
+        uploads.extend(default_data_uploads(s3, settings, input_data_uri))
     described = deployed_pipeline(target.clients.sagemaker, settings.pipeline_name)
     deployed = json.loads(described["PipelineDefinition"]) if described else None
     return UpsertPlan(

@@ -1,5 +1,6 @@
 """What upsert puts in the artifact bucket before the pipeline can run: the code bundles and,
-when the pipeline reads the default InputDataUri and nothing is there yet, the default data.
+when the pipeline reads the default InputDataUri (or the default image data URI) and nothing
+is there yet, the default data (the digits CSV, or the digits as a PNG tree).
 
 Bundle keys contain the hash of their content (``bundles.py``), so an object already under
 its key is the same code: only missing objects are uploaded. Uploads are encrypted with the
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 from pipeline import parameters as P
 from pipeline.bundles import Bundle, all_bundles
-from pipeline.default_data import DIGITS_FILENAME, digits_csv
+from pipeline.default_data import DIGITS_FILENAME, digits_csv, digits_images
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 
@@ -67,24 +68,34 @@ def bundle_uploads(
     return uploads, unchanged
 
 
-def default_data_upload(s3, settings: Settings, input_data_uri: str) -> Upload | None:
-    """The digits CSV, if the pipeline reads the default InputDataUri and it holds nothing."""
-    if input_data_uri != P.default_input_data_uri(settings.bucket, settings.prefix):
-        return None
+def default_data_uploads(s3, settings: Settings, input_data_uri: str) -> list[Upload]:
+    """The digits CSV (or PNG tree), if the pipeline reads the default InputDataUri (or the
+    default image data URI) and nothing is there yet."""
+    csv_uri = P.default_input_data_uri(settings.bucket, settings.prefix)
+    images_uri = P.default_image_data_uri(settings.bucket, settings.prefix)
+    if input_data_uri not in (csv_uri, images_uri):
+        return []
     bucket, prefix = split_s3_uri(input_data_uri)
     if bucket != settings.bucket or _existing(s3, bucket, prefix):
-        return None
+        return []
+    if input_data_uri == csv_uri:
+        return [Upload(prefix + DIGITS_FILENAME, lambda: _needs_sklearn(digits_csv),
+                       "default data (scikit-learn digits)")]
+    # The keys depend on the labels: the tree is made now, at plan time (1,797 small PNGs).
+    return [
+        Upload(prefix + key, (lambda b=body: b), "default image data (scikit-learn digits as PNGs)")
+        for key, body in sorted(_needs_sklearn(digits_images).items())
+    ]
 
-    def body() -> bytes:
-        try:
-            return digits_csv()
-        except ImportError as error:
-            raise UserError(
-                f"the default data needs scikit-learn ({error}): install trainpipe[local], or "
-                f"upload your own data and pass -p {P.INPUT_DATA_URI}=s3://..."
-            ) from None
 
-    return Upload(prefix + DIGITS_FILENAME, body, "default data (scikit-learn digits)")
+def _needs_sklearn(make):
+    try:
+        return make()
+    except ImportError as error:
+        raise UserError(
+            f"the default data needs scikit-learn ({error}): install trainpipe[local], or "
+            f"upload your own data and pass -p {P.INPUT_DATA_URI}=s3://..."
+        ) from None
 
 
 def put(s3, settings: Settings, upload: Upload) -> None:

@@ -198,3 +198,18 @@ def test_flags_win_over_the_stack(stack, aws, puts):
     assert bucket_keys(stack["ArtifactBucketName"]) == set()
     definition = deployed_definition("team-a-pipeline")
     assert "s3://my-own-bucket/team-a/" in str(definition)
+
+
+def test_the_default_image_data_uri_gets_the_digits_as_pngs(stack, puts, capsys):
+    from pipeline.default_data import DIGITS_RECORDS
+
+    uri = f"s3://{stack['ArtifactBucketName']}/{stack['ArtifactPrefix']}/data/digits-images/"
+    assert main(["upsert", "-p", f"InputDataUri={uri}"]) == 0
+    data = sorted(k for k in puts if "/data/" in k)
+    assert len(data) == DIGITS_RECORDS
+    assert data[0] == f"{stack['ArtifactPrefix']}/data/digits-images/0/0000.png"
+    assert (f"default image data (scikit-learn digits as PNGs): upload {DIGITS_RECORDS} object(s) to "
+            f"s3://{stack['ArtifactBucketName']}/{stack['ArtifactPrefix']}/data/digits-images/") in capsys.readouterr().out
+    puts.clear()
+    assert main(["upsert", "-p", f"InputDataUri={uri}"]) == 0
+    assert not [k for k in puts if "/data/" in k]
