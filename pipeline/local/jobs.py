@@ -165,7 +165,15 @@ class LocalJob:
         """(command, working directory to start it in) for a process of ``host``."""
         if self.no_namespaces is not None:
             return argv, Path(contract.relocate(str(cwd), self.host_dir(host)))
-        return namespaces.command(host, self.host_dir(host), str(cwd), argv), self.host_dir(host)
+        return (namespaces.command(host, self.host_dir(host), str(cwd), argv, hosts=self.hosts_file()),
+                self.host_dir(host))
+
+    def hosts_file(self) -> str:
+        """SageMaker: every host's name resolves (here to this machine), in /etc/hosts."""
+        path = self.job_dir / "etc-hosts"
+        if not path.exists():
+            namespaces.hosts_file(path, self.hosts)
+        return str(path)
 
     def host_dir(self, host: str) -> Path:
         return self.job_dir / "hosts" / host

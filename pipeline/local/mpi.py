@@ -101,6 +101,7 @@ def prepare(
     extra_options: str = "",
     python: str = sys.executable,
     host_trees: dict[str, Path] | None = None,
+    hosts_file: str | None = None,
 ) -> MpiLaunch:
     """Write the hostfile, rsh agent and per-host launch specs; return the mpirun command.
 
@@ -126,7 +127,7 @@ def prepare(
         # The daemon is started in its host's namespaces: ranks inherit them. Hosts not
         # listed (none, in practice) run without.
         cases = "".join(
-            f'  {shlex.quote(h)}) exec {shlex.join(namespaces.command(h, t, "/", ["/bin/sh", "-c"], python))} "$*" ;;\n'
+            f'  {shlex.quote(h)}) exec {shlex.join(namespaces.command(h, t, "/", ["/bin/sh", "-c"], python, hosts_file))} "$*" ;;\n'
             for h, t in host_trees.items())
         exec_line = f'case "$host" in\n{cases}  *) exec /bin/sh -c "$*" ;;\nesac'
     agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch)),

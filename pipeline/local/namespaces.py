@@ -5,7 +5,10 @@ against ``resourceconfig.json``. On this machine every simulated host's tree liv
 ``<job dir>/hosts/<host>``; this launcher runs a host's process (a processing host's command,
 a training host's command, or a training host's Open MPI daemon, whose ranks inherit it) in
 a private mount namespace where that tree is bind-mounted on ``/opt/ml``, and in a UTS
-namespace whose hostname is the host's name. Nothing else changes: the rest of the file
+namespace whose hostname is the host's name. The job's hosts file (the machine's
+``/etc/hosts`` plus ``127.0.0.1 algo-1 ... algo-N``, ``hosts_file()``) is bind-mounted on
+``/etc/hosts``, so the host names resolve as they do between SageMaker's instances (to this
+machine). Nothing else changes: the rest of the file
 system, the network and the process IDs are the machine's own, so MPI ranks on different
 simulated hosts still talk over loopback TCP, and the runner still sees and ends them.
 
@@ -17,7 +20,7 @@ moving container paths under the host's directory (``SAGEMAKER_BASE_DIR``) and s
 
 Standard library only, and run by file path (like ``rank_exec.py``):
 
-    python namespaces.py HOST TREE CWD -- COMMAND [ARG ...]
+    python namespaces.py HOST TREE CWD HOSTS_FILE -- COMMAND [ARG ...]     (HOSTS_FILE may be "")
 
 ``TRAINPIPE_NAMESPACES=0`` in the runner's environment turns the namespaces off.
 """
@@ -66,8 +69,21 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def enter(host: str, tree: str) -> None:
-    """Make this process (and what it execs) see ``tree`` at /opt/ml, hostname ``host``."""
+def hosts_file(path, hosts: list[str]) -> str:
+    """Write the machine's /etc/hosts plus a line naming every simulated host; its path."""
+    try:
+        with open("/etc/hosts") as f:
+            machine = f.read()
+    except OSError:
+        machine = "127.0.0.1 localhost\n"
+    with open(path, "w") as f:
+        f.write(machine.rstrip("\n") + "\n# trainpipe: the job's simulated hosts\n127.0.0.1 " + " ".join(hosts) + "\n")
+    return str(path)
+
+
+def enter(host: str, tree: str, hosts: str = "") -> None:
+    """Make this process (and what it execs) see ``tree`` at /opt/ml, hostname ``host``,
+    and ``hosts`` (when given) at /etc/hosts."""
     if not os.path.isdir(CONTAINER_BASE):
         try:
             os.makedirs(CONTAINER_BASE, exist_ok=True)
@@ -89,6 +105,9 @@ def enter(host: str, tree: str) -> None:
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
     _check(libc.mount(os.fsencode(tree), os.fsencode(CONTAINER_BASE), None, _MS_BIND | _MS_REC, None),
            f"mount --bind {tree} {CONTAINER_BASE}")
+    if hosts:
+        _check(libc.mount(os.fsencode(hosts), b"/etc/hosts", None, _MS_BIND, None),
+               f"mount --bind {hosts} /etc/hosts")
     name = host.encode()
     _check(libc.sethostname(name, len(name)), "sethostname")
 
@@ -97,21 +116,23 @@ def enter(host: str, tree: str) -> None:
 # milliseconds, where a Python start costs 50-150 ms per host on a busy machine
 # (benchmarks/p6_namespaces.py). The hostname is written through /proc: no hostname binary.
 _SHELL_ENTER = ('mount --bind "$1" ' + CONTAINER_BASE + ' && printf %s "$2" > /proc/sys/kernel/hostname'
-                ' && cd "$3" && shift 3 && exec "$@"')
+                ' && { [ -z "$4" ] || mount --bind "$4" /etc/hosts; } && cd "$3" && shift 4 && exec "$@"')
 
 
 def _fast_path() -> bool:
     return os.geteuid() == 0 and bool(shutil.which("unshare")) and bool(shutil.which("mount"))
 
 
-def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.executable) -> list[str]:
+def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.executable,
+            hosts: str | None = None) -> list[str]:
     """``argv`` run as a process of ``host`` whose /opt/ml is ``tree``, started in ``cwd``
-    (a container path such as /opt/ml/code: it exists only once the tree is mounted)."""
+    (a container path such as /opt/ml/code: it exists only once the tree is mounted), with
+    ``hosts`` (from ``hosts_file()``) as its /etc/hosts when given."""
     if _fast_path() and os.path.isdir(CONTAINER_BASE):
         return [shutil.which("unshare"), "--mount", "--uts", "--propagation", "private", "/bin/sh", "-c",
-                _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, *argv]
+                _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, hosts or "", *argv]
     # -S -I: no site-packages, no user environment; the launcher needs the standard library only.
-    return [python, "-S", "-I", LAUNCHER, host, str(tree), cwd, "--", *argv]
+    return [python, "-S", "-I", LAUNCHER, host, str(tree), cwd, hosts or "", "--", *argv]
 
 
 def enabled_by_user(environ=os.environ) -> bool:
@@ -176,12 +197,12 @@ def probe_or_switch() -> str:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 6 or argv[4] != "--":
-        print("usage: namespaces.py HOST TREE CWD -- COMMAND [ARG ...]", file=sys.stderr)
+    if len(argv) < 7 or argv[5] != "--":
+        print("usage: namespaces.py HOST TREE CWD HOSTS_FILE -- COMMAND [ARG ...]", file=sys.stderr)
         return 2
-    host, tree, cwd, program = argv[1], argv[2], argv[3], argv[5:]
+    host, tree, cwd, hosts, program = argv[1], argv[2], argv[3], argv[4], argv[6:]
     try:
-        enter(host, tree)
+        enter(host, tree, hosts)
         os.chdir(cwd)
     except OSError as error:
         print(f"namespaces.py: cannot give {host} its own {CONTAINER_BASE}: {error}", file=sys.stderr)

@@ -231,7 +231,8 @@ class TrainingJob(LocalJob):
                 self.job_dir / "mpi", self.hosts, self.processes_per_host, specs,
                 num_processes=int(self.num_processes) if self.num_processes else None,
                 local_options=fast.mpirun_options, extra_options=custom,
-                host_trees=None if self.no_namespaces else {h: self.host_dir(h) for h in self.hosts})
+                host_trees=None if self.no_namespaces else {h: self.host_dir(h) for h in self.hosts},
+                hosts_file=None if self.no_namespaces else self.hosts_file())
             self.note("mpirun: " + " ".join(launch.command))
             self.mpi_launch = launch
             self.launched_at = time.monotonic()

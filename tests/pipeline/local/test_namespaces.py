@@ -19,9 +19,9 @@ def test_the_launcher_names_the_contract_s_container_base():
     assert namespaces.CONTAINER_BASE == CONTAINER_BASE_DIR
 
 
-def python_launcher(host, tree, cwd, argv):
+def python_launcher(host, tree, cwd, argv, hosts=""):
     """namespaces.py run by file path: what non-root users get (root gets util-linux's unshare)."""
-    return [sys.executable, "-S", "-I", namespaces.LAUNCHER, host, str(tree), cwd, "--", *argv]
+    return [sys.executable, "-S", "-I", namespaces.LAUNCHER, host, str(tree), cwd, hosts, "--", *argv]
 
 
 @pytest.mark.skipif(not AVAILABLE, reason=f"no namespaces here: {namespaces.unavailable_reason()}")
@@ -32,12 +32,16 @@ def test_a_host_sees_its_tree_at_opt_ml_and_its_name_and_nothing_leaks(tmp_path,
     (tree / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-2"}')
     script = ("import json, os, socket; "
               "print(socket.gethostname(), os.getcwd(), "
-              "json.load(open('/opt/ml/input/config/resourceconfig.json'))['current_host']); "
+              "json.load(open('/opt/ml/input/config/resourceconfig.json'))['current_host'], "
+              "socket.gethostbyname('algo-1'), socket.gethostbyname('algo-2')); "
               "open('/opt/ml/written', 'w').write('x')")
-    done = subprocess.run(launch("algo-2", tree, "/opt/ml/input", [sys.executable, "-c", script]),
+    machine_hosts = Path("/etc/hosts").read_text()
+    hosts = namespaces.hosts_file(tmp_path / "hosts", ["algo-1", "algo-2"])
+    done = subprocess.run(launch("algo-2", tree, "/opt/ml/input", [sys.executable, "-c", script], hosts=hosts),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["algo-2", "/opt/ml/input", "algo-2"]
+    assert done.stdout.split() == ["algo-2", "/opt/ml/input", "algo-2", "127.0.0.1", "127.0.0.1"]
+    assert Path("/etc/hosts").read_text() == machine_hosts
     assert (tree / "written").read_text() == "x"
     # The machine's own /opt/ml and hostname are untouched.
     assert subprocess.run(["cat", "/proc/sys/kernel/hostname"], capture_output=True, text=True).stdout.strip() != "algo-2"

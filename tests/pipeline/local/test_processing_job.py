@@ -84,7 +84,8 @@ DIRECT = """
     config = json.load(open("/opt/ml/config/resourceconfig.json"))
     rows = open("/opt/ml/processing/input/data/part-000.txt").read()
     with open(f"/opt/ml/processing/output/result/{config['current_host']}.json", "w") as f:
-        json.dump({"hostname": socket.gethostname(), "rows": rows}, f)
+        json.dump({"hostname": socket.gethostname(), "rows": rows,
+                   "peers": [socket.gethostbyname(h) for h in config["hosts"]]}, f)
 """
 
 
@@ -103,6 +104,7 @@ def test_processing_script_opening_opt_ml_directly(local_storage, tmp_path, isol
         for host in ("algo-1", "algo-2"):
             report = json.loads(local_storage.read_bytes(f"s3://{BUCKET}/result/{host}.json"))
             assert report["hostname"] == host
+            assert report["peers"] == ["127.0.0.1", "127.0.0.1"]  # every host's name resolves
             assert report["rows"] == "object 0\n"
     else:
         assert result.status == "Failed"
