@@ -22,3 +22,43 @@ def test_a_sagemaker_training_job_becomes_an_observation():
     assert obs.layout == Layout(2, 1) and obs.batch == 64 and obs.fp16_allreduce
     assert obs.throughput == 2 * 64 / 0.01 and not obs.local
     assert from_training_job({**described, "FinalMetricDataList": []}) is None
+
+
+def test_cloud_observations_read_every_succeeded_training_step_of_the_executions():
+    import datetime as dt
+
+    import boto3
+    from botocore.stub import Stubber
+
+    from pipeline.advisor.observations import cloud_observations
+
+    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x",
+                          aws_secret_access_key="y")
+    stubber = Stubber(client)
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:pipeline/trainpipe/execution/abc"
+    job = "trainpipe-TrainModel-abc"
+    stubber.add_response("list_pipeline_executions", {"PipelineExecutionSummaries": [
+        {"PipelineExecutionArn": arn, "StartTime": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
+         "PipelineExecutionStatus": "Succeeded"}]})
+    stubber.add_response("list_pipeline_execution_steps", {"PipelineExecutionSteps": [
+        {"StepName": "TrainModel", "StepStatus": "Succeeded",
+         "Metadata": {"TrainingJob": {"Arn": f"arn:aws:sagemaker:us-east-1:1:training-job/{job}"}}}]})
+    stubber.add_response("describe_training_job", {
+        "TrainingJobName": job, "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:1:training-job/{job}",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "RoleArn": "arn:aws:iam::123456789012:role/r", "OutputDataConfig": {"S3OutputPath": "s3://b/o"},
+        "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 2, "VolumeSizeInGB": 30},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "CreationTime": dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc),
+        "TrainingJobStatus": "Completed", "SecondaryStatus": "Completed",
+        "ModelArtifacts": {"S3ModelArtifacts": "s3://b/o/m.tar.gz"},
+        "HyperParameters": {"batch-size": "32", "sagemaker_mpi_num_of_processes_per_host": "4"},
+        "FinalMetricDataList": [{"MetricName": "step_time", "Value": 0.02},
+                                {"MetricName": "parameters", "Value": 1e6}],
+    }, {"TrainingJobName": job})
+    with stubber:
+        found, skipped = cloud_observations(client, "trainpipe")
+    assert skipped == []
+    [obs] = found
+    assert obs.instance_type == "ml.g5.12xlarge" and obs.layout == Layout(2, 4)
+    assert obs.throughput == 8 * 32 / 0.02
