@@ -12,6 +12,7 @@ and metrics go through ``job_logs.py``; why a job failed is ``job_failures.py``'
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -90,6 +91,9 @@ def base_environment(environ: dict) -> dict:
     set TF_CPP_MIN_LOG_LEVEL: every rank and step prints them, burying the job's own output."""
     env = {k: v for k, v in environ.items() if passed_to_jobs(k)}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    # The image's python/python3 are the runner's Python (see local_python), also for what
+    # calls them by name: FrameworkProcessor's runproc.sh, a shell entry point.
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH") or os.defpath])
     return env
 
 

@@ -11,7 +11,12 @@ from sagemaker import image_uris
 from sagemaker.inputs import TrainingInput
 from sagemaker.model import Model
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
-from sagemaker.processing import ProcessingInput, ProcessingOutput, ScriptProcessor
+from sagemaker.processing import (
+    FrameworkProcessor,
+    ProcessingInput,
+    ProcessingOutput,
+    ScriptProcessor,
+)
 from sagemaker.sklearn.estimator import SKLearn
 from sagemaker.sklearn.processing import SKLearnProcessor
 from sagemaker.tensorflow import TensorFlow
@@ -42,7 +47,7 @@ def _preprocess_step(session, input_data, instance_type) -> ProcessingStep:
     return ProcessingStep(name="PreprocessData", step_args=step_args)
 
 
-def _evaluation(step_name, processor, step_train, step_process, code) -> tuple[ProcessingStep, PropertyFile]:
+def _evaluation(step_name, processor, step_train, step_process, code, **run) -> tuple[ProcessingStep, PropertyFile]:
     report = PropertyFile(name="EvaluationReport", output_name="evaluation", path="evaluation.json")
     step_args = processor.run(
         inputs=[ProcessingInput(source=step_train.properties.ModelArtifacts.S3ModelArtifacts,
@@ -50,7 +55,7 @@ def _evaluation(step_name, processor, step_train, step_process, code) -> tuple[P
                 ProcessingInput(source=step_process.properties.ProcessingOutputConfig.Outputs["test"].S3Output.S3Uri,
                                 destination="/opt/ml/processing/test")],
         outputs=[ProcessingOutput(output_name="evaluation", source="/opt/ml/processing/evaluation")],
-        code=code)
+        code=code, **run)
     return ProcessingStep(name=step_name, step_args=step_args, property_files=[report]), report
 
 
@@ -108,7 +113,7 @@ def tensorflow_pipeline(session, bucket: str, name: str = "sdk-tensorflow") -> P
 
 
 def sklearn_pipeline(session, bucket: str, name: str = "sdk-sklearn") -> Pipeline:
-    """SKLearn processing -> SKLearn training -> SKLearn evaluation with a PropertyFile ->
+    """SKLearn processing -> SKLearn training -> SKLearn FrameworkProcessor evaluation with a PropertyFile ->
     condition -> ModelStep(model.register()) | Fail."""
     input_data = ParameterString(name="InputData", default_value=f"s3://{bucket}/digits/raw_data_all.csv")
     threshold = ParameterFloat(name="AccuracyThreshold", default_value=0.8)
@@ -120,10 +125,13 @@ def sklearn_pipeline(session, bucket: str, name: str = "sdk-sklearn") -> Pipelin
     step_train = TrainingStep(name="TrainModel", step_args=estimator.fit(inputs={"train": TrainingInput(
         s3_data=step_process.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri,
         content_type="text/csv")}))
-    evaluator = SKLearnProcessor(framework_version=SKLEARN_VERSION, role=ROLE, instance_type="ml.m5.xlarge",
-                                 instance_count=1, base_job_name="digits-eval", sagemaker_session=session)
-    step_eval, report = _evaluation("EvaluateModel", evaluator, step_train, step_process,
-                                    str(HERE / "sklearn_code" / "evaluate.py"))
+    # A FrameworkProcessor with a source_dir: the SDK's runproc.sh unpacks the code under
+    # /opt/ml/processing/input/code and runs `python evaluate.py` there.
+    evaluator = FrameworkProcessor(estimator_cls=SKLearn, framework_version=SKLEARN_VERSION, role=ROLE,
+                                   instance_type="ml.m5.xlarge", instance_count=1, base_job_name="digits-eval",
+                                   sagemaker_session=session)
+    step_eval, report = _evaluation("EvaluateModel", evaluator, step_train, step_process, "evaluate.py",
+                                    source_dir=str(HERE / "sklearn_code"))
     model = Model(image_uri=estimator.training_image_uri(), model_data=step_train.properties.ModelArtifacts.S3ModelArtifacts,
                   role=ROLE, sagemaker_session=session)
     step_register = ModelStep(name="RegisterDigitsModel", step_args=model.register(
