@@ -19,9 +19,11 @@ class LearningRateSchedule(tf.keras.callbacks.Callback):
     resumed run (Keras passes the real epoch index from ``initial_epoch`` on) continues on
     the same curve."""
 
-    def __init__(self, base: float, size: int, warmup_epochs: float, steps_per_epoch: int):
+    def __init__(self, base: float, size: int, warmup_epochs: float, steps_per_epoch: int,
+                 factor: float = 1.0):
         super().__init__()
         self.base = base
+        self.factor = factor  # transfer learning: lower for the fine-tuning phase
         self.size = size
         self.warmup_epochs = warmup_epochs
         self.steps_per_epoch = steps_per_epoch
@@ -30,7 +32,7 @@ class LearningRateSchedule(tf.keras.callbacks.Callback):
 
     def rate(self, epoch: int, step: int) -> float:
         position = schedule.global_epoch(epoch, step, self.steps_per_epoch)
-        return schedule.learning_rate(position, self.base, self.size, self.warmup_epochs)
+        return self.factor * schedule.learning_rate(position, self.base, self.size, self.warmup_epochs)
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch

@@ -124,10 +124,19 @@ def prune(root: str, keep: int = KEEP) -> None:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
 
 
-def restore(checkpoint: tf.train.Checkpoint, found: Found, root: str) -> None:
-    """Load ``found`` into ``checkpoint``'s objects; every existing variable must match."""
+def restore(checkpoint: tf.train.Checkpoint, found: Found, root: str, weights_only: bool = False) -> None:
+    """Load ``found`` into ``checkpoint``'s objects; every existing variable must match.
+    ``weights_only``: the model and epoch count, not the optimizer (a checkpoint from the end
+    of a transfer-learning phase, resumed in the next phase with a new optimizer)."""
+    if weights_only:
+        checkpoint = tf.train.Checkpoint(
+            model=checkpoint.model, epochs_completed=checkpoint.epochs_completed
+        )
     try:
-        checkpoint.read(found.prefix).assert_existing_objects_matched()
+        status = checkpoint.read(found.prefix)
+        if weights_only:
+            status.expect_partial()
+        status.assert_existing_objects_matched()
     except (AssertionError, ValueError, tf.errors.OpError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(

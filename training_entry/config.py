@@ -42,6 +42,12 @@ class Hyperparameters:
     seed: int = 42
     mixed_precision: str = "off"
     fp16_allreduce: bool = False
+    model_architecture: str = contract.ARCH_AUTO
+    image_size: int = contract.DEFAULT_IMAGE_SIZE
+    head_epochs: int = contract.DEFAULT_HEAD_EPOCHS
+    fine_tune_layers: int = contract.DEFAULT_FINE_TUNE_LAYERS
+    fine_tune_lr_factor: float = contract.DEFAULT_FINE_TUNE_LR_FACTOR
+    model_file: str | None = None  # relative to the code directory (the bundle's root)
 
 
 def parse_bool(text: str) -> bool:
@@ -73,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
                    choices=contract.MIXED_PRECISION_CHOICES, default=d.mixed_precision)
     p.add_argument(f"--{contract.HP_FP16_ALLREDUCE}", dest="fp16_allreduce", type=parse_bool,
                    default=d.fp16_allreduce)
+    p.add_argument(f"--{contract.HP_MODEL_ARCHITECTURE}", dest="model_architecture",
+                   choices=contract.ARCHITECTURES, default=d.model_architecture)
+    p.add_argument(f"--{contract.HP_IMAGE_SIZE}", dest="image_size", type=int, default=d.image_size)
+    p.add_argument(f"--{contract.HP_HEAD_EPOCHS}", dest="head_epochs", type=int, default=d.head_epochs)
+    p.add_argument(f"--{contract.HP_FINE_TUNE_LAYERS}", dest="fine_tune_layers", type=int,
+                   default=d.fine_tune_layers)
+    p.add_argument(f"--{contract.HP_FINE_TUNE_LR_FACTOR}", dest="fine_tune_lr_factor", type=float,
+                   default=d.fine_tune_lr_factor)
+    p.add_argument(f"--{contract.HP_MODEL_FILE}", dest="model_file", default=d.model_file)
     # SageMaker: the TensorFlow estimator always adds model_dir (/opt/ml/model under MPI, an
     # s3:// URI otherwise). We save where SM_MODEL_DIR points, which is what gets uploaded.
     p.add_argument("--model_dir", dest="model_dir", default=None)
@@ -92,6 +107,14 @@ def parse_hyperparameters(argv: Sequence[str]) -> tuple[Hyperparameters, str | N
          f"--{contract.HP_BASE_LEARNING_RATE} {hp.base_learning_rate}: must be positive"),
         (hp.warmup_epochs >= 0,
          f"--{contract.HP_WARMUP_EPOCHS} {hp.warmup_epochs}: must be 0 or more"),
+        (contract.MIN_IMAGE_SIZE <= hp.image_size <= contract.MAX_IMAGE_SIZE,
+         f"--{contract.HP_IMAGE_SIZE} {hp.image_size}: must be {contract.MIN_IMAGE_SIZE}.."
+         f"{contract.MAX_IMAGE_SIZE}"),
+        (hp.head_epochs >= 0, f"--{contract.HP_HEAD_EPOCHS} {hp.head_epochs}: must be 0 or more"),
+        (hp.fine_tune_layers >= 0,
+         f"--{contract.HP_FINE_TUNE_LAYERS} {hp.fine_tune_layers}: must be 0 or more"),
+        (0 < hp.fine_tune_lr_factor <= 1,
+         f"--{contract.HP_FINE_TUNE_LR_FACTOR} {hp.fine_tune_lr_factor}: must be in (0, 1]"),
     ]
     for ok, message in checks:
         if not ok:

@@ -85,6 +85,10 @@ DATA_KIND_IMAGE = "image"
 DEFAULT_IMAGE_SIZE = 32
 MIN_IMAGE_SIZE = 32  # keras.applications refuse smaller inputs
 MAX_IMAGE_SIZE = 1024
+# Transfer learning defaults (pipeline/parameters.py and config.Hyperparameters use these).
+DEFAULT_HEAD_EPOCHS = 2
+DEFAULT_FINE_TUNE_LAYERS = 30
+DEFAULT_FINE_TUNE_LR_FACTOR = 0.1
 
 
 def architecture_fits(architecture: str, kind: str) -> bool:

@@ -22,11 +22,11 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from training_entry import examples, pipe, records
+from training_entry import examples, images, pipe, records
 from training_entry.config import Channel, Hosts
 from training_entry.failure import UserError, cleanup_on_failure, note_cause
 
@@ -234,6 +234,10 @@ class InputContext:
     private_dir: str
     num_features: int
     seed: int
+    image_size: int | None = None  # image records: decoded and resized to this, per record
+    # Pipe: one reader per channel for the whole job, so a second model.fit (the next
+    # transfer-learning phase) opens the channel's next FIFO, not <channel>_0 again.
+    pipe_readers: dict = field(default_factory=dict)
 
     def cleanup(self) -> None:
         shutil.rmtree(self.private_dir, ignore_errors=True)
@@ -349,7 +353,9 @@ def _pipe_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     ``plan.quota`` records of this rank."""
     if plan.layout.local_size == 1 and pipe_mode_dataset_available():
         return _pipe_mode_dataset_pass(plan, ctx)
-    reader = PipeReader(plan, ctx.fifo_dir, ctx.private_dir)
+    reader = ctx.pipe_readers.get(plan.channel.name)
+    if reader is None:
+        reader = ctx.pipe_readers[plan.channel.name] = PipeReader(plan, ctx.fifo_dir, ctx.private_dir)
     # Lists of records, not records: every generator call crosses from TensorFlow into
     # Python, and one crossing per record held the Pipe input to ~9k records/s
     # (benchmarks/p2_pipe_reader.py).
@@ -379,13 +385,13 @@ def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.da
         # from the next repetition: the same cross-pass wait.
         options = tf.data.Options()
         options.experimental_optimization.shuffle_and_repeat_fusion = False
-        return _batches(ds.with_options(options), plan, ctx, hide_cardinality=True)
+        return _batches(ds.with_options(options), plan, ctx, training=True, hide_cardinality=True)
     else:
         ds = _file_records(file_shards(plan, ctx.hosts))
         ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
         # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
         ds = ds.repeat()
-    return _batches(ds, plan, ctx)
+    return _batches(ds, plan, ctx, training=True)
 
 
 def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
@@ -397,12 +403,22 @@ def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
 
 
 def _batches(
-    ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext, hide_cardinality: bool = False
+    ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext, training: bool = False,
+    hide_cardinality: bool = False,
 ) -> tf.data.Dataset:
-    num_features = ctx.num_features
-    ds = ds.batch(plan.batch_size, drop_remainder=True)
-    # Parse after batching: one vectorised op per batch instead of one per record.
-    ds = ds.map(lambda batch: examples.parse_batch(batch, num_features), num_parallel_calls=tf.data.AUTOTUNE)
+    """Records -> (x, y) batches; only this map differs between table and image records."""
+    if ctx.image_size:
+        size = ctx.image_size
+        # Per record (decode_image takes one image), in parallel; augmentation in training only.
+        ds = ds.map(lambda record: images.parse_example(record, size, training),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        ds = ds.batch(plan.batch_size, drop_remainder=True)
+    else:
+        num_features = ctx.num_features
+        ds = ds.batch(plan.batch_size, drop_remainder=True)
+        # Parse after batching: one vectorised op per batch instead of one per record.
+        ds = ds.map(lambda batch: examples.parse_batch(batch, num_features),
+                    num_parallel_calls=tf.data.AUTOTUNE)
     if hide_cardinality:  # per batch, not per record: one filter call per element
         ds = _hide_cardinality(ds)
     return ds.prefetch(tf.data.AUTOTUNE)

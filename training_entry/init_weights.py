@@ -74,11 +74,28 @@ def find_source(directory: str, scratch: str) -> tuple[str, str]:
     )
 
 
-def load_initial_weights(model: tf.keras.Model, directory: str) -> str:
-    """Copy the init channel's weights into ``model``; returns what was loaded."""
+def h5_holds_whole_model(path: str) -> bool:
+    """Whether a Keras .h5 weights file was saved from a whole model with a backbone (one of
+    its top-level layers is the backbone) rather than from the backbone alone."""
+    import h5py
+
+    from training_entry.architectures import BACKBONE
+
+    with h5py.File(path, "r") as f:
+        names = [n.decode() if isinstance(n, bytes) else str(n) for n in f.attrs.get("layer_names", [])]
+    return BACKBONE in names
+
+
+def load_initial_weights(model: tf.keras.Model, directory: str, backbone: tf.keras.Model | None = None) -> str:
+    """Copy the init channel's weights into ``model``; returns what was loaded. With a
+    ``backbone`` (transfer learning), a .h5 of the backbone alone (no top: what
+    ``python -m training_entry.init_backbone`` writes) loads into the backbone."""
     with tempfile.TemporaryDirectory(prefix="trainpipe-init-") as scratch:
         kind, path = find_source(directory, scratch)
         try:
+            if kind == "h5" and backbone is not None and not h5_holds_whole_model(path):
+                backbone.load_weights(path)
+                return f"backbone weights {path}"
             if kind == "saved_model":
                 source = tf.keras.models.load_model(path, compile=False)
                 weights = source.get_weights()

@@ -15,10 +15,11 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
+from training_entry import contract, images
 from training_entry.records import FEATURE_X
 
 INPUT_NAME = FEATURE_X  # the serving signature's input key: {"x": [[...features...]]}
-OUTPUT_NAME = "probabilities"  # the serving signature's output key
+OUTPUT_NAME = contract.SERVING_OUTPUT  # the serving signature's output key
 HIDDEN_UNITS = (128, 64)
 DROPOUT = 0.2
 
@@ -47,15 +48,39 @@ def build_model(
     return tf.keras.Model(inputs=inputs, outputs=probabilities, name="digits_mlp")
 
 
-def save_for_serving(model: tf.keras.Model, model_dir: str, version: str) -> str:
+def image_signatures(model: tf.keras.Model, image_size: int) -> dict:
+    """``serving_default``: float32 images [None, S, S, 3] in 0..255; ``serving_bytes``: the
+    encoded files (what an endpoint client sends), decoded and resized as in training
+    (``images``, without augmentation). Both return {"probabilities": [None, classes]}."""
+    spec = tf.TensorSpec([None, image_size, image_size, images.CHANNELS], tf.float32)
+
+    # The arguments' names are the signatures' input keys (contract.SERVING_INPUT_IMAGES,
+    # SERVING_INPUT_IMAGE_BYTES; tests/training_entry/test_export.py holds them equal).
+    @tf.function(input_signature=[spec])
+    def serve_images(images):
+        return {contract.SERVING_OUTPUT: model(images, training=False)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve_bytes(image_bytes):
+        decoded = images.decode_batch(image_bytes, image_size)
+        return {contract.SERVING_OUTPUT: model(decoded, training=False)}
+
+    return {contract.SIGNATURE_DEFAULT: serve_images, contract.SIGNATURE_BYTES: serve_bytes}
+
+
+def save_for_serving(
+    model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None
+) -> str:
     """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
     written beside and renamed into place so no reader sees half a model. Without the
-    optimizer: Horovod's optimizer class would not deserialize where Horovod is absent."""
+    optimizer: Horovod's optimizer class would not deserialize where Horovod is absent.
+    ``image_size``: an image model, exported with ``image_signatures``."""
+    signatures = image_signatures(model, image_size) if image_size else None
     os.makedirs(model_dir, exist_ok=True)
     final = os.path.join(model_dir, version)
     partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)
     try:
-        model.save(partial, include_optimizer=False, save_format="tf")
+        model.save(partial, include_optimizer=False, save_format="tf", signatures=signatures)
         if os.path.exists(final):  # a reused local tree
             shutil.rmtree(final)
         os.rename(partial, final)
