@@ -47,6 +47,7 @@ class Hyperparameters:
     head_epochs: int = contract.DEFAULT_HEAD_EPOCHS
     fine_tune_layers: int = contract.DEFAULT_FINE_TUNE_LAYERS
     fine_tune_lr_factor: float = contract.DEFAULT_FINE_TUNE_LR_FACTOR
+    augmentation: str = contract.DEFAULT_AUGMENTATION
     model_file: str | None = None  # relative to the code directory (the bundle's root)
 
 
@@ -87,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
                    default=d.fine_tune_layers)
     p.add_argument(f"--{contract.HP_FINE_TUNE_LR_FACTOR}", dest="fine_tune_lr_factor", type=float,
                    default=d.fine_tune_lr_factor)
+    p.add_argument(f"--{contract.HP_AUGMENTATION}", dest="augmentation", choices=contract.AUGMENTATIONS,
+                   default=d.augmentation)
     p.add_argument(f"--{contract.HP_MODEL_FILE}", dest="model_file", default=d.model_file)
     # SageMaker: the TensorFlow estimator always adds model_dir (/opt/ml/model under MPI, an
     # s3:// URI otherwise). We save where SM_MODEL_DIR points, which is what gets uploaded.

@@ -11,6 +11,8 @@ import math
 import os
 import re
 
+from training_entry.records import KIND_TABLE
+
 # SageMaker: every container path lives under /opt/ml. The training toolkit lets
 # SAGEMAKER_BASE_DIR move that root; the local runner uses it to give each simulated host its
 # own tree, and our processing and evaluation scripts honour it the same way.
@@ -69,6 +71,10 @@ HP_HEAD_EPOCHS = "head-epochs"  # phase 1: the new head only, backbone frozen
 HP_FINE_TUNE_LAYERS = "fine-tune-layers"  # phase 2: the top N backbone layers unfrozen
 HP_FINE_TUNE_LR_FACTOR = "fine-tune-lr-factor"  # phase 2 rate = phase 1 rate x this
 HP_MODEL_FILE = "model-file"  # the user's model file, inside the training bundle
+HP_AUGMENTATION = "augmentation"  # training images only
+# crop_flip: random crop + horizontal flip; crop: no flip (digits, text: not mirror-symmetric).
+AUGMENTATIONS = ("crop_flip", "crop", "none")
+DEFAULT_AUGMENTATION = "crop_flip"
 
 # ModelArchitecture values. AUTO: the user's model when one is shipped, else MLP for table
 # data and SMALL_CNN for images (the processing manifest's "kind" decides in the job).
@@ -80,8 +86,6 @@ PRETRAINED_ARCHITECTURES = ("mobilenet_v2", "resnet50", "efficientnet_b0")
 TABLE_ARCHITECTURES = (ARCH_MLP,)
 IMAGE_ARCHITECTURES = (ARCH_SMALL_CNN, *PRETRAINED_ARCHITECTURES)
 ARCHITECTURES = (ARCH_AUTO, *TABLE_ARCHITECTURES, *IMAGE_ARCHITECTURES, ARCH_CUSTOM)
-DATA_KIND_TABLE = "table"
-DATA_KIND_IMAGE = "image"
 DEFAULT_IMAGE_SIZE = 32
 MIN_IMAGE_SIZE = 32  # keras.applications refuse smaller inputs
 MAX_IMAGE_SIZE = 1024
@@ -92,10 +96,11 @@ DEFAULT_FINE_TUNE_LR_FACTOR = 0.1
 
 
 def architecture_fits(architecture: str, kind: str) -> bool:
-    """Whether ``architecture`` can train on data of ``kind`` (AUTO and CUSTOM fit both)."""
+    """Whether ``architecture`` can train on data of ``kind`` (``records.KIND_*``; AUTO and
+    CUSTOM fit both)."""
     if architecture in (ARCH_AUTO, ARCH_CUSTOM):
         return True
-    return architecture in (TABLE_ARCHITECTURES if kind == DATA_KIND_TABLE else IMAGE_ARCHITECTURES)
+    return architecture in (TABLE_ARCHITECTURES if kind == KIND_TABLE else IMAGE_ARCHITECTURES)
 
 
 # The user's model file: a function of this name, documented in README "Your own data and

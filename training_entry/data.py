@@ -235,6 +235,7 @@ class InputContext:
     num_features: int
     seed: int
     image_size: int | None = None  # image records: decoded and resized to this, per record
+    augmentation: str = "crop_flip"  # image records, training only (contract.AUGMENTATIONS)
     # Pipe: one reader per channel for the whole job, so a second model.fit (the next
     # transfer-learning phase) opens the channel's next FIFO, not <channel>_0 again.
     pipe_readers: dict = field(default_factory=dict)
@@ -408,9 +409,9 @@ def _batches(
 ) -> tf.data.Dataset:
     """Records -> (x, y) batches; only this map differs between table and image records."""
     if ctx.image_size:
-        size = ctx.image_size
+        size, augmentation = ctx.image_size, ctx.augmentation
         # Per record (decode_image takes one image), in parallel; augmentation in training only.
-        ds = ds.map(lambda record: images.parse_example(record, size, training),
+        ds = ds.map(lambda record: images.parse_example(record, size, training, augmentation),
                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
         ds = ds.batch(plan.batch_size, drop_remainder=True)
     else:

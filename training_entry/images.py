@@ -7,7 +7,7 @@ JPEG, GIF or BMP, any size, grey or colour. Every image becomes float32 RGB
 (``architectures``), so the float serving signature takes 0..255 too.
 
 Training adds a random crop (from the image resized ``CROP_MARGIN`` larger) and a random
-horizontal flip; validation, evaluation and serving only resize. Python 3.10 syntax.
+horizontal flip (``augment``: the ``augmentation`` hyperparameter); validation, evaluation and serving only resize. Python 3.10 syntax.
 """
 
 from __future__ import annotations
@@ -33,12 +33,17 @@ def resize(image: tf.Tensor, size: int) -> tf.Tensor:
     return tf.clip_by_value(resized, 0.0, 255.0)
 
 
-def augment(image: tf.Tensor, size: int) -> tf.Tensor:
-    """Training only: random crop + random horizontal flip, float32 [size, size, 3]."""
+def augment(image: tf.Tensor, size: int, augmentation: str = "crop_flip") -> tf.Tensor:
+    """Training only (``contract.AUGMENTATIONS``): random crop, then a random horizontal flip
+    unless ``crop``; ``none`` only resizes. float32 [size, size, 3]."""
+    if augmentation == "none":
+        return resize(image, size)
     larger = int(math.ceil(size * CROP_MARGIN))
     image = resize(image, larger)
     image = tf.image.random_crop(image, [size, size, CHANNELS])
-    return tf.image.random_flip_left_right(image)
+    if augmentation == "crop_flip":
+        image = tf.image.random_flip_left_right(image)
+    return image
 
 
 def feature_spec() -> dict:
@@ -48,12 +53,13 @@ def feature_spec() -> dict:
     }
 
 
-def parse_example(serialized: tf.Tensor, size: int, training: bool) -> tuple[tf.Tensor, tf.Tensor]:
+def parse_example(serialized: tf.Tensor, size: int, training: bool,
+                  augmentation: str = "crop_flip") -> tuple[tf.Tensor, tf.Tensor]:
     """One serialized Example -> (image float32 [size, size, 3], label int64). Per record:
     ``decode_image`` does not take a batch (images differ in size before the resize)."""
     parsed = tf.io.parse_single_example(serialized, feature_spec())
     image = decode(parsed[FEATURE_IMAGE])
-    image = augment(image, size) if training else resize(image, size)
+    image = augment(image, size, augmentation) if training else resize(image, size)
     return image, parsed[FEATURE_Y]
 
 

@@ -32,6 +32,7 @@ resumes after its last completed epoch.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import sys
@@ -40,10 +41,21 @@ import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
 
-from training_entry import checkpoints, config, contract, data, failure, init_weights, runtime
+from training_entry import (
+    architectures,
+    checkpoints,
+    config,
+    contract,
+    data,
+    failure,
+    init_weights,
+    records,
+    runtime,
+    transfer,
+)
 from training_entry.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
 from training_entry.fault_injection import injected_failures
-from training_entry.model import build_model, save_for_serving
+from training_entry.model import save_for_serving
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,6 +89,10 @@ def main(argv: list[str] | None = None) -> None:
     # Horovod: one id for the job, naming the directory where a host's local rank 0 hands
     # the other local ranks their share of a Pipe stream.
     run_id = broadcast_object(secrets.token_hex(6), root_rank=0)
+    # The data's kind (manifest) and ModelArchitecture decide the model and the record map.
+    image_size = hp.image_size if manifest.kind == records.KIND_IMAGE else None
+    user_model_file = _user_model_path(hp.model_file)
+    architecture = architectures.resolve(hp.model_architecture, manifest.kind, user_model_file)
     inputs = data.InputContext(
         hosts=cfg.hosts,
         fifo_dir=cfg.fifo_dir,
@@ -84,11 +100,108 @@ def main(argv: list[str] | None = None) -> None:
         private_dir=data.private_pipe_dir(run_id, cfg.hosts.current),
         num_features=manifest.num_features,
         seed=hp.seed + hvd.rank(),  # Horovod: each rank shuffles its records differently
+        image_size=image_size,
+        augmentation=hp.augmentation,
     )
 
-    model = build_model(
-        manifest.num_features, manifest.num_classes, manifest.feature_mean, manifest.feature_std
+    model = architectures.build(
+        architecture,
+        num_classes=manifest.num_classes,
+        image_size=image_size,
+        num_features=manifest.num_features,
+        feature_mean=manifest.feature_mean,
+        feature_std=manifest.feature_std,
+        user_model_file=user_model_file,
+        hyperparameters=dataclasses.asdict(hp),
     )
+    backbone = architectures.backbone_of(model)
+    # Transfer learning: head only (backbone frozen), then the top of the backbone at a lower
+    # rate; each phase is a (re)compile and a model.fit. Other models: one phase.
+    phases = transfer.phases(model, hp)
+
+    # Resume: rank 0 finds the newest complete checkpoint; all ranks agree on where training
+    # starts, hence in which phase.
+    found = checkpoints.newest(cfg.checkpoint_dir) if chief else None
+    initial_epoch = found.epoch if found is not None else 0
+    # Horovod: every rank starts at rank 0's epoch.
+    initial_epoch = broadcast_object(initial_epoch, root_rank=0)
+    log(
+        f"{hvd.size()} ranks ({cfg.hosts.count} host(s) x {layout.local_size}); "
+        f"train {cfg.train.mode}/{cfg.train.distribution}: {train_plan.steps} steps of "
+        f"{hp.batch_size} per rank per epoch"
+        + (f"; validation {val_plan.steps} steps" if val_plan else "")
+        + f"; epochs {initial_epoch + 1}..{hp.epochs}"
+        + (f"; Pipe reader: {data.pipe_reader_name(train_plan)}" if cfg.train.is_pipe else "")
+        + f"; model {architecture}"
+        + (f" on {image_size}x{image_size} images" if image_size else "")
+    )
+
+    # All epochs done (a re-run after the last checkpoint): the last phase, to restore and save.
+    first_phase = min(transfer.phase_at(phases, initial_epoch), len(phases) - 1)
+    for index in range(first_phase, len(phases)):
+        phase = phases[index]
+        log(f"phase {phase.name}, epochs {max(initial_epoch, phase.first_epoch) + 1}..{phase.end_epoch}: "
+            f"{transfer.set_trainable(model, phase, hp.fine_tune_layers)}")
+        optimizer = _optimizer(hp)
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        state, epochs_completed = checkpoints.training_state(model, optimizer)
+        if index == first_phase and chief:
+            if found is not None:
+                # A checkpoint from the end of the previous phase carries that phase's
+                # optimizer: take its weights, start this phase's optimizer fresh.
+                checkpoints.restore(state, found, cfg.checkpoint_dir,
+                                    weights_only=found.epoch == phase.first_epoch > 0)
+                log(f"resuming from {found.path}: {found.epoch} of {hp.epochs} epochs done")
+            elif cfg.init is not None:
+                loaded = init_weights.load_initial_weights(model, cfg.init.directory, backbone)
+                log(f"initial weights from {loaded}")
+        epochs_completed.assign(max(initial_epoch, phase.first_epoch))
+        # Horovod: every rank starts the phase at rank 0's weights and optimizer state (again
+        # after each compile: the new optimizer's slots exist only now).
+        broadcast_variables(checkpoints.state_variables(state, optimizer), root_rank=0)
+        if index == first_phase and backbone is not None:
+            _report_start_weights(backbone, log)
+
+        callbacks = [
+            # Horovod: rank 0's variables to all ranks after the first step (also covered above).
+            hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+            # Horovod: average the epoch's metrics over ranks before anything logs them.
+            hvd.callbacks.MetricAverageCallback(),
+            # Horovod: base x hvd.size() with linear warm-up, from the global epoch (x the
+            # phase's factor: lower while fine-tuning the backbone).
+            LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps,
+                                 factor=phase.lr_factor),
+            *injected_failures(hvd.rank()),  # tests only: off unless its variable is set
+        ]
+        if chief:
+            callbacks += [
+                # SageMaker: /opt/ml/checkpoints is synced to checkpoint_s3_uri.
+                EpochCheckpoint(state, epochs_completed, cfg.checkpoint_dir, log),
+                # SageMaker: the metric_definitions regexes read this line.
+                MetricLine(hp.batch_size * hvd.size(), train_plan.steps),
+            ]
+        start = max(initial_epoch, phase.first_epoch)
+        if start >= phase.end_epoch:
+            continue
+        model.fit(
+            data.training_dataset(train_plan, inputs, phase.end_epoch - start),
+            steps_per_epoch=train_plan.steps,
+            epochs=phase.end_epoch,
+            initial_epoch=start,
+            validation_data=data.validation_dataset(val_plan, inputs) if val_plan else None,
+            validation_steps=val_plan.steps if val_plan else None,
+            callbacks=callbacks,
+            verbose=0,
+        )
+
+    if chief:
+        # SageMaker: /opt/ml/model is packed into model.tar.gz; TF Serving loads model/1.
+        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size)}")
+    if layout.local_rank == 0:
+        inputs.cleanup()
+
+
+def _optimizer(hp: config.Hyperparameters):
     # Horovod: Keras 2 legacy optimizer (DistributedOptimizer does not support the new ones);
     # its rate is set every step by LearningRateSchedule (base x hvd.size() after warm-up).
     optimizer = tf.keras.optimizers.legacy.Adam(learning_rate=hp.base_learning_rate)
@@ -101,65 +214,27 @@ def main(argv: list[str] | None = None) -> None:
         # optimizer, so it unscales and checks allreduced gradients: every rank sees the
         # same inf/nan and skips the same steps.
         optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
-    model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
-    state, epochs_completed = checkpoints.training_state(model, optimizer)
+    return optimizer
 
-    # Resume: rank 0 restores the newest complete checkpoint (else the init channel's
-    # weights); all ranks agree on where training starts.
-    initial_epoch = 0
-    if chief:
-        found = checkpoints.newest(cfg.checkpoint_dir)
-        if found is not None:
-            checkpoints.restore(state, found, cfg.checkpoint_dir)
-            initial_epoch = found.epoch
-            log(f"resuming from {found.path}: {found.epoch} of {hp.epochs} epochs done")
-        elif cfg.init is not None:
-            log(f"initial weights from {init_weights.load_initial_weights(model, cfg.init.directory)}")
-    # Horovod: every rank starts at rank 0's epoch, weights and optimizer state.
-    initial_epoch = broadcast_object(initial_epoch, root_rank=0)
-    broadcast_variables(checkpoints.state_variables(state, optimizer), root_rank=0)
 
-    log(
-        f"{hvd.size()} ranks ({cfg.hosts.count} host(s) x {layout.local_size}); "
-        f"train {cfg.train.mode}/{cfg.train.distribution}: {train_plan.steps} steps of "
-        f"{hp.batch_size} per rank per epoch"
-        + (f"; validation {val_plan.steps} steps" if val_plan else "")
-        + f"; epochs {initial_epoch + 1}..{hp.epochs}"
-        + (f"; Pipe reader: {data.pipe_reader_name(train_plan)}" if cfg.train.is_pipe else "")
-    )
-    callbacks = [
-        # Horovod: rank 0's variables to all ranks after the first step (also covered above).
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-        # Horovod: average the epoch's metrics over ranks before anything logs them.
-        hvd.callbacks.MetricAverageCallback(),
-        # Horovod: base x hvd.size() with linear warm-up, from the global epoch.
-        LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps),
-        *injected_failures(hvd.rank()),  # tests only: off unless its variable is set
-    ]
-    if chief:
-        callbacks += [
-            # SageMaker: /opt/ml/checkpoints is synced to checkpoint_s3_uri.
-            EpochCheckpoint(state, epochs_completed, cfg.checkpoint_dir, log),
-            # SageMaker: the metric_definitions regexes read this line.
-            MetricLine(hp.batch_size * hvd.size(), train_plan.steps),
-        ]
-    if initial_epoch < hp.epochs:
-        model.fit(
-            data.training_dataset(train_plan, inputs, hp.epochs - initial_epoch),
-            steps_per_epoch=train_plan.steps,
-            epochs=hp.epochs,
-            initial_epoch=initial_epoch,
-            validation_data=data.validation_dataset(val_plan, inputs) if val_plan else None,
-            validation_steps=val_plan.steps if val_plan else None,
-            callbacks=callbacks,
-            verbose=0,
-        )
+def _user_model_path(model_file: str | None) -> str | None:
+    """SageMaker: the user's model file ships in the bundle, relative to its root (where
+    train.py sits, /opt/ml/code); an absolute path is taken as it is (local tests)."""
+    if not model_file:
+        return None
+    if os.path.isabs(model_file):
+        return model_file
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), model_file)
 
-    if chief:
-        # SageMaker: /opt/ml/model is packed into model.tar.gz; TF Serving loads model/1.
-        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION)}")
-    if layout.local_rank == 0:
-        inputs.cleanup()
+
+def _report_start_weights(backbone, log) -> None:
+    """The backbone's weights at step 0, after the broadcast: one digest, the same on every
+    rank (else the broadcast failed), printed so a run shows which weights it started from."""
+    # Horovod: every rank's digest to every rank.
+    digests = allgather_object(transfer.weights_digest(backbone))
+    if len(set(digests)) != 1:
+        raise RuntimeError(f"backbone weights differ between ranks after the broadcast: {digests}")
+    log(f"backbone weights at step 0: sha256 {digests[0]} on all {len(digests)} ranks")
 
 
 def _where() -> str:

@@ -325,3 +325,43 @@ def start_feeders(job: Job, passes: int, channels=(CHANNEL_TRAIN, CHANNEL_VALIDA
         for host in job.hosts
         for ch in channels
     ]
+
+
+def make_image_splits(root: Path, shard_count: int, per_split: dict[str, int] | None = None,
+                      seed: int = 0) -> dict[str, Path]:
+    """The digits as PNG image records (pipeline.default_data's image tree), written straight
+    into shards and manifests as processing writes them: {train, validation, test, manifest}.
+    ``per_split``: records per split (default: every digit, 70/15/15)."""
+    from pipeline.default_data import DIGITS_IMAGE_SIZE, digits_images
+    from training_entry import examples
+
+    items = sorted(digits_images().items())
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(items))
+    n = len(items)
+    counts = per_split or {"train": int(n * 0.7), "validation": int(n * 0.15)}
+    counts = {**counts, "test": counts.get("test", n - counts["train"] - counts["validation"])}
+    class_names = tuple(sorted({key.split("/")[0] for key, _ in items}))
+    out = {name: root / name for name in ("train", "validation", "test", CHANNEL_MANIFEST)}
+    for path in out.values():
+        path.mkdir(parents=True, exist_ok=True)
+    start = 0
+    for split in ("train", "validation", "test"):
+        chosen = order[start:start + counts[split]]
+        start += counts[split]
+        serialized = []
+        for i in chosen:
+            key, png = items[i]
+            name = key.split("/")[0]
+            serialized.append(examples.serialize_image(
+                png, class_names.index(name), name, DIGITS_IMAGE_SIZE, DIGITS_IMAGE_SIZE))
+        shards = {}
+        for index in range(shard_count):
+            part = serialized[index::shard_count]
+            shard = records.shard_name(split, index, shard_count)
+            records.write_records(str(out[split] / shard), part)
+            shards[shard] = len(part)
+        manifest = records.Manifest(split=split, num_features=0, num_classes=len(class_names),
+                                    shards=shards, kind=records.KIND_IMAGE, class_names=class_names)
+        (out[CHANNEL_MANIFEST] / records.manifest_name(split)).write_text(manifest.to_json())
+    return out

@@ -184,5 +184,5 @@ def test_pipe_mode_dataset_stream_too_short_fails_instead_of_running_short(tmp_p
 def test_batches_parse_to_float_features():
     ds = tf.data.Dataset.from_tensor_slices([examples.serialize(np.arange(FEATURES), 1)] * 4)
     plan = types.SimpleNamespace(batch_size=2)
-    x, y = next(iter(data._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES))))
+    x, y = next(iter(data._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES, image_size=None))))
     assert x.dtype == tf.float32 and x.numpy().tolist() == [[0, 1, 2]] * 2 and y.numpy().tolist() == [1, 1]

@@ -1,0 +1,82 @@
+"""End to end on images: ``mpirun -np 2`` on train.py with image shards (the digits as PNGs).
+
+- small_cnn, 2 hosts x 1 rank, Pipe + ShardedByS3Key: decode/resize/augment per rank in
+  tf.data, the export serves encoded bytes.
+- mobilenet_v2 from an init-channel backbone file: the backbone's weights at step 0 are the
+  file's (digest printed after the broadcast, on every rank), head phase then fine-tuning,
+  finite falling loss.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.training_entry import helpers
+from tests.training_entry.helpers import make_job, run_job, start_feeders
+from training_entry import architectures, contract, init_backbone, transfer
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs Open MPI's mpirun"),
+]
+
+
+def _losses(result) -> list[float]:
+    return [contract.parse_metric_line(line)["train_loss"] for line in result.metric_lines()]
+
+
+def test_small_cnn_pipe_two_hosts_sharded_learns_and_serves_bytes(tmp_path):
+    splits = helpers.make_image_splits(tmp_path / "data", shard_count=2)
+    job = make_job(tmp_path / "job", splits, hosts=2, ranks_per_host=1, mode="Pipe",
+                   distribution="ShardedByS3Key", epochs=4, model_architecture="small_cnn",
+                   image_size=32, augmentation="crop", warmup_epochs=0)
+    feeders = start_feeders(job, passes=4)
+    try:
+        result = run_job(job, timeout=600)
+    finally:
+        for feeder in feeders:
+            feeder.stop()
+    assert result.returncode == 0, result.output[-4000:]
+    assert "model small_cnn on 32x32 images" in result.output
+    assert [(f.fed, f.closed_early, f.errors) for f in feeders] == [(4, 0, [])] * 4
+    losses = _losses(result)
+    assert len(losses) == 4 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    assert contract.parse_metric_line(result.metric_lines()[-1])["train_accuracy"] > 0.6
+
+    # The export serves the shards' own PNG bytes; better than chance on the test split.
+    served = tf.saved_model.load(str(job.model_dir() / contract.MODEL_VERSION))
+    serve = served.signatures[contract.SIGNATURE_BYTES]
+    parsed = [tf.io.parse_single_example(r, {"image": tf.io.FixedLenFeature([], tf.string),
+                                              "y": tf.io.FixedLenFeature([], tf.int64)})
+              for r in tf.data.TFRecordDataset([str(p) for p in helpers.shard_paths(splits["test"])])]
+    encoded = tf.stack([p["image"] for p in parsed])
+    labels = np.array([int(p["y"]) for p in parsed])
+    probabilities = serve(**{contract.SERVING_INPUT_IMAGE_BYTES: encoded})[contract.SERVING_OUTPUT].numpy()
+    assert (probabilities.argmax(axis=1) == labels).mean() > 0.5
+
+
+def test_mobilenet_v2_starts_from_the_init_file_and_fine_tunes(tmp_path):
+    path = init_backbone.write("mobilenet_v2", 32, "random", str(tmp_path / "init"))
+    from_file = architectures.make_backbone("mobilenet_v2", 32)
+    from_file.load_weights(path)
+    splits = helpers.make_image_splits(tmp_path / "data", shard_count=2,
+                                       per_split={"train": 320, "validation": 64})
+    job = make_job(tmp_path / "job", splits, hosts=1, ranks_per_host=2, mode="File", epochs=2,
+                   model_architecture="mobilenet_v2", image_size=32, head_epochs=1,
+                   fine_tune_layers=20, base_learning_rate=0.005, warmup_epochs=0, augmentation="crop",
+                   init=tmp_path / "init")
+    result = run_job(job, timeout=900)
+    assert result.returncode == 0, result.output[-4000:]
+    assert "initial weights from backbone weights" in result.output
+    digest = re.search(r"backbone weights at step 0: sha256 (\w+) on all 2 ranks", result.output)
+    assert digest and digest.group(1) == transfer.weights_digest(from_file)
+    assert "phase head, epochs 1..1: backbone frozen" in result.output
+    assert "phase fine-tune, epochs 2..2: top 20 of" in result.output
+    losses = _losses(result)
+    assert len(losses) == 2 and all(math.isfinite(v) for v in losses) and losses[1] < losses[0]
