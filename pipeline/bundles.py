@@ -22,6 +22,7 @@ from pathlib import Path
 from evaluation.report import ENTRY_POINT as EVALUATION_ENTRY
 from processing.contract import ENTRY_POINT as PROCESSING_ENTRY
 from training_entry.contract import ENTRY_POINT as TRAINING_ENTRY
+from training_entry.contract import USER_MODEL_DIR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SOURCEDIR_ARCHIVE = "sourcedir.tar.gz"
@@ -75,9 +76,17 @@ def _package_files(package: str) -> dict[str, bytes]:
     }
 
 
-def training_bundle() -> Bundle:
+def user_model_path(model_file: str) -> str:
+    """Where the user's model file sits in the training bundle (the job's --model-file)."""
+    return f"{USER_MODEL_DIR}/{Path(model_file).name}"
+
+
+def training_bundle(model_file: str | None = None) -> Bundle:
+    """``model_file``: the user's model (a build setting), shipped as ``user_model_path``."""
     files = _package_files("training_entry")
     files[TRAINING_ENTRY] = files[f"training_entry/{TRAINING_ENTRY}"]
+    if model_file:
+        files[user_model_path(model_file)] = Path(model_file).read_bytes()
     return Bundle("training", files, module=None)
 
 
@@ -91,5 +100,5 @@ def evaluation_bundle() -> Bundle:
     return Bundle("evaluation", files, module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
 
 
-def all_bundles() -> dict[str, Bundle]:
-    return {b.name: b for b in (processing_bundle(), training_bundle(), evaluation_bundle())}
+def all_bundles(model_file: str | None = None) -> dict[str, Bundle]:
+    return {b.name: b for b in (processing_bundle(), training_bundle(model_file), evaluation_bundle())}

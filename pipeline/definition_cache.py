@@ -48,6 +48,10 @@ def definition_key(settings: Settings, overrides: Mapping[str, object]) -> str:
         "overrides": {k: str(v) for k, v in sorted(overrides.items())},
         "sdk": _sdk_version(),
         "sources": _sources_digest(),
+        # The user's model file ships in the training bundle: its bytes name the bundle's key.
+        "model_file": (
+            hashlib.sha256(Path(settings.model_file).read_bytes()).hexdigest() if settings.model_file else None
+        ),
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:32]
 

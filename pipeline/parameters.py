@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from pipeline.errors import UserError
 from pipeline.instances import gpus_per_instance
+from training_entry import contract as training
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
+from training_entry.records import KIND_TABLE
 
 
 class ParameterError(UserError, ValueError):
@@ -71,6 +73,12 @@ BASE_LEARNING_RATE = "BaseLearningRate"
 WARMUP_EPOCHS = "WarmupEpochs"
 ACCURACY_THRESHOLD = "AccuracyThreshold"
 MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
+MODEL_ARCHITECTURE = "ModelArchitecture"
+IMAGE_SIZE = "ImageSize"
+AUGMENTATION = "Augmentation"
+HEAD_EPOCHS = "HeadEpochs"
+FINE_TUNE_LAYERS = "FineTuneLayers"
+FINE_TUNE_LR_FACTOR = "FineTuneLearningRateFactor"
 
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 
@@ -95,6 +103,21 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "number of workers", 0.001, minimum=0.0),
     ParameterSpec(WARMUP_EPOCHS, int, "epochs of linear learning-rate warm-up (Goyal et al. 2017)",
                   2, minimum=0),
+    ParameterSpec(MODEL_ARCHITECTURE, str, "auto: mlp for a CSV/NPZ table, small_cnn for an image "
+                  "tree (your --model-file's model when one is built in); mlp; small_cnn, "
+                  "mobilenet_v2, resnet50, efficientnet_b0 for images; custom",
+                  training.ARCH_AUTO, choices=training.ARCHITECTURES),
+    ParameterSpec(IMAGE_SIZE, int, "pixels per side images are resized to (images only)",
+                  training.DEFAULT_IMAGE_SIZE, minimum=training.MIN_IMAGE_SIZE,
+                  maximum=training.MAX_IMAGE_SIZE),
+    ParameterSpec(AUGMENTATION, str, "training images: random crop + flip, crop only (digits, "
+                  "text), or none", training.DEFAULT_AUGMENTATION, choices=training.AUGMENTATIONS),
+    ParameterSpec(HEAD_EPOCHS, int, "pretrained backbones: first epochs train the new head with "
+                  "the backbone frozen", training.DEFAULT_HEAD_EPOCHS, minimum=0),
+    ParameterSpec(FINE_TUNE_LAYERS, int, "pretrained backbones: top layers unfrozen after the "
+                  "head epochs", training.DEFAULT_FINE_TUNE_LAYERS, minimum=0),
+    ParameterSpec(FINE_TUNE_LR_FACTOR, float, "learning rate while fine-tuning, as a fraction of "
+                  "the scaled rate", training.DEFAULT_FINE_TUNE_LR_FACTOR, minimum=0.0, maximum=1.0),
     ParameterSpec(ACCURACY_THRESHOLD, float, "test accuracy at or above which the model is registered",
                   0.9, minimum=0.0, maximum=1.0),
     ParameterSpec(MODEL_APPROVAL_STATUS, str, "approval status of the registered model package",
@@ -215,4 +238,21 @@ def check_shards_fit(values: Mapping[str, object], records: int) -> None:
             f"{TRAINING_INSTANCE_COUNT} x {PROCESSES_PER_HOST} = {shards} shards per split, but "
             f"the default data's smallest split has only {smallest} records; use fewer workers "
             f"or a larger {INPUT_DATA_URI}"
+        )
+
+
+def check_architecture(values: Mapping[str, object], kind: str, has_model_file: bool) -> None:
+    """Refuse a ModelArchitecture that cannot train on the data of ``kind`` (``records.KIND_*``,
+    from listing InputDataUri), before any job starts."""
+    architecture = str(values.get(MODEL_ARCHITECTURE, training.ARCH_AUTO))
+    if architecture == training.ARCH_CUSTOM and not has_model_file:
+        raise ParameterError(
+            f"{MODEL_ARCHITECTURE}=custom needs your model file: build with --model-file my_model.py"
+        )
+    if not training.architecture_fits(architecture, kind):
+        fitting = training.TABLE_ARCHITECTURES if kind == KIND_TABLE else training.IMAGE_ARCHITECTURES
+        raise ParameterError(
+            f"{MODEL_ARCHITECTURE}={architecture} does not fit the {kind} data under "
+            f"{INPUT_DATA_URI}={values.get(INPUT_DATA_URI)}; use one of {', '.join(fitting)} "
+            f"(or {training.ARCH_AUTO})"
         )

@@ -44,6 +44,9 @@ class Settings:
     seed: int = 42
     # s3:// URI of starting weights (a model.tar.gz or a prefix); adds the `init` channel.
     init_model_uri: str | None = None
+    # Path of the user's model file (build_model(input_shape, num_classes, hyperparameters));
+    # shipped in the training bundle, see README "Your own data and model".
+    model_file: str | None = None
     kms_key_id: str | None = None
     network_isolation: bool = True
     use_spot: bool = False
@@ -60,6 +63,10 @@ class Settings:
             )
         if self.init_model_uri is not None and not self.init_model_uri.startswith("s3://"):
             raise ValueError(f"init_model_uri={self.init_model_uri!r}: must be an s3:// URI")
+        if self.model_file is not None and not (
+            self.model_file.endswith(".py") and os.path.isfile(self.model_file)
+        ):
+            raise ValueError(f"model_file={self.model_file!r}: must be an existing .py file")
         if self.fusion_threshold_bytes is not None and self.fusion_threshold_bytes < 0:
             raise ValueError("fusion_threshold_bytes must be >= 0 (0 disables tensor fusion)")
         if self.cycle_time_ms is not None and self.cycle_time_ms <= 0:

@@ -95,6 +95,23 @@ def execution_parameters(deployed: dict, overrides: Mapping[str, str]) -> list[d
     return [{"Name": name, "Value": _as_text(value)} for name, value in parsed.items()]
 
 
+def execution_values(deployed: dict, parameters: list[dict[str, str]]) -> dict[str, object]:
+    """Every parameter's value for an execution: the deployed defaults, then ``parameters``."""
+    values = {p["Name"]: p.get("DefaultValue") for p in deployed.get("Parameters") or []}
+    values.update({p["Name"]: p["Value"] for p in parameters})
+    return values
+
+
+def ships_model_file(deployed: dict) -> bool:
+    """Whether the deployed training step was built with --model-file (its hyperparameter)."""
+    from training_entry.contract import HP_MODEL_FILE
+
+    return any(
+        HP_MODEL_FILE in ((step.get("Arguments") or {}).get("HyperParameters") or {})
+        for step in deployed.get("Steps") or []
+    )
+
+
 def start_execution(
     sagemaker, pipeline_name: str, parameters: list[dict[str, str]], display_name: str | None = None
 ) -> str:

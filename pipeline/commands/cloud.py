@@ -209,6 +209,12 @@ def run_start(args: argparse.Namespace) -> int:
     settings, sagemaker = target.settings, target.clients.sagemaker
     deployed = ex.deployed_definition(sagemaker, settings.pipeline_name, settings.region)
     parameters = ex.execution_parameters(deployed, overrides)
+    # Before any job: the data under InputDataUri (listed in S3) fits ModelArchitecture.
+    from pipeline.data_kind import check_input_data
+    from pipeline.local.storage import Boto3Storage
+
+    check_input_data(Boto3Storage(client=target.clients.s3), ex.execution_values(deployed, parameters),
+                     has_model_file=ex.ships_model_file(deployed))
     arn = ex.start_execution(sagemaker, settings.pipeline_name, parameters, args.display_name)
     print(f"started {arn}")
     print("parameters: " + (", ".join(f"{p['Name']}={p['Value']}" for p in parameters)

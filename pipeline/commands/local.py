@@ -177,7 +177,7 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
     from pipeline.default_data import DIGITS_CSV_MD5, DIGITS_FILENAME, digits_csv, digits_images
 
     uploaded = 0
-    for bundle in all_bundles().values():
+    for bundle in all_bundles(settings.model_file).values():
         prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
         for relative, data in sorted(bundle.objects().items()):
             uploaded += storage.put_bytes_if_changed(data, join_uri(prefix, relative))
@@ -190,6 +190,17 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
         for key, data in digits_images().items():
             uploaded += storage.put_bytes_if_changed(data, join_uri(data_uri, key))
     say(f"code and data in the {storage.describe()}: {uploaded} object(s) uploaded, the rest unchanged")
+    check_data_and_model(storage, settings, values, say)
+
+
+def check_data_and_model(storage: Storage, settings, values: dict, say) -> None:
+    """Before any job: the data's kind fits ModelArchitecture, the user's model builds."""
+    from pipeline.data_kind import check_input_data
+    from pipeline.user_model import check_user_model, uses_user_model
+
+    kind = check_input_data(storage, values, has_model_file=bool(settings.model_file))
+    if uses_user_model(values, settings.model_file):
+        say(f"model file checked: {check_user_model(settings.model_file, kind, values)}")
 
 
 def run_pipeline(args: argparse.Namespace) -> int:

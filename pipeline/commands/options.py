@@ -32,6 +32,7 @@ _SETTING_FLAGS = {
     "--prefix": "prefix",
     "--model-package-group": "model_package_group",
     "--init-model-uri": "init_model_uri",
+    "--model-file": "model_file",
     "--kms-key-id": "kms_key_id",
     "--mixed-precision": "mixed_precision",
 }

@@ -15,7 +15,7 @@ from sagemaker.workflow.retry import (
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
 from pipeline import parameters as P
-from pipeline.bundles import SOURCEDIR_ARCHIVE
+from pipeline.bundles import SOURCEDIR_ARCHIVE, user_model_path
 from pipeline.settings import FRAMEWORK_VERSION, PY_VERSION
 from pipeline.steps.context import BuildContext
 from pipeline.steps.names import STEP_TRAIN
@@ -63,6 +63,14 @@ def _estimator(ctx: BuildContext) -> TensorFlow:
             training.HP_SEED: settings.seed,
             training.HP_MIXED_PRECISION: settings.mixed_precision,
             training.HP_FP16_ALLREDUCE: settings.fp16_allreduce,
+            training.HP_MODEL_ARCHITECTURE: params[P.MODEL_ARCHITECTURE],
+            training.HP_IMAGE_SIZE: params[P.IMAGE_SIZE],
+            training.HP_AUGMENTATION: params[P.AUGMENTATION],
+            training.HP_HEAD_EPOCHS: params[P.HEAD_EPOCHS],
+            training.HP_FINE_TUNE_LAYERS: params[P.FINE_TUNE_LAYERS],
+            training.HP_FINE_TUNE_LR_FACTOR: params[P.FINE_TUNE_LR_FACTOR],
+            # The user's model file, shipped in the bundle (a build setting).
+            **({training.HP_MODEL_FILE: user_model_path(settings.model_file)} if settings.model_file else {}),
         },
         metric_definitions=training.METRIC_DEFINITIONS,
         output_path=settings.s3_uri("training"),

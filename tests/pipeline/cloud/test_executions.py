@@ -33,13 +33,22 @@ def definition_text() -> str:
     return json.dumps(build_definition(Settings(bucket="tests-bucket")))
 
 
+def put_objects(bucket: str, keys: list[str]) -> None:
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=bucket)
+    for key in keys:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"0")
+
+
 @pytest.fixture
 def deployed(stack, definition_text):
-    """The infra stack and the pipeline in it (test_upsert.py tests how it gets there)."""
+    """The infra stack and the pipeline in it (test_upsert.py tests how it gets there), and a
+    table at the default InputDataUri (start lists it to check ModelArchitecture fits)."""
     boto3.client("sagemaker", region_name=REGION).create_pipeline(
         PipelineName="trainpipe", PipelineDefinition=definition_text,
         RoleArn=stack["ExecutionRoleArn"],
     )
+    put_objects("tests-bucket", ["trainpipe/data/digits/digits.csv"])
     return stack
 
 
@@ -106,8 +115,26 @@ def test_start_with_fewer_epochs_than_the_deployed_warmup_clamps_it_and_says_so(
 
 
 def test_shard_check_is_skipped_for_own_data(deployed, capsys):
+    put_objects("big", ["data/table.csv"])
     assert main(["start", "-p", "InputDataUri=s3://big/data/", "-p", "TrainingInstanceCount=64",
                  "-p", "ProcessesPerHost=8"]) == 0
+
+
+def test_start_refuses_an_architecture_that_does_not_fit_the_data_in_s3(deployed, capsys):
+    put_objects("photos", ["flowers/daisy/1.jpg", "flowers/rose/2.JPEG"])
+    assert main(["start", "-p", "ModelArchitecture=mobilenet_v2"]) == 2  # the default: a table
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("ModelArchitecture=mobilenet_v2 does not fit the table data under "
+                        "InputDataUri=s3://tests-bucket/trainpipe/data/digits/; use one of mlp (or auto)")
+    assert len(err.splitlines()) == 1
+    assert main(["start", "-p", "InputDataUri=s3://photos/flowers/", "-p", "ModelArchitecture=mlp"]) == 2
+    assert "ModelArchitecture=mlp does not fit the image data" in capsys.readouterr().err
+    assert main(["start", "-p", "InputDataUri=s3://photos/empty/"]) == 2
+    assert "no raw data under InputDataUri" in capsys.readouterr().err
+    assert execution_count() == 0
+    assert main(["start", "-p", "InputDataUri=s3://photos/flowers/", "-p", "ModelArchitecture=resnet50",
+                 "-p", "ImageSize=224"]) == 0
+    assert sent_parameters(started_arn(capsys.readouterr().out))[P.MODEL_ARCHITECTURE] == "resnet50"
 
 
 def test_overrides_are_checked_against_the_deployed_parameter_list(stack, capsys):
