@@ -73,7 +73,9 @@ def test_parameter_list_is_the_contract(default_definition):
     assert [name for name, _ in declared] == [
         "InputDataUri", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
-        "BatchSize", "BaseLearningRate", "WarmupEpochs", "AccuracyThreshold", "ModelApprovalStatus",
+        "BatchSize", "BaseLearningRate", "WarmupEpochs", "ModelArchitecture", "ImageSize",
+        "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
+        "AccuracyThreshold", "ModelApprovalStatus",
     ]
 
 
@@ -91,8 +93,14 @@ def test_mpi_hyperparameters(pipe_sharded_definition):
         (training.HP_EPOCHS, P.EPOCHS), (training.HP_BATCH_SIZE, P.BATCH_SIZE),
         (training.HP_BASE_LEARNING_RATE, P.BASE_LEARNING_RATE),
         (training.HP_WARMUP_EPOCHS, P.WARMUP_EPOCHS),
+        (training.HP_MODEL_ARCHITECTURE, P.MODEL_ARCHITECTURE), (training.HP_IMAGE_SIZE, P.IMAGE_SIZE),
+        (training.HP_AUGMENTATION, P.AUGMENTATION), (training.HP_HEAD_EPOCHS, P.HEAD_EPOCHS),
+        (training.HP_FINE_TUNE_LAYERS, P.FINE_TUNE_LAYERS),
+        (training.HP_FINE_TUNE_LR_FACTOR, P.FINE_TUNE_LR_FACTOR),
     ]:
-        assert hps[name] == {"Std:Join": {"On": "", "Values": [{"Get": f"Parameters.{parameter}"}]}}
+        reference = {"Get": f"Parameters.{parameter}"}
+        # The SDK joins numbers into strings; strings go as they are.
+        assert hps[name] in ({"Std:Join": {"On": "", "Values": [reference]}}, reference)
     params = {p["Name"]: p["DefaultValue"] for p in pipe_sharded_definition["Parameters"]}
     assert params[P.PROCESSES_PER_HOST] == 4 and params[P.TRAINING_INSTANCE_COUNT] == 2
 
