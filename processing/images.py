@@ -2,7 +2,8 @@
 
 The tree is ``<class name>/<file>.{jpg,jpeg,png}`` (files may sit deeper below their class
 folder); labels are the indices of the sorted class names. Every image this host writes is
-read and decoded (TensorFlow's decoders, the ones training uses) before any shard is written;
+read and decoded (TensorFlow's decoders, the ones training uses; one thread per CPU) before
+any shard is written;
 the shards then hold each file's bytes unchanged (``examples.serialize_image``), streamed one
 file at a time, so memory does not grow with the images' total size: only the list of paths
 and two integers per image (its height and width) are held.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Collection, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +30,8 @@ from training_entry import examples, records
 
 # Failures named in the message besides the first one (the user fixes them all in one go).
 _LISTED_FAILURES = 3
+# Images handed to the decoding threads at a time (bounds the pending work, not the speed).
+_BLOCK = 256
 # Magic numbers: what a file is, whatever its name says.
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,18 +113,33 @@ def list_image_tree(directory: str) -> ImageTree:
 
 
 # --- Checking: every image decodes ----------------------------------------------------------
-def check_images(tree: ImageTree, indices: Iterable[int]) -> np.ndarray:
+def check_images(tree: ImageTree, indices: Iterable[int], workers: int | None = None) -> np.ndarray:
     """Decode each image of ``indices``; returns (images, 2) int64 [height, width], zero for
     images not asked for. Raises one ``DataError`` naming the first failure and counting the
-    rest, after trying them all (so one run lists what to fix)."""
+    rest, after trying them all (so one run lists what to fix).
+
+    ``workers`` threads decode at once (default: one per CPU; TensorFlow's decode kernels
+    release the GIL), a block of ``_BLOCK`` images at a time so that pending work stays
+    bounded whatever the number of images."""
     sizes = np.zeros((len(tree.paths), 2), dtype=np.int64)
     failures: list[tuple[str, str]] = []
-    for index in indices:
+
+    def check(index: int) -> tuple[int, int] | DataError:
         path = tree.path(index)
         try:
-            sizes[index] = decoded_size(read_file(path), path)
+            return decoded_size(read_file(path), path)
         except DataError as e:
-            failures.append((tree.paths[index], str(e)))
+            return e
+
+    with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
+        todo = list(indices)
+        for start in range(0, len(todo), _BLOCK):
+            block = todo[start : start + _BLOCK]
+            for index, outcome in zip(block, pool.map(check, block), strict=True):
+                if isinstance(outcome, DataError):
+                    failures.append((tree.paths[index], str(outcome)))
+                else:
+                    sizes[index] = outcome
     if failures:
         first, why = failures[0]
         others = [name for name, _ in failures[1 : 1 + _LISTED_FAILURES]]

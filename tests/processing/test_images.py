@@ -208,3 +208,17 @@ def test_a_failure_while_writing_leaves_nothing(ml, monkeypatch):
     assert main([]) == 1
     assert "OSError: [Errno 28] No space left on device" in ml.message.read_text()
     assert ml.leftovers() == []
+
+
+def test_threads_change_the_speed_not_the_sizes_or_the_failure_named(ml):
+    from processing.images import check_images, list_image_tree
+
+    write_image_tree(ml.raw_dir, CLASSES)
+    tree = list_image_tree(str(ml.raw_dir))
+    one, many = (check_images(tree, range(len(tree.paths)), workers=w) for w in (1, 3))
+    assert (one == many).all() and set(map(tuple, one.tolist())) == {(12, 10), (9, 15)}
+    for name in ("dog/dog-009.png", "cat/cat-004.png"):
+        (ml.raw_dir / name).write_bytes(b"\x89PNG\r\n\x1a\n broken")
+    for workers in (1, 3):
+        with pytest.raises(Exception, match=r"cat/cat-004\.png does not decode as a PNG .*; 1 more image\(s\) fail too \(dog/dog-009\.png\)"):
+            check_images(tree, range(len(tree.paths)), workers=workers)
