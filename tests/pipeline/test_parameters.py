@@ -82,3 +82,6 @@ def test_more_shards_than_the_default_data_can_fill():
     # The same workers on a user's own (bigger) data are the user's call.
     values = resolve(TrainingInstanceCount="64", ProcessesPerHost="8", InputDataUri="s3://mine/big/")
     assert P.world_size(values) == 512
+    # The digits as images are the same 1,797 records.
+    with pytest.raises(P.ParameterError, match="512 shards per split"):
+        resolve(TrainingInstanceCount="64", ProcessesPerHost="8", InputDataUri=P.default_image_data_uri("b", "p"))
