@@ -20,7 +20,7 @@ from pipeline.errors import UserError
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
 COMMAND_MODULES = ("pipeline.commands.definition", "pipeline.commands.cloud", "pipeline.commands.local",
-                   "pipeline.commands.store", "pipeline.commands.advise")
+                   "pipeline.commands.store", "pipeline.commands.advise", "pipeline.commands.init_weights")
 
 
 def build_parser() -> argparse.ArgumentParser:
