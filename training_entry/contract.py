@@ -103,6 +103,9 @@ def architecture_fits(architecture: str, kind: str) -> bool:
     return architecture in (TABLE_ARCHITECTURES if kind == KIND_TABLE else IMAGE_ARCHITECTURES)
 
 
+# training_entry.init_backbone --weights: ImageNet (downloads) or random (tests, no network).
+INIT_WEIGHTS_CHOICES = ("imagenet", "random")
+
 # The user's model file: a function of this name, documented in README "Your own data and
 # model": build_model(input_shape, num_classes, hyperparameters) -> tf.keras.Model.
 USER_MODEL_FUNCTION = "build_model"

@@ -21,7 +21,7 @@ import sys
 
 from training_entry import contract
 
-WEIGHTS_CHOICES = ("imagenet", "random")
+WEIGHTS_CHOICES = contract.INIT_WEIGHTS_CHOICES
 
 
 def file_name(architecture: str, weights: str) -> str:

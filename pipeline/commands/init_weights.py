@@ -20,7 +20,6 @@ from pathlib import Path
 from pipeline.bundles import REPO_ROOT
 from pipeline.errors import UserError
 from training_entry import contract as training
-from training_entry.init_backbone import WEIGHTS_CHOICES
 
 
 def register(subparsers) -> None:
@@ -31,7 +30,7 @@ def register(subparsers) -> None:
     parser.add_argument("--architecture", required=True, choices=training.PRETRAINED_ARCHITECTURES)
     parser.add_argument("--image-size", type=int, default=224,
                         help="an input size keras.applications accepts (the weights fit any size)")
-    parser.add_argument("--weights", choices=WEIGHTS_CHOICES, default="imagenet",
+    parser.add_argument("--weights", choices=training.INIT_WEIGHTS_CHOICES, default="imagenet",
                         help="imagenet (downloads) or random (no network: for tests)")
     parser.add_argument("--output", default=".", help="local directory for the .h5 (default: .)")
     parser.add_argument("--upload", metavar="S3_PREFIX",
