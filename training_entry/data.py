@@ -1,9 +1,15 @@
 """Input pipelines: which records each rank reads, how many steps every rank runs, tf.data.
 
-The one rule for who reads what is ``records.assign_shards``. Every rank computes the same
-plan from the manifest channel (record counts of every shard), so all ranks agree on the
-number of steps per epoch without reading any data or talking to each other: the minimum
-over ranks of floor(records of the rank / batch size). Unequal step counts are the classic
+FullyReplicated: the one rule for who reads what is ``records.assign_shards``; every rank
+computes the same plan from the manifest channel (record counts of every shard), so all ranks
+agree on the steps per epoch without reading any data: the minimum over ranks of
+floor(records of the rank / batch size). ShardedByS3Key: AWS does not document which objects
+each host receives, so nothing here assumes it. In File/FastFile mode a host counts the
+shards it actually holds, its ranks split them (by shard, or by record when it holds fewer
+shards than ranks), and all ranks agree on the minimum through an allgather
+(``plan_channel(..., gather=)``). In Pipe mode the records of the host's stream are dealt to
+its ranks in turn, whatever objects it carries, and every rank counts on the records of the
+smallest object only (a host receives at least one). Unequal step counts are the classic
 Horovod deadlock (horovod#2083): the rank with more batches waits forever in an allreduce.
 For the same reason no input pipeline here can run short: File mode repeats its shards, Pipe
 mode raises when a stream holds fewer records than the manifest promised.
@@ -87,6 +93,13 @@ class ChannelPlan:
     my_shards: tuple[str, ...]  # this rank's shards (assign_shards order)
     stream: tuple[tuple[str, int], ...]  # Pipe: this host's objects in stream order, with counts
     owners: tuple[int | None, ...]  # Pipe: the local rank that reads each stream object
+    # ShardedByS3Key, files: the host holds fewer shards than ranks, each rank reads every
+    # local_size-th record of all of them.
+    split_records: bool = False
+    # ShardedByS3Key, Pipe: records dealt to the host's ranks in turn (no assumed objects);
+    # ``guaranteed`` records the stream surely carries.
+    round_robin: bool = False
+    guaranteed: int = 0
 
     @property
     def quota(self) -> int:
@@ -94,6 +107,8 @@ class ChannelPlan:
         return self.steps * self.batch_size
 
     def router(self) -> pipe.RecordRouter:
+        if self.round_robin:
+            return pipe.RoundRobinRouter(self.layout.local_size, self.guaranteed)
         return pipe.RecordRouter(self.stream, self.owners)
 
 
@@ -142,7 +157,15 @@ def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layou
     return steps
 
 
-def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, batch_size: int) -> ChannelPlan:
+def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, batch_size: int,
+                 gather: Callable[[object], list] | None = None) -> ChannelPlan:
+    """This rank's plan. ``gather`` (Horovod's allgather_object) lets ShardedByS3Key channels
+    plan from what the hosts actually received; without it (tests of the FullyReplicated
+    arithmetic) the sorted-keys rule of ``records.host_objects`` stands in."""
+    if channel.distribution == "ShardedByS3Key" and gather is not None:
+        if channel.is_pipe:
+            return _plan_sharded_pipe(channel, manifest, layout, batch_size)
+        return _plan_sharded_files(channel, manifest, layout, batch_size, gather)
     steps = steps_per_epoch(manifest, channel.distribution, layout, batch_size, channel.name)
     mine = rank_shards(manifest, channel.distribution, layout, layout.host_index, layout.local_rank)
     stream = host_stream(manifest, channel.distribution, layout.host_index, layout.host_count)
@@ -160,6 +183,58 @@ def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, b
         my_shards=tuple(mine),
         stream=tuple((name, manifest.shards[name]) for name in stream),
         owners=tuple(owner_of.get(name) for name in stream),
+    )
+
+
+def _plan_sharded_files(channel: Channel, manifest: records.Manifest, layout: Layout,
+                        batch_size: int, gather: Callable[[object], list]) -> ChannelPlan:
+    """ShardedByS3Key, File/FastFile: from the shards this host holds; steps agreed by all."""
+    present = present_shards(channel, manifest)
+    size, local_rank = layout.local_size, layout.local_rank
+    split_records = len(present) < size
+    if split_records:  # fewer shards than ranks: every rank reads every size-th record
+        mine = present
+        total = sum(manifest.shards[s] for s in present)
+        count = (total - local_rank + size - 1) // size
+    else:
+        mine = present[local_rank::size]
+        count = sum(manifest.shards[s] for s in mine)
+    rank = layout.host_index * size + local_rank
+    # Horovod: every rank must run the same number of steps; one allgather, then each rank
+    # computes the same minimum (and, if one is hopeless, the same error).
+    everyone = sorted(gather((count, rank, len(mine))))
+    count, rank, shard_count = everyone[0]
+    steps = count // batch_size
+    if steps == 0:
+        raise DataError(
+            f"channel {channel.name!r}: batch-size {batch_size} is larger than the {count} records "
+            f"rank {rank} reads per epoch ({shard_count} shard(s) on its host under "
+            f"ShardedByS3Key); lower batch-size to at most {count} or give each host more records"
+        )
+    return ChannelPlan(
+        channel=channel, manifest=manifest, layout=layout, batch_size=batch_size, steps=steps,
+        my_shards=tuple(mine), stream=tuple((name, manifest.shards[name]) for name in present),
+        owners=tuple(None for _ in present), split_records=split_records,
+    )
+
+
+def _plan_sharded_pipe(channel: Channel, manifest: records.Manifest, layout: Layout,
+                       batch_size: int) -> ChannelPlan:
+    """ShardedByS3Key, Pipe: the stream's objects are unknown until read; count on the
+    smallest object (every host receives at least one), dealt to the ranks in turn."""
+    smallest = min(manifest.shards.values())
+    per_rank = smallest // layout.local_size
+    steps = per_rank // batch_size
+    if steps == 0:
+        raise DataError(
+            f"channel {channel.name!r}: batch-size {batch_size} is larger than the {per_rank} "
+            f"records a rank can count on per pass (Pipe + ShardedByS3Key: a host may receive "
+            f"only the smallest object, {smallest} records, shared by {layout.local_size} "
+            f"rank(s)); lower batch-size or use FullyReplicated"
+        )
+    return ChannelPlan(
+        channel=channel, manifest=manifest, layout=layout, batch_size=batch_size, steps=steps,
+        my_shards=(), stream=(), owners=(), round_robin=True, guaranteed=smallest,
     )
 
 
@@ -184,9 +259,9 @@ def load_manifest(manifest_channel: Channel, split: str) -> records.Manifest:
 
 
 # --- File / FastFile -----------------------------------------------------------------------------
-def file_shards(plan: ChannelPlan, hosts: Hosts) -> list[str]:
-    """Paths of this rank's shards, after checking the directory holds what the plan says."""
-    channel = plan.channel
+def present_shards(channel: Channel, manifest: records.Manifest) -> list[str]:
+    """The manifest's shards in the channel directory, sorted, after checking it holds some
+    and nothing from another processing run."""
     if not os.path.isdir(channel.directory):
         raise DataError(
             f"channel {channel.name!r}: {channel.directory} does not exist; SageMaker downloads "
@@ -201,14 +276,21 @@ def file_shards(plan: ChannelPlan, hosts: Hosts) -> list[str]:
             f"holds {shown}); expected names like {records.shard_name(channel.name, 0, 2)} "
             f"from the processing step"
         )
-    stray = [n for n in present if n not in plan.manifest.shards]
+    stray = [n for n in present if n not in manifest.shards]
     if stray:
         raise DataError(
             f"channel {channel.name!r}: {stray[0]} in {channel.directory} is not in the "
-            f"{plan.manifest.split!r} manifest: the shards and the manifest come from different "
+            f"{manifest.split!r} manifest: the shards and the manifest come from different "
             f"processing runs"
         )
-    # FullyReplicated: every shard; ShardedByS3Key: this host's share (records.host_objects).
+    return present
+
+
+def file_shards(plan: ChannelPlan, hosts: Hosts) -> list[str]:
+    """Paths of this rank's shards, after checking the directory holds what the plan says."""
+    channel = plan.channel
+    present = present_shards(channel, plan.manifest)
+    # FullyReplicated: every shard; ShardedByS3Key: what this host was given (the plan).
     expected = {name for name, _ in plan.stream}
     missing = sorted(expected - set(present))
     if missing:
@@ -219,6 +301,13 @@ def file_shards(plan: ChannelPlan, hosts: Hosts) -> list[str]:
             f"{channel.directory} does not"
         )
     return [os.path.join(channel.directory, name) for name in plan.my_shards]
+
+
+def _rank_file_records(plan: ChannelPlan, hosts: Hosts) -> tf.data.Dataset:
+    ds = _file_records(file_shards(plan, hosts))
+    if plan.split_records:  # Horovod: a host with fewer shards than ranks splits records
+        ds = ds.shard(plan.layout.local_size, plan.layout.local_rank)
+    return ds
 
 
 def _file_records(paths: list[str]) -> tf.data.Dataset:
@@ -388,7 +477,7 @@ def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.da
         options.experimental_optimization.shuffle_and_repeat_fusion = False
         return _batches(ds.with_options(options), plan, ctx, training=True, hide_cardinality=True)
     else:
-        ds = _file_records(file_shards(plan, ctx.hosts))
+        ds = _rank_file_records(plan, ctx.hosts)
         ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
         # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
         ds = ds.repeat()
@@ -399,7 +488,7 @@ def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
     if plan.channel.is_pipe:
         return _batches(_pipe_pass(plan, ctx), plan, ctx, hide_cardinality=True)
-    ds = _file_records(file_shards(plan, ctx.hosts)).repeat().take(plan.quota)
+    ds = _rank_file_records(plan, ctx.hosts).repeat().take(plan.quota)
     return _batches(ds, plan, ctx)
 
 

@@ -30,6 +30,7 @@ import contextlib
 import os
 import queue
 import stat
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -157,6 +158,32 @@ class RecordRouter:
         names = [name for name, _ in self.objects]
         shown = ", ".join(names[:4]) + (f", ... ({len(names)} objects)" if len(names) > 4 else "")
         return f"{self.total} records in {shown}"
+
+
+class RoundRobinRouter:
+    """ShardedByS3Key over Pipe: which objects reach a host is SageMaker's undocumented
+    choice, so the records of the host's stream go to its local ranks in turn (record i to
+    local rank i mod size), whatever objects it carries. ``guaranteed``: the records the
+    stream surely holds (the smallest object), for the quota check."""
+
+    total = sys.maxsize  # no end known in advance: any number of records is the host's
+
+    def __init__(self, local_size: int, guaranteed: int):
+        self.local_size = local_size
+        self.guaranteed = guaranteed
+
+    def owner(self, index: int) -> int:
+        return index % self.local_size
+
+    def take(self, chunk: Sequence[bytes], first: int, count: int, local_rank: int) -> list[bytes]:
+        start = (local_rank - first) % self.local_size
+        return list(chunk[start:count:self.local_size])
+
+    def records_of(self, local_rank: int) -> int:
+        return (self.guaranteed - local_rank + self.local_size - 1) // self.local_size
+
+    def describe(self) -> str:
+        return f"at least {self.guaranteed} records (ShardedByS3Key: the smallest object)"
 
 
 def _too_long(source: str, router: RecordRouter) -> PipeError:

@@ -78,14 +78,16 @@ def main(argv: list[str] | None = None) -> None:
     runtime.set_precision_policy(hp.mixed_precision)
 
     # Horovod: where each rank sits among the SageMaker hosts decides the shards it reads;
-    # every rank derives the same plan (and steps per epoch) from the manifest.
+    # every rank derives the same steps per epoch (from the manifest, and under
+    # ShardedByS3Key from what the hosts hold, agreed through an allgather).
     layout = data.layout_from_peers(cfg.hosts, hvd.rank(), allgather_object(cfg.hosts.current))
     manifest = data.load_manifest(cfg.manifest, cfg.train.name)
-    train_plan = data.plan_channel(cfg.train, manifest, layout, hp.batch_size)
+    train_plan = data.plan_channel(cfg.train, manifest, layout, hp.batch_size, gather=allgather_object)
     val_plan = None
     if cfg.validation is not None:
         val_manifest = data.load_manifest(cfg.manifest, cfg.validation.name)
-        val_plan = data.plan_channel(cfg.validation, val_manifest, layout, hp.batch_size)
+        val_plan = data.plan_channel(cfg.validation, val_manifest, layout, hp.batch_size,
+                                     gather=allgather_object)
     # Horovod: one id for the job, naming the directory where a host's local rank 0 hands
     # the other local ranks their share of a Pipe stream.
     run_id = broadcast_object(secrets.token_hex(6), root_rank=0)
@@ -125,6 +127,11 @@ def main(argv: list[str] | None = None) -> None:
     initial_epoch = found.epoch if found is not None else 0
     # Horovod: every rank starts at rank 0's epoch.
     initial_epoch = broadcast_object(initial_epoch, root_rank=0)
+    # Every rank says what it reads: equal step counts on all of them is the no-deadlock rule.
+    print(f"rank {hvd.rank()} on {cfg.hosts.current}: {train_plan.steps} train steps per epoch "
+          f"from {len(train_plan.my_shards) or 'its share of the'} shard(s)"
+          + (" (records split among the host's ranks)" if train_plan.split_records else ""),
+          flush=True)
     log(
         f"{hvd.size()} ranks ({cfg.hosts.count} host(s) x {layout.local_size}); "
         f"train {cfg.train.mode}/{cfg.train.distribution}: {train_plan.steps} steps of "

@@ -167,7 +167,29 @@ def assign(objects: list[StoredObject], distribution: str, host_count: int, labe
             "the data into more objects"
         )
     by_uri = {o.uri: o for o in objects}
+    deal = os.environ.get(DEAL_ENV, "")
+    if deal:
+        return [[by_uri[u] for u in share] for share in dealt(sorted(by_uri), host_count, deal)]
     return [[by_uri[u] for u in host_objects(list(by_uri), i, host_count)] for i in range(host_count)]
+
+
+# Tests only: deal ShardedByS3Key objects to hosts another way than the sorted-keys rule,
+# since AWS does not document SageMaker's (the entry point must not depend on it).
+DEAL_ENV = "TRAINPIPE_TEST_SHARD_DEAL"
+DEALS = ("reverse", "uneven")
+
+
+def dealt(keys: list[str], host_count: int, how: str) -> list[list[str]]:
+    """``reverse``: host i gets positions i, i+N, ... of the keys in reverse order.
+    ``uneven``: the first host gets only the last key, the others share the rest in turn;
+    every host gets at least one."""
+    if how == "reverse":
+        backwards = keys[::-1]
+        return [backwards[i::host_count] for i in range(host_count)]
+    if how == "uneven":
+        rest = keys[:-1][::-1]
+        return [[keys[-1]], *[rest[i::host_count - 1] for i in range(host_count - 1)]]
+    raise ChannelError(f"{DEAL_ENV}={how!r}: expected one of {', '.join(DEALS)}")
 
 
 def stage_files(storage: Storage, objects: list[StoredObject], directory: Path, mode: str) -> None:

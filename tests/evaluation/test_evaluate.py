@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from evaluation import report
 from evaluation.evaluate import EvaluationError, check_probabilities, main
+from tests import readme_record
 from tests.evaluation.conftest import EvalTree, make_archive, scored_data
 from training_entry import records
 from training_entry.contract import BASE_DIR_ENV
@@ -90,6 +91,7 @@ def refused(ev: EvalTree, pattern: str) -> str:
     """Run the step, expect a failure whose one-line message matches ``pattern``."""
     assert main([]) == 1
     message = ev.message.read_text()
+    readme_record.record(message)
     assert "\n" not in message and len(message.encode()) <= 1024
     assert __import__("re").search(pattern, message), message
     assert not (ev.output_dir / report.REPORT_FILE).exists()

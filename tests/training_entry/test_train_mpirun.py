@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from tests import readme_record
 from tests.training_entry import helpers
 from tests.training_entry.helpers import make_job, model_accuracy, run_job, start_feeders, start_job
 from training_entry import contract
@@ -184,6 +185,7 @@ def test_an_empty_channel_fails_the_job_with_one_line(splits, tmp_path):
     result = run_job(job, timeout=60)
     assert result.returncode != 0
     reason = job.failure_file().read_text()
+    readme_record.record(reason)
     assert re.fullmatch(
         rf"channel 'train': {train_dir} is empty of TFRecord shards \(it holds nothing\); expected "
         rf"names like train-00000-of-00002\.tfrecord from the processing step \[rank [01] of 2 on algo-1\]",
