@@ -70,8 +70,18 @@ def test_file_channels_sharded_over_two_hosts_without_mpi(storage, tmp_path):
     assert "[algo-2] metric-line epoch=1 score=0.5" in log
 
 
+@pytest.fixture(params=["namespaces", "relocated"])
+def isolation(request, monkeypatch):
+    """Both ways a host gets its /opt/ml: its own namespaces, or relocated paths."""
+    if request.param == "namespaces" and not NAMESPACES:
+        pytest.skip(f"no namespaces here: {namespaces.unavailable_reason()}")
+    if request.param == "relocated":
+        monkeypatch.setenv(namespaces.SWITCH_ENV, "0")
+    return request.param
+
+
 @needs_mpi
-def test_mpi_ranks_group_by_simulated_host_and_pipe_is_per_host(storage, tmp_path):
+def test_mpi_ranks_group_by_simulated_host_and_pipe_is_per_host(storage, tmp_path, isolation):
     local_storage = storage  # either store: Pipe streams from the local store or from S3
     put_code(local_storage, CODE, {"user.py": REPORT_SCRIPT})
     put_objects(local_storage, TRAIN, 4)
@@ -84,7 +94,7 @@ def test_mpi_ranks_group_by_simulated_host_and_pipe_is_per_host(storage, tmp_pat
     # Horovod: local rank / size are per simulated host, ranks fill algo-1 first.
     assert [(r["rank"], r["host"], r["local_rank"], r["local_size"], r["size"]) for r in ranks] == [
         (0, "algo-1", 0, 2, 4), (1, "algo-1", 1, 2, 4), (2, "algo-2", 0, 2, 4), (3, "algo-2", 1, 2, 4)]
-    if NAMESPACES:  # every rank sees its host's /opt/ml and name, as in the container
+    if isolation == "namespaces":  # every rank sees its host's /opt/ml and name, as in the container
         assert [(r["hostname"], r["opt_ml_current_host"]) for r in ranks] == [
             (r["host"], r["host"]) for r in ranks]
     # Pipe + ShardedByS3Key: each host's pipe carries its objects in key order, every epoch.
