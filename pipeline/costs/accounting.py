@@ -244,7 +244,11 @@ def report_lines(jobs: list[dict], *, local: bool) -> list[str]:
         if energy.get("method"):
             seen.append(f"energy method: {energy['method']}")
         for factor in energy.get("factors", []):
-            seen.append(f"{factor['name']} = {factor['value']:.4g} {factor['unit']}  [{factor['source']}]".replace(" ]", "]"))
+            # The job's own power parts are named for the job; shared factors (PUE, grid) once.
+            own = factor["name"].startswith(("CPU", "GPU", "memory", "RAPL"))
+            label = f"{job.get('step') or job['job']}: " if own else ""
+            seen.append(f"{label}{factor['name']} = {factor['value']:.4g} {factor['unit']}  "
+                        f"[{factor['source']}]".replace("  ]", "]").replace(" ]", "]"))
         seen += job.get("notes", [])
     lines += ["  " + line for line in dict.fromkeys(seen)]
     return lines
