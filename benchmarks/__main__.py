@@ -33,7 +33,7 @@ BENCHMARKS = {
            "P2 Pipe reader vs TFRecordDataset, File channel"),
     "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
     "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
-    "p5": ("benchmarks.p5_advisor", ["--repeats", "2"], "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs"),
+    "p5": ("benchmarks.p5_advisor", [], "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs"),
     "p6": ("benchmarks.p6_namespaces", ["--repeats", "5"],
            "P6 per-host /opt/ml and hostname (namespaces) vs relocated paths, per job"),
     "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),

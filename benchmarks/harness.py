@@ -232,6 +232,7 @@ def training_job(
     distribution: str = "ShardedByS3Key",
     validation: bool = True,
     timeout: float = 300,
+    hyperparameters: dict | None = None,
 ) -> TrainingRun:
     """Stage each host's tree (File mode: its shards linked in, as the runner's stager copies
     them), build the rank environment as ``TrainingJob.host_environment`` does, and run the
@@ -257,6 +258,7 @@ def training_job(
         "sagemaker_submit_directory": "/opt/ml/code", "sagemaker_mpi_enabled": True,
         "sagemaker_mpi_num_of_processes_per_host": launch.ranks,
         "sagemaker_mpi_custom_mpi_options": "",
+        **(hyperparameters or {}),  # e.g. another model architecture
     }
     raw_hps = {k: json.dumps(v) for k, v in hps.items()}
     logs = job_dir / "logs"

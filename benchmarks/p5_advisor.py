@@ -1,7 +1,8 @@
 """P5: the scaling advisor's accuracy on runs it did not see.
 
-For each workload (the digits MLP; more with ``--workloads``): one 1-rank run and a short
-allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: four sizes around the model's
+For each workload (the digits MLP on the feature table; the small CNN on the digits as 32x32
+PNGs, ``ModelArchitecture=small_cnn``): one 1-rank run and a short
+allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: five sizes around the model's
 gradient) calibrate ``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one
 simulated host, two ranks) and a 2x1 run (two simulated hosts, one rank each), which are
 measured afterwards and compared. The multi-rank runs never reach the fit.
@@ -29,14 +30,48 @@ from pipeline.advisor import fit as F
 from pipeline.advisor.model import Layout
 from pipeline.advisor.observations import Observation
 from pipeline.advisor.platforms import local_platform
-from training_entry.contract import parse_metric_line
+from training_entry.contract import (
+    ARCH_SMALL_CNN,
+    DEFAULT_IMAGE_SIZE,
+    HP_IMAGE_SIZE,
+    HP_MODEL_ARCHITECTURE,
+    parse_metric_line,
+)
 
 HERE = h.REPO / "benchmarks"
 PROBE = HERE / "advisor_probe.py"
 PROBE_RE = re.compile(r"advisor-probe bytes=(\d+) seconds=([0-9.eE+-]+)")
 LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
-# workload name -> extra hyperparameters of the training entrypoint (the MLP needs none)
-WORKLOADS = {"mlp": {}}
+# workload name -> (data: "table" | "image", extra hyperparameters of the training entrypoint)
+WORKLOADS = {
+    "mlp": ("table", {}),
+    "cnn": ("image", {HP_MODEL_ARCHITECTURE: ARCH_SMALL_CNN, HP_IMAGE_SIZE: DEFAULT_IMAGE_SIZE}),
+}
+
+
+def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
+    """The digits as a PNG tree (``pipeline.default_data``) through the PreprocessData
+    entrypoint: image shards for the CNN. Cached in ``root``."""
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from pipeline.default_data import export_digits_images
+    from pipeline.local import contract as local
+    from processing import contract as processing
+
+    base = Path(root) / f"digits-images-shards{shard_count}"
+    dirs = {name: Path(local.relocate(path, base)) for name, path in processing.OUTPUT_DIRS.items()}
+    if (base / "done").exists():
+        return dirs
+    shutil.rmtree(base, ignore_errors=True)
+    export_digits_images(local.relocate(processing.RAW_DATA_DIR, base))
+    subprocess.run([h.PYTHON, "-m", "processing.preprocess", "--instance-count", "1",
+                    "--processes-per-host", str(shard_count), "--seed", str(seed)],
+                   check=True, cwd=h.REPO, env=h.quiet_env({"SAGEMAKER_BASE_DIR": str(base)}),
+                   stdout=subprocess.DEVNULL)
+    (base / "done").write_text("ok")
+    return dirs
 
 
 def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> Observation:
@@ -56,6 +91,7 @@ def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> O
 
 
 def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[int, float]:
+    # The probe ignores the hyperparameters and the data; any splits will do.
     launch = h.tuned(layout.ranks_per_host, batch, hosts=layout.hosts)
     launch.entry = PROBE
     launch.env = {**launch.env, SIZES_ENV: " ".join(map(str, sizes))}
@@ -73,25 +109,28 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     work = h.work_dir("p5")
-    splits = h.preprocess(work, args.replicate, 2)
+    table_splits = h.preprocess(work, args.replicate, 2)
     h.say(f"P5 scaling advisor: digits x {args.replicate}, {args.epochs} epochs, batch {args.batch} "
           f"per rank, {os.cpu_count()} cores (shared by every rank); calibration = the 1-rank run "
           "+ the allreduce probe; checked on 1x2 and 2x1")
     worst = 0.0
     errors = []
     for workload in args.workloads:
+        kind, hps = WORKLOADS[workload]
+        splits = table_splits if kind == "table" else preprocess_images(work, 2)
         singles, multi = [], {name: [] for name in LAYOUTS}
         probes: dict[str, list[dict[int, float]]] = {name: [] for name in LAYOUTS}
         for rep in range(args.repeats):
-            one = h.training_job(work, splits, h.tuned(1, args.batch), epochs=args.epochs, label="one")
+            one = h.training_job(work, splits, h.tuned(1, args.batch), epochs=args.epochs, label="one",
+                                 hyperparameters=hps)
             singles.append(observation(f"{workload} 1x1 #{rep + 1}", one, Layout(1, 1), args.batch))
             grad = singles[-1].parameters * 4
-            sizes = sorted({max(grad // 4, 4), max(grad // 2, 4), grad, grad * 4, grad * 16})
+            sizes = sorted({max(grad // 4, 4), max(grad // 2, 4), grad, grad * 2, grad * 4})
             for name, layout in LAYOUTS.items():
                 probes[name].append(probe(work, splits, layout, sizes, args.batch))
             for name, layout in LAYOUTS.items():
                 run = h.training_job(work, splits, h.tuned(layout.ranks_per_host, args.batch, hosts=layout.hosts),
-                                     epochs=args.epochs, label=name)
+                                     epochs=args.epochs, label=name, hyperparameters=hps)
                 multi[name].append(observation(f"{workload} {name} #{rep + 1}", run, layout, args.batch))
         median_probe = {name: {b: statistics.median(p[b] for p in ps) for b in ps[0]} for name, ps in probes.items()}
         links = {"intra": F.fit_link(median_probe["1x2"], 2, "allreduce probe, 1 host x 2 ranks"),
