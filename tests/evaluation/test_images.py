@@ -12,6 +12,7 @@ from sklearn import metrics as sk
 
 from evaluation import report
 from evaluation.evaluate import main
+from tests import readme_record
 from tests.evaluation.conftest import (
     IMAGE_CLASSES,
     brightness_probabilities,
@@ -93,6 +94,7 @@ def test_a_model_without_serving_bytes_is_refused_in_one_line(ev, saved_models):
     make_archive(ev.archive, {"1": saved_models["seeded"]})  # a table model
     assert main([]) == 1
     text = ev.message.read_text()
+    readme_record.record(text)
     assert "\n" not in text
     assert re.search(
         r"model\.tar\.gz: version 1 has no 'serving_bytes' signature \(it has: serving_default\); an image "

@@ -12,6 +12,7 @@ from botocore.stub import Stubber
 from pipeline.costs import accounting, carbon
 from pipeline.costs.cloud import execution_costs
 from pipeline.costs.prices import PriceBook
+from tests import readme_record
 
 REGION = "us-east-1"
 JOB = "trainpipe-TrainModel-abc"
@@ -91,6 +92,7 @@ def test_a_missing_price_is_one_line_naming_what_to_pass_and_the_rest_stands():
     doc = accounting.cloud_job_cost(answer, "Training", "eu-south-2", PriceBook(),
                                     accounting.Options(power={"ml.trn1.32xlarge": 3000}))
     assert doc["cost_usd"] is None
+    readme_record.record(doc["notes"][0])
     assert doc["notes"] == ["no price for ml.trn1.32xlarge in eu-south-2 (not in the Price List API "
                             "answer nor in the shipped table prices.json): pass "
                             "--price ml.trn1.32xlarge=USD_PER_HOUR"]

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.local import namespaces
 from pipeline.local.processing_job import ProcessingJob
+from tests import readme_record
 
 from .helpers import (
     BUCKET,
@@ -108,6 +109,7 @@ def test_processing_script_opening_opt_ml_directly(local_storage, tmp_path, isol
             assert report["rows"] == "object 0\n"
     else:
         assert result.status == "Failed"
+        readme_record.record(result.failure_reason)
         assert "No such file or directory: '/opt/ml/config/resourceconfig.json'" in result.failure_reason
         assert "SAGEMAKER_BASE_DIR" in result.failure_reason
         assert f"{namespaces.SWITCH_ENV}=0" in result.failure_reason
