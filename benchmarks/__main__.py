@@ -29,6 +29,10 @@ COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # stays under 10 minutes on the 2-core reference machine.
 BENCHMARKS = {
     "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process)"),
+    "p1cnn": ("benchmarks.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
+              "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process"),
+    "image_input": ("benchmarks.image_input", ["--repeats", "3"],
+                    "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
     "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "4"],
            "P2 Pipe reader vs TFRecordDataset, File channel"),
     "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),

@@ -167,6 +167,31 @@ def preprocess(root: Path, replicate: int, shard_count: int, seed: int = 42) -> 
     return dirs
 
 
+def preprocess_images(root: Path, shard_count: int, seed: int = 42) -> dict[str, Path]:
+    """The PreprocessData entrypoint on the digits as a PNG tree (``pipeline.default_data``:
+    1,797 images, 32x32); returns {train, validation, test, manifest: directory}. Cached."""
+    from pipeline.default_data import export_digits_images
+    from pipeline.local import contract as local
+    from processing import contract as processing
+
+    base = Path(root) / f"digits-images-shards{shard_count}"
+    dirs = {name: Path(local.relocate(path, base)) for name, path in processing.OUTPUT_DIRS.items()}
+    done = base / "done"
+    if done.exists():
+        return dirs
+    if base.exists():
+        shutil.rmtree(base)
+    export_digits_images(local.relocate(processing.RAW_DATA_DIR, base))
+    subprocess.run(
+        [PYTHON, "-m", "processing.preprocess", "--instance-count", "1",
+         "--processes-per-host", str(shard_count), "--seed", str(seed)],
+        check=True, cwd=REPO, env=quiet_env({"SAGEMAKER_BASE_DIR": str(base)}),
+        stdout=subprocess.DEVNULL,
+    )
+    done.write_text("ok")
+    return dirs
+
+
 # --- One training job, launched the way the local runner launches it --------------------------------
 METRIC_RE = re.compile(r"trainpipe-metrics epoch=(\d+) .*samples_per_sec=([0-9.eE+-]+)")
 

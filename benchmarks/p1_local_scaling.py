@@ -19,6 +19,10 @@ settings ladder adds the fast defaults of ``pipeline.local.tuning`` one at a tim
 
     .venv/bin/python -m benchmarks.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 3]
     .venv/bin/python -m benchmarks.p1_local_scaling --explore     # every setting tried (~10 min)
+    .venv/bin/python -m benchmarks.p1_local_scaling --workload cnn --quick   # small_cnn on the digits PNGs
+
+``--workload cnn``: the same comparison on the image path (``small_cnn`` at 32x32, PNG
+decode + augmentation per record in tf.data), RESULT names prefixed ``p1_cnn``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
 VARIANTS = HERE / "train_variants.py"
 THREADS_1 = {name: "1" for name in tuning.THREAD_ENVS}
+# Workload -> hyperparameters added to every run (the MLP's are the harness defaults).
+WORKLOADS = {
+    "mlp": {},
+    "cnn": {"model-architecture": "small_cnn", "image-size": 32, "augmentation": "crop"},
+}
 YIELD = list(tuning.YIELD_OPTIONS)
 
 
@@ -131,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch B")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the headline runs")
     parser.add_argument("--quick", action="store_true", help="baseline, naive and tuned only")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="mlp",
+                        help="mlp: the digits features; cnn: small_cnn on the digits as PNGs")
     parser.add_argument("--explore", action="store_true",
                         help=f"also every setting that was tried; output saved to {EXPLORE_OUTPUT.name}")
     parser.add_argument("--only", nargs="+", metavar="NAME",
@@ -139,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     work = h.work_dir("p1")
-    splits = h.preprocess(work, args.replicate, 2)
+    cnn = args.workload == "cnn"
+    splits = h.preprocess_images(work, 2) if cnn else h.preprocess(work, args.replicate, 2)
+    prefix = "p1_cnn" if cnn else "p1"
     train = h.records_of(splits["manifest"], "train")
     configs = configurations(args.batch, args.explore, args.quick)
     headline = ["one_process", "naive_1x2", "tuned_1x2"]
@@ -148,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown setting(s) {unknown}; known: {sorted(configs)}")
         configs = {k: v for k, v in configs.items() if k in headline or k in args.only}
-    h.say(f"P1 local scaling: digits x {args.replicate} ({train} training records), {args.epochs} "
+    h.say(f"P1 local scaling, {args.workload}: "
+          f"{'digits PNGs' if cnn else f'digits x {args.replicate}'} ({train} training records), {args.epochs} "
           f"epochs, batch {args.batch} per rank; {args.repeats} interleaved repetitions of "
           f"{', '.join(headline)}, {args.repeats if args.explore else 1} of the others")
     h.say(f"  tuned launch: env {tuning.local_launch(2).env}, mpirun {list(tuning.local_launch(2).mpirun_options)}")
@@ -158,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         def run() -> float:
             launch, _ = configs[name]
             try:
-                result = h.training_job(work, splits, launch, epochs=args.epochs, label=name)
+                result = h.training_job(work, splits, launch, epochs=args.epochs, label=name,
+                                        hyperparameters=WORKLOADS[args.workload])
             except Exception as error:  # one failed setting must not lose the others
                 h.say(f"  {name}: FAILED {str(error).splitlines()[0]}")
                 return float("nan")
@@ -197,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     h.say(f"  end to end (whole mpirun, start-up and model save included): one process "
           f"{base_wall:.1f}s, tuned 2 ranks {tuned_wall:.1f}s")
     h.say(f"  ({time.perf_counter() - started:.0f}s)")
-    h.save_figures(f"p1-x{args.replicate}", {
+    h.save_figures("p1-cnn" if cnn else f"p1-x{args.replicate}", {
         "records": train * args.epochs,
         **{name: {"steady": h.median(r.steady() for r in runs[name]),
                   "wall": h.median(r.wall_seconds for r in runs[name]),
@@ -205,14 +220,14 @@ def main(argv: list[str] | None = None) -> int:
                   "train_seconds": h.median(r.train_seconds(train) for r in runs[name])}
            for name in ("one_process", "tuned_1x2", "naive_1x2") if runs[name]},
     })
-    h.result("p1_local_scaling", ratio("tuned_1x2"), 1.0)
-    h.result("p1_local_scaling_naive", ratio("naive_1x2"), "-")
-    h.result("p1_samples_per_s_one_process", base, "-")
-    h.result("p1_samples_per_s_tuned_1x2", h.median(r.steady() for r in runs["tuned_1x2"]), "-")
+    h.result(f"{prefix}_local_scaling", ratio("tuned_1x2"), 1.0)
+    h.result(f"{prefix}_local_scaling_naive", ratio("naive_1x2"), "-")
+    h.result(f"{prefix}_samples_per_s_one_process", base, "-")
+    h.result(f"{prefix}_samples_per_s_tuned_1x2", h.median(r.steady() for r in runs["tuned_1x2"]), "-")
     if runs.get("tuned_2x1"):
-        h.result("p1_local_scaling_2hosts", ratio("tuned_2x1"), 1.0)
-        h.result("p1_local_scaling_2hosts_naive", ratio("naive_2x1"), "-")
-    h.result("p1_end_to_end_ratio", base_wall / tuned_wall, "-")
+        h.result(f"{prefix}_local_scaling_2hosts", ratio("tuned_2x1"), 1.0)
+        h.result(f"{prefix}_local_scaling_2hosts_naive", ratio("naive_2x1"), "-")
+    h.result(f"{prefix}_end_to_end_ratio", base_wall / tuned_wall, "-")
     return 0
 
 

@@ -6,7 +6,7 @@ JPEG, GIF or BMP, any size, grey or colour. Every image becomes float32 RGB
 ``[size, size, 3]`` in 0..255; normalisation for the backbone happens inside the model
 (``architectures``), so the float serving signature takes 0..255 too.
 
-Training adds a random crop (from the image resized ``CROP_MARGIN`` larger) and a random
+Training adds a random crop (from the resized image zero-padded to ``CROP_MARGIN`` x) and a random
 horizontal flip (``augment``: the ``augmentation`` hyperparameter); validation, evaluation and serving only resize. Python 3.10 syntax.
 """
 
@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from training_entry.records import FEATURE_IMAGE, FEATURE_Y
 
-CROP_MARGIN = 1.125  # training crops size x size out of an image resized 12.5% larger
+CROP_MARGIN = 1.125  # training crops size x size out of the resized image padded by 12.5%
 CHANNELS = 3
 
 
@@ -36,10 +36,13 @@ def resize(image: tf.Tensor, size: int) -> tf.Tensor:
 def augment(image: tf.Tensor, size: int, augmentation: str = "crop_flip") -> tf.Tensor:
     """Training only (``contract.AUGMENTATIONS``): random crop, then a random horizontal flip
     unless ``crop``; ``none`` only resizes. float32 [size, size, 3]."""
+    image = resize(image, size)
     if augmentation == "none":
-        return resize(image, size)
-    larger = int(math.ceil(size * CROP_MARGIN))
-    image = resize(image, larger)
+        return image
+    # Pad, then crop at a random offset: the content keeps the scale evaluation and serving
+    # see (a crop out of a larger resize would show training bigger digits than the test).
+    padded = int(math.ceil(size * CROP_MARGIN))
+    image = tf.image.resize_with_crop_or_pad(image, padded, padded)
     image = tf.image.random_crop(image, [size, size, CHANNELS])
     if augmentation == "crop_flip":
         image = tf.image.random_flip_left_right(image)

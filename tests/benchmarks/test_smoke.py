@@ -91,3 +91,11 @@ def test_image_processing(tmp_path):
 def test_p6_namespaces(tmp_path):
     found = run("benchmarks.p6_namespaces", "--repeats", "1", work=tmp_path)
     assert {"p6_processing_ratio", "p6_training_ratio"} <= set(found)
+
+
+def test_p1_cnn_workload_and_image_input(tmp_path):
+    found = run("benchmarks.p1_local_scaling", "--workload", "cnn", "--quick", "--epochs", "2",
+                "--repeats", "1", work=tmp_path, timeout=600)
+    assert {"p1_cnn_local_scaling", "p1_cnn_samples_per_s_one_process", "p1_cnn_end_to_end_ratio"} <= set(found)
+    found = run("benchmarks.image_input", "--batches", "5", "--repeats", "1", work=tmp_path)
+    assert {"image_input_images_per_s", "image_step_demand_images_per_s", "image_input_vs_step"} <= set(found)
