@@ -30,7 +30,7 @@ def test_small_cnn_on_the_digits_image_tree_pipe_sharded_two_hosts_registers(tmp
         "run", "--local", "--workdir", str(tmp_path), "-p", f"InputDataUri={IMAGES}",
         "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=1", "-p", "TrainInputMode=Pipe",
         "-p", "TrainDistribution=ShardedByS3Key", "-p", "ModelArchitecture=small_cnn",
-        "-p", "ImageSize=32", "-p", "Augmentation=crop", timeout=1500)
+        "-p", "ImageSize=32", "-p", "Augmentation=crop", "-p", "BaseLearningRate=0.002", timeout=1500)
     assert_registered(result, tmp_path)
     train = steps(execution(tmp_path))[D.STEP_TRAIN]
     log = (Path(train["job_dir"]) / "job.log").read_text()
