@@ -15,7 +15,13 @@ model's step costs about the same at B and 2B.
 
 Layouts: ``1x2`` is one simulated host with two ranks (ProcessesPerHost=2), ``2x1`` two
 simulated hosts with one rank each (the default pipeline's TrainingInstanceCount=2). The
-settings ladder adds the fast defaults of ``pipeline.local.tuning`` one at a time.
+headline runs (one process, tuned 1x2, tuned 2x1) are interleaved ``--repeats`` times (5 in
+``make bench``); each 2-rank run is divided by the one-process run of its own repetition
+(paired ratios: load that drifts over the minutes cancels), and the 2x1 figure is reported
+as the median and the minimum of those. The settings ladder adds the fast defaults of
+``pipeline.local.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
+Horovod allreduces of the model's gradient size in both layouts (``allreduce_probe.py``):
+the transport between the ranks, without the training around it.
 
     .venv/bin/python -m benchmarks.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 3]
     .venv/bin/python -m benchmarks.p1_local_scaling --explore     # every setting tried (~10 min)
@@ -28,6 +34,7 @@ decode + augmentation per record in tf.data), RESULT names prefixed ``p1_cnn``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -39,6 +46,7 @@ from pipeline.local import mpi, tuning
 HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
 VARIANTS = HERE / "train_variants.py"
+ALLREDUCE_PROBE = HERE / "allreduce_probe.py"
 THREADS_1 = {name: "1" for name in tuning.THREAD_ENVS}
 # Workload -> hyperparameters added to every run (the MLP's are the harness defaults).
 WORKLOADS = {
@@ -80,6 +88,10 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
         # + HOROVOD_CYCLE_TIME=0.1 is tuned_1x2.
         "naive_2x1": (h.Launch(1, batch, hosts=2), "2 hosts x 1 rank, before tuning"),
         "tuned_2x1": (h.tuned(1, batch, hosts=2), "2 hosts x 1 rank, tuning defaults"),
+        "allreduce_1x2": (dataclasses.replace(h.tuned(2, batch), entry=ALLREDUCE_PROBE),
+                          "allreduces/s (not samples), 1 host x 2 ranks: shared memory"),
+        "allreduce_2x1": (dataclasses.replace(h.tuned(1, batch, hosts=2), entry=ALLREDUCE_PROBE),
+                          "allreduces/s (not samples), 2 hosts x 1 rank: TCP over loopback"),
     })
     if not explore:
         return configs
@@ -138,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replicate", type=int, default=16, help="digits copies (1797 records each)")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch B")
-    parser.add_argument("--repeats", type=int, default=3, help="interleaved repetitions of the headline runs")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repetitions of the headline runs")
     parser.add_argument("--quick", action="store_true", help="baseline, naive and tuned only")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="mlp",
                         help="mlp: the digits features; cnn: small_cnn on the digits as PNGs")
@@ -155,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     prefix = "p1_cnn" if cnn else "p1"
     train = h.records_of(splits["manifest"], "train")
     configs = configurations(args.batch, args.explore, args.quick)
-    headline = ["one_process", "naive_1x2", "tuned_1x2"]
+    # Quick: the 1x2 ladder's ends only. Otherwise the default pipeline's layout (2x1) is a
+    # headline run too, and the untuned 1x2 launch is measured once.
+    headline = ["one_process", "naive_1x2", "tuned_1x2"] if args.quick else ["one_process", "tuned_1x2", "tuned_2x1"]
     if args.only:
         unknown = sorted(set(args.only) - set(configs))
         if unknown:
@@ -195,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     h.say("")
     h.say(f"  {'setting':26s} {'samples/s (median [min..max])':38s} {'ratio':>6s} {'wall s':>7s}  what")
     for name, (_, what) in configs.items():
+        if name.startswith("allreduce_"):
+            continue
         steady = [r.steady() for r in runs[name]]
         if not steady:
             h.say(f"  {name:26s} {'failed':38s}")
@@ -203,11 +219,23 @@ def main(argv: list[str] | None = None) -> int:
         h.say(f"  {name:26s} {h.spread(steady):38s} {h.median(steady) / base:6.2f} {wall:7.1f}  {what}")
 
     def ratio(name: str) -> float:
-        return h.median(r.steady() for r in runs[name]) / base if runs[name] else float("nan")
+        return h.median(r.steady() for r in runs[name]) / base if runs.get(name) else float("nan")
 
-    # Paired ratios: each tuned run over the baseline run next to it (load drifts cancel).
-    pairs = [t.steady() / b.steady() for t, b in zip(runs["tuned_1x2"], runs["one_process"], strict=False)]
+    # Paired ratios: each tuned run over the baseline run of its repetition (load drifts cancel).
+    def paired(name: str) -> list[float]:
+        return [t.steady() / b.steady() for t, b in zip(runs[name], runs["one_process"], strict=False)]
+
+    pairs = paired("tuned_1x2")
     h.say(f"  paired tuned_1x2/one_process ratios: {' '.join(f'{p:.2f}' for p in pairs)}")
+    pairs_2x1 = paired("tuned_2x1") if runs.get("tuned_2x1") else []
+    if pairs_2x1:
+        h.say(f"  paired tuned_2x1/one_process ratios: {' '.join(f'{p:.2f}' for p in pairs_2x1)} "
+              f"(median {h.median(pairs_2x1):.2f}, min {min(pairs_2x1):.2f})")
+    probes = {name: runs[name][0].steady() for name in ("allreduce_1x2", "allreduce_2x1") if runs.get(name)}
+    if len(probes) == 2:
+        h.say(f"  one allreduce of the gradients: {1000 / probes['allreduce_1x2']:.2f} ms between two ranks "
+              f"of one host (shared memory), {1000 / probes['allreduce_2x1']:.2f} ms between two hosts "
+              f"(TCP over loopback): {probes['allreduce_1x2'] / probes['allreduce_2x1']:.1f}x")
     tuned_wall = h.median(r.wall_seconds for r in runs["tuned_1x2"]) if runs["tuned_1x2"] else float("nan")
     h.say(f"  end to end (whole mpirun, start-up and model save included): one process "
           f"{base_wall:.1f}s, tuned 2 ranks {tuned_wall:.1f}s")
@@ -218,15 +246,20 @@ def main(argv: list[str] | None = None) -> int:
                   "wall": h.median(r.wall_seconds for r in runs[name]),
                   # Samples per epoch: what the steps consumed (~ the training records).
                   "train_seconds": h.median(r.train_seconds(train) for r in runs[name])}
-           for name in ("one_process", "tuned_1x2", "naive_1x2") if runs[name]},
+           for name in ("one_process", "tuned_1x2", "naive_1x2") if runs.get(name)},
     })
     h.result(f"{prefix}_local_scaling", ratio("tuned_1x2"), 1.0)
     h.result(f"{prefix}_local_scaling_naive", ratio("naive_1x2"), "-")
     h.result(f"{prefix}_samples_per_s_one_process", base, "-")
     h.result(f"{prefix}_samples_per_s_tuned_1x2", h.median(r.steady() for r in runs["tuned_1x2"]), "-")
-    if runs.get("tuned_2x1"):
-        h.result(f"{prefix}_local_scaling_2hosts", ratio("tuned_2x1"), 1.0)
+    if pairs_2x1:
+        h.result(f"{prefix}_local_scaling_2hosts", h.median(pairs_2x1), 1.0)
+        h.result(f"{prefix}_local_scaling_2hosts_min", min(pairs_2x1), 1.0)
+    if runs.get("naive_2x1"):
         h.result(f"{prefix}_local_scaling_2hosts_naive", ratio("naive_2x1"), "-")
+    if len(probes) == 2:
+        h.result(f"{prefix}_allreduce_ms_1x2", 1000 / probes["allreduce_1x2"], "-")
+        h.result(f"{prefix}_allreduce_ms_2x1", 1000 / probes["allreduce_2x1"], "-")
     h.result(f"{prefix}_end_to_end_ratio", base_wall / tuned_wall, "-")
     return 0
 
