@@ -34,9 +34,9 @@ def _losses(result) -> list[float]:
 def test_small_cnn_pipe_two_hosts_sharded_learns_and_serves_bytes(tmp_path):
     splits = helpers.make_image_splits(tmp_path / "data", shard_count=2)
     job = make_job(tmp_path / "job", splits, hosts=2, ranks_per_host=1, mode="Pipe",
-                   distribution="ShardedByS3Key", epochs=4, model_architecture="small_cnn",
-                   image_size=32, augmentation="crop", warmup_epochs=0, base_learning_rate=0.003)
-    feeders = start_feeders(job, passes=4)
+                   distribution="ShardedByS3Key", epochs=6, model_architecture="small_cnn",
+                   image_size=32, augmentation="crop", warmup_epochs=0, base_learning_rate=0.002)
+    feeders = start_feeders(job, passes=6)
     try:
         result = run_job(job, timeout=600)
     finally:
@@ -44,9 +44,9 @@ def test_small_cnn_pipe_two_hosts_sharded_learns_and_serves_bytes(tmp_path):
             feeder.stop()
     assert result.returncode == 0, result.output[-4000:]
     assert "model small_cnn on 32x32 images" in result.output
-    assert [(f.fed, f.closed_early, f.errors) for f in feeders] == [(4, 0, [])] * 4
+    assert [(f.fed, f.closed_early, f.errors) for f in feeders] == [(6, 0, [])] * 4
     losses = _losses(result)
-    assert len(losses) == 4 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
+    assert len(losses) == 6 and all(math.isfinite(v) for v in losses) and losses[-1] < losses[0]
 
     # The export serves the shards' own PNG bytes; well above chance (0.1) on the test split.
     served = tf.saved_model.load(str(job.model_dir() / contract.MODEL_VERSION))
@@ -57,7 +57,7 @@ def test_small_cnn_pipe_two_hosts_sharded_learns_and_serves_bytes(tmp_path):
     encoded = tf.stack([p["image"] for p in parsed])
     labels = np.array([int(p["y"]) for p in parsed])
     probabilities = serve(**{contract.SERVING_INPUT_IMAGE_BYTES: encoded})[contract.SERVING_OUTPUT].numpy()
-    assert (probabilities.argmax(axis=1) == labels).mean() > 0.4
+    assert (probabilities.argmax(axis=1) == labels).mean() > 0.5
 
 
 def test_mobilenet_v2_starts_from_the_init_file_and_fine_tunes(tmp_path):
