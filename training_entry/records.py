@@ -62,8 +62,9 @@ def manifest_name(split: str) -> str:
 # --- Which rank reads what -----------------------------------------------------------------
 def host_objects(keys: Sequence[str], host_index: int, host_count: int) -> list[str]:
     """SageMaker: ShardedByS3Key gives each host ~1/N of the objects. AWS does not document
-    the rule; we use sorted keys, host i taking positions i, i+N, ... (the local runner's
-    feeder and stager use this same function)."""
+    the rule; the local runner deals sorted keys, host i taking positions i, i+N, ... The
+    training entry point does not rely on it under ShardedByS3Key (data.plan_channel counts
+    what each host actually holds)."""
     if host_count < 1 or not 0 <= host_index < host_count:
         raise ValueError(f"host {host_index} of {host_count} does not exist")
     return sorted(keys)[host_index::host_count]

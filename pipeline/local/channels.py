@@ -1,8 +1,10 @@
 """Input channels: which objects each simulated host gets, and how they reach it.
 
 - Distribution: ``ShardedByS3Key`` gives host i the objects at positions i, i+N, ... of the
-  sorted keys (``training_entry.records.host_objects``, the one rule the data producers and
-  readers also use); ``FullyReplicated`` gives every host every object.
+  sorted keys (``training_entry.records.host_objects``); AWS does not document SageMaker's
+  rule, so the entry point never relies on it (it counts what each host holds), and tests
+  deal the objects other ways (``DEAL_ENV``). ``FullyReplicated`` gives every host every
+  object.
 - File: the objects are copied into ``input/data/<channel>``, keeping each key's path relative
   to the channel prefix. FastFile: the same, made read-only (SageMaker mounts a streamed,
   read-only view of S3); never a link into the store, which a script could write through.
