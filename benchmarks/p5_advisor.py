@@ -1,7 +1,8 @@
 """P5: the scaling advisor's accuracy on runs it did not see.
 
 For each workload (the digits MLP on the feature table; the small CNN on the digits as 32x32
-PNGs, ``ModelArchitecture=small_cnn``): one 1-rank run and a short
+PNGs, ``ModelArchitecture=small_cnn``): one 1-rank run (launched as one of the checked ranks
+is: its threads and pinning) and a short
 allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: five sizes around the model's
 gradient) calibrate ``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one
 simulated host, two ranks) and a 2x1 run (two simulated hosts, one rank each), which are
@@ -18,7 +19,6 @@ first. Ernest (NSDI'16) reports < 20% mean error; the target here is the worst e
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import statistics
 import sys
@@ -30,6 +30,7 @@ from pipeline.advisor import fit as F
 from pipeline.advisor.model import Layout
 from pipeline.advisor.observations import Observation
 from pipeline.advisor.platforms import local_platform
+from pipeline.local import tuning
 from training_entry.contract import (
     ARCH_SMALL_CNN,
     DEFAULT_IMAGE_SIZE,
@@ -41,6 +42,7 @@ from training_entry.contract import (
 HERE = h.REPO / "benchmarks"
 PROBE = HERE / "advisor_probe.py"
 PROBE_RE = re.compile(r"advisor-probe bytes=(\d+) seconds=([0-9.eE+-]+)")
+CONTENTION_RE = re.compile(r"advisor-probe compute alone=([0-9.eE+-]+) together=([0-9.eE+-]+)")
 LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
 # workload name -> (data: "table" | "image", extra hyperparameters of the training entrypoint)
 WORKLOADS = {
@@ -74,6 +76,16 @@ def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
     return dirs
 
 
+def calibration_launch(batch: int) -> h.Launch:
+    """The 1-rank run as one rank of the checked layouts runs: the threads the local runner
+    gives each of two ranks (cores / 2) and its pinning, so the step it measures is the
+    per-rank compute the model scales (contention) and adds the allreduce to. With TF's
+    default threads instead, a small model's step is 10-15% slower than the same work on one
+    thread (thread-pool overhead; BENCHMARKS.md, one_process_1thread)."""
+    fast = tuning.local_launch(2)
+    return h.Launch(1, batch, mpirun_options=fast.mpirun_options, env=dict(fast.env), pin=fast.pin)
+
+
 def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> Observation:
     epochs: dict[int, dict[str, float]] = {}
     for line in run.log.splitlines():
@@ -87,7 +99,7 @@ def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> O
         step_seconds=statistics.median(m["step_time"] for m in steady),
         cpu_seconds=statistics.median(m["cpu_time"] for m in steady),
         parameters=int(steady[-1]["parameters"]), fp16_allreduce=False, instance_type="local",
-        local=True, cores=os.cpu_count(), epochs_used=len(steady))
+        local=True, cores=len(tuning.usable_cpus()), epochs_used=len(steady))
 
 
 def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[int, float]:
@@ -96,7 +108,10 @@ def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[in
     launch.entry = PROBE
     launch.env = {**launch.env, SIZES_ENV: " ".join(map(str, sizes))}
     run = h.training_job(work, splits, launch, epochs=1, label=f"probe{layout}", validation=False)
-    return {int(b): float(s) for b, s in PROBE_RE.findall(run.log)}
+    found = {int(b): float(s) for b, s in PROBE_RE.findall(run.log)}
+    alone, together = CONTENTION_RE.search(run.log).groups()
+    found[-1] = float(together) / float(alone)  # key -1: the compute contention ratio
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     work = h.work_dir("p5")
     table_splits = h.preprocess(work, args.replicate, 2)
     h.say(f"P5 scaling advisor: digits x {args.replicate}, {args.epochs} epochs, batch {args.batch} "
-          f"per rank, {os.cpu_count()} cores (shared by every rank); calibration = the 1-rank run "
+          f"per rank, {len(tuning.usable_cpus())} cores (shared by every rank); calibration = the 1-rank run "
           "+ the allreduce probe; checked on 1x2 and 2x1")
     worst = 0.0
     errors = []
@@ -121,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         singles, multi = [], {name: [] for name in LAYOUTS}
         probes: dict[str, list[dict[int, float]]] = {name: [] for name in LAYOUTS}
         for rep in range(args.repeats):
-            one = h.training_job(work, splits, h.tuned(1, args.batch), epochs=args.epochs, label="one",
-                                 hyperparameters=hps)
+            one = h.training_job(work, splits, calibration_launch(args.batch), epochs=args.epochs,
+                                 label="one", hyperparameters=hps)
             singles.append(observation(f"{workload} 1x1 #{rep + 1}", one, Layout(1, 1), args.batch))
             grad = singles[-1].parameters * 4
             sizes = sorted({max(grad // 4, 4), max(grad // 2, 4), grad, grad * 2, grad * 4})
@@ -135,18 +150,21 @@ def main(argv: list[str] | None = None) -> int:
         median_probe = {name: {b: statistics.median(p[b] for p in ps) for b in ps[0]} for name, ps in probes.items()}
         links = {"intra": F.fit_link(median_probe["1x2"], 2, "allreduce probe, 1 host x 2 ranks"),
                  "inter": F.fit_link(median_probe["2x1"], 2, "allreduce probe, 2 hosts x 1 rank")}
-        platform = local_platform(os.cpu_count() or 1, {k: vars(v) for k, v in links.items()})
+        cores = len(tuning.usable_cpus())
+        platform = local_platform(cores, {k: vars(v) for k, v in links.items()})
         model = F.fit(singles, platform)  # 1-rank runs only: nothing multi-rank is seen
+        contention = {name: max(ps[-1], 1.0) for name, ps in median_probe.items()}
         h.say(f"\n  workload {workload}: calibration")
-        for line in model.describe(args.batch, platform):
+        for line in model.with_(contention=contention["1x2"]).describe(args.batch, platform):
             h.say(f"  {line}")
         for name, ps in median_probe.items():
-            h.say(f"  probe {name}: " + ", ".join(f"{b} B {s * 1e3:.3f} ms" for b, s in sorted(ps.items())))
+            h.say(f"  probe {name}: compute contention x{ps[-1]:.3f}; allreduce "
+                  + ", ".join(f"{b} B {s * 1e3:.3f} ms" for b, s in sorted(ps.items()) if b >= 0))
         h.say(f"  1-rank: {h.spread([o.throughput for o in singles])} samples/s")
         h.say(f"  {'layout':8s} {'measured samples/s':34s} {'predicted':>10s} {'error':>7s}")
         for name, observed in multi.items():
             measured = statistics.median(o.throughput for o in observed)
-            predicted = model.throughput(args.batch, LAYOUTS[name], platform)
+            predicted = model.with_(contention=contention[name]).throughput(args.batch, LAYOUTS[name], platform)
             error = predicted / measured - 1
             errors.append(abs(error))
             worst = max(worst, abs(error))

@@ -3,7 +3,7 @@ the backward pass. Every term is a named parameter, printed by ``describe()``.
 
 For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step::
 
-    compute(n)  = max(t1, cpu1 / cores_per_rank)          on CPU ranks sharing cores
+    compute(n)  = max(t1, cpu1 / cores_per_rank) x contention   on CPU ranks sharing cores
                 = t1                                        on GPU ranks (one GPU each)
         t1   = fixed + batch x per_sample                   wall seconds of a 1-rank step
         cpu1 = t1 x parallelism                             its CPU seconds (measured)
@@ -86,6 +86,10 @@ class StepModel:
     fp16_allreduce: bool = False
     overlap: float = 0.0
     comm_scale: float = 1.0
+    # Ranks computing at once on CPUs of one machine slow each other (cores, caches, memory
+    # bandwidth, Horovod's background threads): their step / the step of one rank alone.
+    # Measured by the allreduce probe (benchmarks/advisor_probe.py); 1 when not measured.
+    contention: float = 1.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -99,7 +103,8 @@ class StepModel:
         t1 = self.t1(batch)
         if platform.gpus_per_host:
             return t1
-        return max(t1, t1 * self.parallelism / platform.cores_per_rank(layout))
+        shared = self.contention if layout.workers > 1 and platform.shared_machine else 1.0
+        return max(t1, t1 * self.parallelism / platform.cores_per_rank(layout)) * shared
 
     def allreduce(self, layout: Layout, platform: Platform) -> float:
         return self.comm_scale * platform.link(layout).ring_seconds(layout.workers, self.gradient_bytes)
@@ -124,6 +129,8 @@ class StepModel:
             f"  CPU parallelism of a 1-rank step {self.parallelism:.3g} (cpu s / wall s); "
             f"{platform.cores_per_host:g} cores per host"
             + (" shared by every simulated host" if platform.shared_machine else ""),
+            f"  ranks computing at once on this machine: x{self.contention:.3g} per step "
+            "(measured alone vs together by the probe; 1 = not measured)",
             f"  gradient {self.parameters:,} parameters x {2 if self.fp16_allreduce else 4} B "
             f"({'fp16' if self.fp16_allreduce else 'fp32'} allreduce) = {self.gradient_bytes / 1e6:.4g} MB",
             f"  allreduce = {self.comm_scale:.3g} x [2(n-1)/n x bytes / bw + 2(n-1) x latency], fused",

@@ -94,3 +94,11 @@ def test_a_starved_single_rank_run_counts_its_cpu_time_as_compute():
     model = F.fit_compute([obs(Layout(1, 1), 0.004, cpu=0.002)])
     assert model.t1(32) == pytest.approx(0.002)
     assert any("less than one core" in note for note in model.notes)
+
+
+def test_measured_contention_slows_ranks_that_share_a_machine_only():
+    model = StepModel(per_sample=1e-4, fixed=0.0, parallelism=1.0, parameters=0, contention=1.25)
+    t1 = 32 * 1e-4
+    assert model.compute(32, Layout(1, 1), platform()) == pytest.approx(t1)
+    assert model.compute(32, Layout(2, 1), platform()) == pytest.approx(t1 * 1.25)
+    assert model.compute(32, Layout(2, 1), platform(shared=False)) == pytest.approx(t1)
