@@ -1,8 +1,8 @@
 """P5: the scaling advisor's accuracy on runs it did not see.
 
 For each workload (the digits MLP on the feature table; the small CNN on the digits as 32x32
-PNGs, ``ModelArchitecture=small_cnn``): one 1-rank run (launched as one of the checked ranks
-is: its threads and pinning) and a short
+PNGs, ``ModelArchitecture=small_cnn``): one 1-rank run (with the threads each checked rank
+gets) and a short
 allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: five sizes around the model's
 gradient) calibrate ``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one
 simulated host, two ranks) and a 2x1 run (two simulated hosts, one rank each), which are
@@ -77,13 +77,15 @@ def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
 
 
 def calibration_launch(batch: int) -> h.Launch:
-    """The 1-rank run as one rank of the checked layouts runs: the threads the local runner
-    gives each of two ranks (cores / 2) and its pinning, so the step it measures is the
-    per-rank compute the model scales (contention) and adds the allreduce to. With TF's
-    default threads instead, a small model's step is 10-15% slower than the same work on one
-    thread (thread-pool overhead; BENCHMARKS.md, one_process_1thread)."""
+    """The 1-rank run with the threads the local runner gives each of two ranks (cores / 2),
+    so the step it measures is the per-rank compute the model scales (contention) and adds
+    the allreduce to; with TF's default threads a small model's step is 10-15% slower than
+    the same work on one thread (thread-pool overhead; BENCHMARKS.md, one_process_1thread).
+    Not pinned: alone, pinning would only tie it to core 0, the core every other pinned
+    job on a shared machine starts on."""
     fast = tuning.local_launch(2)
-    return h.Launch(1, batch, mpirun_options=fast.mpirun_options, env=dict(fast.env), pin=fast.pin)
+    env = {name: value for name, value in fast.env.items() if name in tuning.THREAD_ENVS}
+    return h.Launch(1, batch, env=env)
 
 
 def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> Observation:
