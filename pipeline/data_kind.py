@@ -13,7 +13,12 @@ from processing.contract import DataKindError, data_kind
 
 def relative_keys(storage: Storage, data_uri: str) -> list[str]:
     prefix = data_uri if data_uri.endswith("/") else data_uri + "/"
-    return [uri[len(prefix):] for uri in storage.list(prefix)]
+    keys = [uri[len(prefix):] for uri in storage.list(prefix)]
+    if not keys and not data_uri.endswith("/") and storage.exists(data_uri):
+        # SageMaker: an S3Prefix input may name one object (s3://bucket/data/digits.csv), which
+        # the processing job receives under its own name.
+        keys = [data_uri.rpartition("/")[2]]
+    return keys
 
 
 def check_input_data(storage: Storage, values: Mapping[str, object], has_model_file: bool) -> str:

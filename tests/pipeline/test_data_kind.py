@@ -42,6 +42,10 @@ def test_the_kind_of_the_data_decides_which_architectures_fit(store):
         check_input_data(store, values(InputDataUri="s3://bkt/table/", ModelArchitecture="small_cnn"), False)
     with pytest.raises(P.ParameterError, match="ModelArchitecture=mlp does not fit the image data"):
         check_input_data(store, values(InputDataUri="s3://bkt/photos/", ModelArchitecture="mlp"), False)
+    # InputDataUri may name one object, as SageMaker's S3Prefix inputs allow.
+    assert check_input_data(store, values(InputDataUri="s3://bkt/table/digits.csv"), False) == "table"
+    with pytest.raises(P.ParameterError, match="ModelArchitecture=small_cnn does not fit the table data"):
+        check_input_data(store, values(InputDataUri="s3://bkt/table/digits.csv", ModelArchitecture="small_cnn"), False)
     with pytest.raises(P.ParameterError, match="^InputDataUri=s3://bkt/nothing/: no raw data under InputDataUri"):
         check_input_data(store, values(InputDataUri="s3://bkt/nothing/"), False)
     with pytest.raises(P.ParameterError, match="ModelArchitecture=custom needs your model file"):

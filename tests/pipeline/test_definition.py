@@ -180,7 +180,9 @@ def test_metric_definitions_come_from_the_contract(default_definition):
     spec = steps_by_name(default_definition)[STEP_TRAIN]["Arguments"]["AlgorithmSpecification"]
     assert spec["MetricDefinitions"] == training.METRIC_DEFINITIONS
     assert {d["Name"] for d in spec["MetricDefinitions"]} == {
-        "loss", "accuracy", "val_loss", "val_accuracy", "throughput"
+        "loss", "accuracy", "val_loss", "val_accuracy", "throughput",
+        # The scaling advisor's inputs (issue 13), read back from SageMaker's metrics.
+        "step_time", "cpu_time", "parameters",
     }
 
 
