@@ -141,47 +141,39 @@ def digits_arrays(replicate: int = 1):
 def preprocess(root: Path, replicate: int, shard_count: int, seed: int = 42) -> dict[str, Path]:
     """Run the PreprocessData entrypoint (``python -m processing.preprocess``) on digits x
     ``replicate``; returns {train, validation, test, manifest: directory}. Cached in ``root``."""
-    from pipeline.local import contract as local
-    from processing import contract as processing
 
-    base = Path(root) / f"digits-x{replicate}-shards{shard_count}"
-    dirs = {name: Path(local.relocate(path, base)) for name, path in processing.OUTPUT_DIRS.items()}
-    done = base / "done"
-    if done.exists():
-        return dirs
-    if base.exists():
-        shutil.rmtree(base)
-    import numpy as np
+    def write_raw(raw: Path) -> None:
+        import numpy as np
 
-    raw = Path(local.relocate(processing.RAW_DATA_DIR, base))
-    raw.mkdir(parents=True)
-    x, y = digits_arrays(replicate)
-    np.savez(raw / "digits.npz", x=x, y=y)
-    subprocess.run(
-        [PYTHON, "-m", "processing.preprocess", "--instance-count", "1",
-         "--processes-per-host", str(shard_count), "--seed", str(seed)],
-        check=True, cwd=REPO, env=quiet_env({"SAGEMAKER_BASE_DIR": str(base)}),
-        stdout=subprocess.DEVNULL,
-    )
-    done.write_text("ok")
-    return dirs
+        raw.mkdir(parents=True)
+        x, y = digits_arrays(replicate)
+        np.savez(raw / "digits.npz", x=x, y=y)
+
+    return _preprocessed(Path(root) / f"digits-x{replicate}-shards{shard_count}", write_raw, shard_count, seed)
 
 
 def preprocess_images(root: Path, shard_count: int, seed: int = 42) -> dict[str, Path]:
     """The PreprocessData entrypoint on the digits as a PNG tree (``pipeline.default_data``:
     1,797 images, 32x32); returns {train, validation, test, manifest: directory}. Cached."""
     from pipeline.default_data import export_digits_images
+
+    return _preprocessed(Path(root) / f"digits-images-shards{shard_count}", export_digits_images,
+                         shard_count, seed)
+
+
+def _preprocessed(base: Path, write_raw, shard_count: int, seed: int) -> dict[str, Path]:
+    """PreprocessData over what ``write_raw(raw_dir)`` writes, once per ``base`` (a ``done``
+    file marks a finished run; anything else there is thrown away and made again)."""
     from pipeline.local import contract as local
     from processing import contract as processing
 
-    base = Path(root) / f"digits-images-shards{shard_count}"
     dirs = {name: Path(local.relocate(path, base)) for name, path in processing.OUTPUT_DIRS.items()}
     done = base / "done"
     if done.exists():
         return dirs
     if base.exists():
         shutil.rmtree(base)
-    export_digits_images(local.relocate(processing.RAW_DATA_DIR, base))
+    write_raw(Path(local.relocate(processing.RAW_DATA_DIR, base)))
     subprocess.run(
         [PYTHON, "-m", "processing.preprocess", "--instance-count", "1",
          "--processes-per-host", str(shard_count), "--seed", str(seed)],
