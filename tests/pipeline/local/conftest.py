@@ -20,9 +20,16 @@ def local_storage(tmp_path):
 def s3_storage(moto_url):  # noqa: F811
     client = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
     for bucket in client.list_buckets().get("Buckets", []):
-        objects = client.list_objects_v2(Bucket=bucket["Name"]).get("Contents", [])
-        for obj in objects:
-            client.delete_object(Bucket=bucket["Name"], Key=obj["Key"])
+        # Other tests on the same moto server leave buckets of more than one page (upsert
+        # uploads the 1,797 digits PNGs): list again until nothing is left, versions and
+        # delete markers included (the infra stack's bucket is versioned).
+        while True:
+            listed = client.list_object_versions(Bucket=bucket["Name"])
+            versions = listed.get("Versions", []) + listed.get("DeleteMarkers", [])
+            if not versions:
+                break
+            client.delete_objects(Bucket=bucket["Name"], Delete={"Objects": [
+                {"Key": v["Key"], "VersionId": v["VersionId"]} for v in versions[:1000]]})
         client.delete_bucket(Bucket=bucket["Name"])
     client.create_bucket(Bucket=BUCKET)
     return Boto3Storage(endpoint_url=moto_url, region="us-east-1")
