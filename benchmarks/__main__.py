@@ -1,6 +1,6 @@
 """``make bench``: run every benchmark, then write BENCHMARKS.md at the repository root.
 
-    .venv/bin/python -m benchmarks            # all of them (~8-10 minutes on 2 cores)
+    .venv/bin/python -m benchmarks            # all of them (~13-15 minutes on 2 cores)
     .venv/bin/python -m benchmarks p4 p2      # some of them (BENCHMARKS.md gets only those)
 
 Each benchmark runs as its own process (a crash or a leaked thread stays there), its output
@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 OUTPUT = h.REPO / "BENCHMARKS.md"
 COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
-# stays under 10 minutes on the 2-core reference machine.
+# stays under 15 minutes on the 2-core reference machine.
 BENCHMARKS = {
     "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process)"),
     "p1cnn": ("benchmarks.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
@@ -95,7 +95,7 @@ def write_report(outputs: dict[str, tuple[int, str, float]], total: float, info:
         "| | |",
         "|---|---|",
         *[f"| {k} | {v} |" for k, v in info.items()],
-        "| GPU | none (no GPU is lent to this task; item 6 of issue 7 was not run) |",
+        "| GPU | none on this machine (no GPU device was lent: the GPU figures of issues 7 and 10, mixed_float16 images/s per GPU, were not run) |",
         "",
         "## Headline figures",
         "",
