@@ -6,6 +6,9 @@ what ``build_report`` writes: one definition for both. Standard library only, Py
 
 from __future__ import annotations
 
+# The report's "kind" is the data's kind, as the manifests name it (stdlib-only module).
+from training_entry.records import KIND_IMAGE, KIND_TABLE  # noqa: F401  (re-exported)
+
 ENTRY_POINT = "evaluate.py"
 
 # SageMaker: processing paths live under /opt/ml/processing/.
@@ -27,8 +30,6 @@ TOP_K = 5
 # (encoded bytes) under OUTPUT_DIR/MISCLASSIFIED_DIR and listed in the report's "misclassified".
 MISCLASSIFIED_DIR = "misclassified"
 MISCLASSIFIED_KEPT = 32
-KIND_IMAGE = "image"  # the report's "kind" (same values as training_entry.records' kinds)
-KIND_TABLE = "table"
 
 
 def build_report(
