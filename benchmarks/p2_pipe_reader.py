@@ -8,7 +8,8 @@ pass: shuffle, batch, parse), drained in-graph so no Python loop is timed:
   reader).
 - Pipe: ``pipeline.local.channels.PipeFeeder`` streams the shards into the FIFO
   ``train_0`` (as for a job) and the entrypoint's ``PipeReader`` reads it
-  (``pipe.read_epoch_chunks``: lists of records into a dataset with ``from_generator``), with
+  (``pipe.read_epoch_chunks``: lists of records, shuffled and batched by
+  ``pipe_batches`` and handed to tf.data as one blob per ~1024 records), with
   the reader the install built (the native module ``_trainpipe_records``: framing and CRC32C
   in C, a buffer per call) and, as a reference, with the Python fallback reader.
 

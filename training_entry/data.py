@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import tensorflow as tf
 
-from training_entry import examples, images, pipe, records
+from training_entry import examples, images, pipe, pipe_batches, records
 from training_entry.config import Channel, Hosts
 from training_entry.failure import UserError, cleanup_on_failure, note_cause
 
@@ -395,8 +395,8 @@ class PipeReader:
         )
 
 
-def _noting_causes(make: Callable[[], Iterator[list[bytes]]]) -> Callable[[], Iterator[list[bytes]]]:
-    def generate() -> Iterator[list[bytes]]:
+def _noting_causes(make: Callable[[], Iterator]) -> Callable[[], Iterator]:
+    def generate() -> Iterator:
         try:
             yield from make()
         except Exception as error:
@@ -438,21 +438,38 @@ def _pipe_mode_dataset_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dat
     return ds.take(plan.quota).apply(tf.data.experimental.assert_cardinality(plan.quota))
 
 
-def _pipe_pass(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
-    """Each iterator of the returned dataset is one pass: the channel's next FIFO, exactly
-    ``plan.quota`` records of this rank."""
-    if plan.layout.local_size == 1 and pipe_mode_dataset_available():
-        return _pipe_mode_dataset_pass(plan, ctx)
+def _pipe_reader(plan: ChannelPlan, ctx: InputContext) -> PipeReader:
     reader = ctx.pipe_readers.get(plan.channel.name)
     if reader is None:
         reader = ctx.pipe_readers[plan.channel.name] = PipeReader(plan, ctx.fifo_dir, ctx.private_dir)
-    # Lists of records, not records: every generator call crosses from TensorFlow into
-    # Python, and one crossing per record held the Pipe input to ~9k records/s
-    # (benchmarks/p2_pipe_reader.py).
+    return reader
+
+
+def _uses_pipe_mode_dataset(plan: ChannelPlan) -> bool:
+    return plan.layout.local_size == 1 and pipe_mode_dataset_available()
+
+
+def _pipe_batches(plan: ChannelPlan, ctx: InputContext, shuffle: bool) -> tf.data.Dataset:
+    """Our reader: each iterator is one pass (the channel's next FIFO), as string batches of
+    exactly ``plan.batch_size`` records, ``plan.steps`` of them, shuffled within the pass
+    (buffer ``min(quota, SHUFFLE_BUFFER)``, as the File path) when ``shuffle``. The records
+    reach tf.data as blobs of ~1024 (see ``pipe_batches``): no tf.data element per record."""
+    reader = _pipe_reader(plan, ctx)
+    batch_size = plan.batch_size
+
+    def one_pass():
+        index = reader.passes  # a new order every pass, the same for a given seed
+        buffer = pipe_batches.ShuffleBuffer(min(plan.quota, SHUFFLE_BUFFER), (ctx.seed, index)) if shuffle else None
+        return pipe_batches.batched(reader.one_pass(), batch_size, buffer)
+
+    def split(blob, lengths):
+        records = tf.strings.substr(blob, tf.cumsum(lengths, exclusive=True), lengths)
+        return tf.reshape(records, [-1, batch_size])
+
     return tf.data.Dataset.from_generator(
-        _noting_causes(reader.one_pass),
-        output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string),
-    ).unbatch()
+        _noting_causes(one_pass),
+        output_signature=(tf.TensorSpec(shape=(), dtype=tf.string), tf.TensorSpec(shape=(None,), dtype=tf.int64)),
+    ).map(split).unbatch()
 
 
 def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -465,39 +482,46 @@ def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
 # --- The datasets Keras gets ------------------------------------------------------------------
 def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
     """``epochs`` epochs of exactly ``plan.steps`` batches each, as one dataset (one iterator)."""
-    if plan.channel.is_pipe:
-        # Shuffle within a pass, then repeat: each repetition is a new iterator of the pass
-        # dataset, i.e. the next FIFO. A shuffle buffer spanning passes would hold epoch k
-        # back until pass k+1 arrives (a feeder that creates pipes one by one would hang).
-        ds = _pipe_pass(plan, ctx).shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed)
+    if plan.channel.is_pipe and _uses_pipe_mode_dataset(plan):
+        # Each repetition is a new iterator of the pass dataset, i.e. the next FIFO. Shuffle
+        # within a pass: a buffer spanning passes would hold epoch k back until pass k+1
+        # arrives (a feeder that creates pipes one by one would hang).
+        ds = _pipe_mode_dataset_pass(plan, ctx).shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed)
         ds = ds.repeat(epochs)
         # tf.data would otherwise fuse shuffle + repeat into one op that fills its buffer
         # from the next repetition: the same cross-pass wait.
         options = tf.data.Options()
         options.experimental_optimization.shuffle_and_repeat_fusion = False
         return _batches(ds.with_options(options), plan, ctx, training=True, hide_cardinality=True)
-    else:
-        ds = _rank_file_records(plan, ctx.hosts)
-        ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
-        # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
-        ds = ds.repeat()
-    return _batches(ds, plan, ctx, training=True)
+    if plan.channel.is_pipe:
+        # Our reader: the same within-pass shuffle, done before tf.data (pipe_batches).
+        ds = _pipe_batches(plan, ctx, shuffle=True).repeat(epochs)
+        return _batches(ds, plan, ctx, training=True, hide_cardinality=True, batched=True)
+    ds = _rank_file_records(plan, ctx.hosts)
+    ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
+    # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
+    return _batches(ds.repeat(), plan, ctx, training=True)
 
 
 def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
+    if plan.channel.is_pipe and _uses_pipe_mode_dataset(plan):
+        return _batches(_pipe_mode_dataset_pass(plan, ctx), plan, ctx, hide_cardinality=True)
     if plan.channel.is_pipe:
-        return _batches(_pipe_pass(plan, ctx), plan, ctx, hide_cardinality=True)
+        return _batches(_pipe_batches(plan, ctx, shuffle=False), plan, ctx, hide_cardinality=True, batched=True)
     ds = _rank_file_records(plan, ctx.hosts).repeat().take(plan.quota)
     return _batches(ds, plan, ctx)
 
 
 def _batches(
     ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext, training: bool = False,
-    hide_cardinality: bool = False,
+    hide_cardinality: bool = False, batched: bool = False,
 ) -> tf.data.Dataset:
-    """Records -> (x, y) batches; only this map differs between table and image records."""
+    """Records (``batched``: string batches of exactly ``plan.batch_size`` records) -> (x, y)
+    batches; only this map differs between table and image records."""
     if ctx.image_size:
+        if batched:
+            ds = ds.unbatch()
         size, augmentation = ctx.image_size, ctx.augmentation
         # Per record (decode_image takes one image), in parallel; augmentation in training only.
         ds = ds.map(lambda record: images.parse_example(record, size, training, augmentation),
@@ -505,7 +529,8 @@ def _batches(
         ds = ds.batch(plan.batch_size, drop_remainder=True)
     else:
         num_features = ctx.num_features
-        ds = ds.batch(plan.batch_size, drop_remainder=True)
+        if not batched:
+            ds = ds.batch(plan.batch_size, drop_remainder=True)
         # Parse after batching: one vectorised op per batch instead of one per record.
         ds = ds.map(lambda batch: examples.parse_batch(batch, num_features),
                     num_parallel_calls=tf.data.AUTOTUNE)

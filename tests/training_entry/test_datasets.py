@@ -186,3 +186,31 @@ def test_batches_parse_to_float_features():
     plan = types.SimpleNamespace(batch_size=2)
     x, y = next(iter(data._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES, image_size=None))))
     assert x.dtype == tf.float32 and x.numpy().tolist() == [[0, 1, 2]] * 2 and y.numpy().tolist() == [1, 1]
+
+
+def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once(tmp_path):
+    hosts = Hosts("algo-1", ("algo-1",))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=2).start()
+    try:
+        batches = list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
+    finally:
+        feeder.stop()
+    assert all(bx.shape == (4, FEATURES) for bx, _ in batches)
+    epochs = [[tuple(x[:2]) for bx, _ in batches[e * plan.steps:(e + 1) * plan.steps] for x in bx.numpy().tolist()]
+              for e in range(2)]
+    stream = [(float(i), float(j)) for i, count in enumerate((20, 24, 18, 22)) for j in range(count)]
+    for epoch in epochs:  # 84 records = 21 batches of 4: every record once per pass, shuffled
+        assert sorted(epoch) == sorted(stream) and epoch != stream
+    assert epochs[0] != epochs[1]
+
+
+def test_pipe_image_records_are_decoded_per_record_from_the_handed_batches(tmp_path):
+    png = tf.io.encode_png(tf.zeros([5, 7, 1], tf.uint8)).numpy()
+    serialized = [examples.serialize_image(png, label, "c", 5, 7) for label in range(6)]
+    blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3])).unbatch()
+    plan = types.SimpleNamespace(batch_size=3)
+    ctx = types.SimpleNamespace(image_size=8, augmentation="none", num_features=0)
+    got = list(data._batches(blob, plan, ctx, batched=True))
+    assert [tuple(x.shape) for x, _ in got] == [(3, 8, 8, 3)] * 2
+    assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
