@@ -75,7 +75,8 @@ def test_growth_from_recorded_figures(tmp_path):
 
 
 def test_p5_advisor(tmp_path):
-    found = run("benchmarks.p5_advisor", "--replicate", "1", "--epochs", "2", work=tmp_path, timeout=900)
+    found = run("benchmarks.p5_advisor", "--replicate", "1", "--epochs", "2", "--repeats", "1", work=tmp_path,
+                timeout=900)
     assert {"advisor_relative_error", "advisor_error_mlp_1x2", "advisor_error_mlp_2x1",
             "advisor_error_cnn_1x2", "advisor_error_cnn_2x1"} <= set(found)
 
