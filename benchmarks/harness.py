@@ -224,6 +224,9 @@ class Launch:
     pin: bool = False  # run each rank through pipeline.local.tuning's pinning shim
     base_options: Sequence[str] | None = None  # replace mpi.BASE_OPTIONS (only to test them)
     entry: Path = TRAIN_PY  # the script every rank runs
+    # Several hosts: all ranks on one Open MPI node with the PMPI shim, as the runner does
+    # (pipeline.local.shared_memory); False = one node per host (TCP between hosts).
+    shared_memory: bool = True
 
     @property
     def world(self) -> int:
@@ -311,9 +314,15 @@ def training_job(
     try:
         # As TrainingJob.launch: the machine's launch defaults go before the job's custom
         # options (older mpi.prepare without local_options: appended as custom options).
-        if "local_options" in inspect.signature(mpi.prepare).parameters:
+        parameters = inspect.signature(mpi.prepare).parameters
+        shared = {}
+        if "shared_memory_shim" in parameters and launch.hosts > 1 and launch.shared_memory:
+            from pipeline.local import shared_memory
+
+            shared["shared_memory_shim"], _ = shared_memory.library()
+        if "local_options" in parameters:
             prepared = mpi.prepare(job_dir / "mpi", hosts, launch.ranks, specs,
-                                   local_options=tuple(launch.mpirun_options))
+                                   local_options=tuple(launch.mpirun_options), **shared)
         else:
             prepared = mpi.prepare(job_dir / "mpi", hosts, launch.ranks, specs,
                                    extra_options=" ".join(launch.mpirun_options))

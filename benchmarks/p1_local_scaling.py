@@ -21,7 +21,9 @@ headline runs (one process, tuned 1x2, tuned 2x1) are interleaved ``--repeats`` 
 as the median and the minimum of those. The settings ladder adds the fast defaults of
 ``pipeline.local.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
 Horovod allreduces of the model's gradient size in both layouts (``allreduce_probe.py``):
-the transport between the ranks, without the training around it.
+the transport between the ranks, without the training around it. ``tcp_2x1`` and
+``allreduce_2x1_tcp`` are the 2x1 launch as it was before ``pipeline.local.shared_memory``:
+one Open MPI node per simulated host, so TCP over loopback between the hosts.
 
     .venv/bin/python -m benchmarks.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 3]
     .venv/bin/python -m benchmarks.p1_local_scaling --explore     # every setting tried (~10 min)
@@ -87,11 +89,15 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
                        "+ rank r pinned to core r"),
         # + HOROVOD_CYCLE_TIME=0.1 is tuned_1x2.
         "naive_2x1": (h.Launch(1, batch, hosts=2), "2 hosts x 1 rank, before tuning"),
-        "tuned_2x1": (h.tuned(1, batch, hosts=2), "2 hosts x 1 rank, tuning defaults"),
+        "tuned_2x1": (h.tuned(1, batch, hosts=2), "2 hosts x 1 rank, tuning defaults (one MPI node, shared memory)"),
+        "tcp_2x1": (dataclasses.replace(h.tuned(1, batch, hosts=2), shared_memory=False),
+                    "2 hosts x 1 rank, tuned, one MPI node per host (TCP between hosts, as before)"),
         "allreduce_1x2": (dataclasses.replace(h.tuned(2, batch), entry=ALLREDUCE_PROBE),
                           "allreduces/s (not samples), 1 host x 2 ranks: shared memory"),
         "allreduce_2x1": (dataclasses.replace(h.tuned(1, batch, hosts=2), entry=ALLREDUCE_PROBE),
-                          "allreduces/s (not samples), 2 hosts x 1 rank: TCP over loopback"),
+                          "allreduces/s (not samples), 2 hosts x 1 rank: shared memory (one MPI node)"),
+        "allreduce_2x1_tcp": (dataclasses.replace(h.tuned(1, batch, hosts=2), entry=ALLREDUCE_PROBE, shared_memory=False),
+                              "allreduces/s (not samples), 2 hosts x 1 rank, one MPI node per host: TCP over loopback"),
     })
     if not explore:
         return configs
@@ -231,11 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     if pairs_2x1:
         h.say(f"  paired tuned_2x1/one_process ratios: {' '.join(f'{p:.2f}' for p in pairs_2x1)} "
               f"(median {h.median(pairs_2x1):.2f}, min {min(pairs_2x1):.2f})")
-    probes = {name: runs[name][0].steady() for name in ("allreduce_1x2", "allreduce_2x1") if runs.get(name)}
-    if len(probes) == 2:
+    probes = {name: runs[name][0].steady() for name in ("allreduce_1x2", "allreduce_2x1", "allreduce_2x1_tcp")
+              if runs.get(name)}
+    if len(probes) == 3:
         h.say(f"  one allreduce of the gradients: {1000 / probes['allreduce_1x2']:.2f} ms between two ranks "
-              f"of one host (shared memory), {1000 / probes['allreduce_2x1']:.2f} ms between two hosts "
-              f"(TCP over loopback): {probes['allreduce_1x2'] / probes['allreduce_2x1']:.1f}x")
+              f"of one host, {1000 / probes['allreduce_2x1']:.2f} ms between two hosts on one MPI node "
+              f"(shared memory), {1000 / probes['allreduce_2x1_tcp']:.2f} ms between two hosts on two "
+              f"nodes (TCP over loopback)")
     tuned_wall = h.median(r.wall_seconds for r in runs["tuned_1x2"]) if runs["tuned_1x2"] else float("nan")
     h.say(f"  end to end (whole mpirun, start-up and model save included): one process "
           f"{base_wall:.1f}s, tuned 2 ranks {tuned_wall:.1f}s")
@@ -257,9 +265,10 @@ def main(argv: list[str] | None = None) -> int:
         h.result(f"{prefix}_local_scaling_2hosts_min", min(pairs_2x1), 1.0)
     if runs.get("naive_2x1"):
         h.result(f"{prefix}_local_scaling_2hosts_naive", ratio("naive_2x1"), "-")
-    if len(probes) == 2:
-        h.result(f"{prefix}_allreduce_ms_1x2", 1000 / probes["allreduce_1x2"], "-")
-        h.result(f"{prefix}_allreduce_ms_2x1", 1000 / probes["allreduce_2x1"], "-")
+    if runs.get("tcp_2x1"):
+        h.result(f"{prefix}_local_scaling_2hosts_tcp", ratio("tcp_2x1"), "-")
+    for name, ops in probes.items():
+        h.result(f"{prefix}_{name.replace('allreduce_', 'allreduce_ms_')}", 1000 / ops, "-")
     h.result(f"{prefix}_end_to_end_ratio", base_wall / tuned_wall, "-")
     return 0
 

@@ -11,6 +11,13 @@ host has its own daemon, Open MPI (and so Horovod, which takes its local communi
 
 Each rank then runs ``rank_exec.py``, which loads its host's environment and execs the user's
 command. All traffic stays on the loopback interface.
+
+Shared memory (``shared_memory.py``): Open MPI sends messages between nodes over TCP, so
+with a node per host the ranks of different simulated hosts paid loopback TCP on every
+Horovod cycle. When the PMPI shim is available, every rank of every simulated host is
+started on ONE node instead (``SHARED_NODE``); ``rank_exec.py`` gives each rank its host by
+rank (``ranks.json``), the shim makes Horovod's local communicator split by that host, and
+each rank enters its host's namespaces itself (not through its daemon).
 """
 
 from __future__ import annotations
@@ -29,6 +36,9 @@ from pathlib import Path
 from pipeline.local import namespaces, rank_exec
 
 RANK_EXEC = Path(rank_exec.__file__).resolve()
+# The one Open MPI node of a shared-memory launch (a name, never resolved: the rsh agent runs
+# its daemon here).
+SHARED_NODE = "trainpipe-node"
 
 # What SageMaker's toolkit passes (mpi.py in sagemaker-training-toolkit), adapted: loopback
 # instead of eth0, our rsh agent instead of ssh; -bind-to none -map-by slot fill the hosts in
@@ -102,6 +112,7 @@ def prepare(
     python: str = sys.executable,
     host_trees: dict[str, Path] | None = None,
     hosts_file: str | None = None,
+    shared_memory_shim: Path | None = None,
 ) -> MpiLaunch:
     """Write the hostfile, rsh agent and per-host launch specs; return the mpirun command.
 
@@ -109,7 +120,9 @@ def prepare(
     ``local_options`` (this machine's launch defaults) come before ``extra_options`` (the
     job's custom_mpi_options), so the job's own options win. With ``host_trees`` (host ->
     its /opt/ml tree), each host's daemon, and so its ranks, runs in namespaces where that
-    tree is /opt/ml and the hostname is the host's (``namespaces.py``).
+    tree is /opt/ml and the hostname is the host's (``namespaces.py``). With
+    ``shared_memory_shim`` (``shared_memory.library()``) and several hosts, all ranks run on
+    one node and each rank enters its host's namespaces itself (see the module docstring).
     """
     mpi_dir = Path(mpi_dir)
     launch_dir = mpi_dir / "launch"
@@ -117,8 +130,22 @@ def prepare(
     # every rank has read its own (``remove_specs``).
     launch_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     launch_dir.chmod(0o700)
+    np = num_processes or processes_per_host * len(hosts)
+    shared = shared_memory_shim is not None and len(hosts) > 1
     hostfile = mpi_dir / "hostfile"
-    hostfile.write_text("".join(f"{h} slots={processes_per_host}\n" for h in hosts))
+    if shared:
+        hostfile.write_text(f"{SHARED_NODE} slots={np}\n")
+        ranks = rank_hosts(hosts, processes_per_host, np)
+        local = {r: sum(1 for q in range(r) if ranks[q] == h) for r, h in ranks.items()}
+        sizes = {h: sum(1 for q in ranks.values() if q == h) for h in hosts}
+        _write_private(launch_dir / rank_exec.RANKS_FILE, {
+            str(r): {"host": h, "host_index": hosts.index(h), "local_rank": local[r], "local_size": sizes[h]}
+            for r, h in ranks.items()})
+        host_specs = {h: _per_rank_spec(h, spec, shared_memory_shim, (host_trees or {}).get(h), hosts_file, python)
+                      for h, spec in host_specs.items()}
+        host_trees = None  # the daemon stays outside: each rank enters its own host's
+    else:
+        hostfile.write_text("".join(f"{h} slots={processes_per_host}\n" for h in hosts))
     # Short, under /tmp: Open MPI puts Unix sockets in the session directory (108-byte limit).
     scratch = Path(tempfile.mkdtemp(prefix="trainpipe-mpi-"))
     agent = mpi_dir / "rsh-agent"
@@ -134,12 +161,7 @@ def prepare(
                                        exec_line=exec_line))
     agent.chmod(0o755)
     for host, spec in host_specs.items():
-        path = launch_dir / f"{host}.json"
-        path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(spec, indent=2, sort_keys=True))
-    np = num_processes or processes_per_host * len(hosts)
+        _write_private(launch_dir / f"{host}.json", spec)
     command = [
         mpirun_path() or "mpirun", *BASE_OPTIONS,
         "-mca", "plm_rsh_agent", str(agent),
@@ -149,6 +171,25 @@ def prepare(
         python, str(RANK_EXEC), str(launch_dir),
     ]
     return MpiLaunch(command, launch_dir, scratch, np)
+
+
+def _write_private(path: Path, content: dict) -> None:
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(json.dumps(content, indent=2, sort_keys=True))
+
+
+def _per_rank_spec(host: str, spec: dict, shim: Path, tree: Path | None, hosts_file: str | None,
+                   python: str) -> dict:
+    """A host's launch spec for a shared-memory launch: the command runs with the shim
+    preloaded (set last, so that only the user's program and what it execs load it), inside
+    the host's namespaces when it has a tree."""
+    preload = " ".join(filter(None, [str(shim), spec.get("env", {}).get("LD_PRELOAD", "")]))
+    argv = ["env", f"LD_PRELOAD={preload}", *spec["argv"]]
+    if tree is None:
+        return {**spec, "argv": argv}
+    return {**spec, "cwd": "/", "argv": namespaces.command(host, tree, spec["cwd"], argv, python, hosts_file)}
 
 
 def remove_specs(launch: MpiLaunch) -> None:
@@ -177,7 +218,8 @@ def first_failure(mpirun_output: str, rank_hosts: dict[int, str]) -> RankExit | 
     match = _SIGNAL_RE.search(mpirun_output)
     if match:
         rank = int(match.group(1))
-        return RankExit(rank, match.group(2), None, int(match.group(3)))
+        # The node is the host, except in a shared-memory launch (one node for all hosts).
+        return RankExit(rank, rank_hosts.get(rank, match.group(2)), None, int(match.group(3)))
     match = _FIRST_PROCESS_RE.search(mpirun_output)
     if match:
         rank = int(match.group(1))

@@ -21,7 +21,7 @@ from pathlib import Path
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.bundles import SOURCEDIR_ARCHIVE
 from pipeline.local import channels as ch
-from pipeline.local import contract, mpi, tuning
+from pipeline.local import contract, mpi, shared_memory, tuning
 from pipeline.local.job_failures import (
     ALGORITHM_ERROR,
     CLIENT_ERROR,
@@ -227,12 +227,20 @@ class TrainingJob(LocalJob):
                     "argv": tuning.shim_argv(argv) if fast.pin else argv,
                     "log": str(self.logs_dir / f"{host}.rank-{{rank}}.log"),
                 }
+            shim = None
+            if len(self.hosts) > 1:
+                # Horovod: the simulated hosts' ranks share memory, not loopback TCP.
+                shim, why_not = shared_memory.library()
+                self.note(f"mpirun: the {len(self.hosts)} simulated hosts' ranks on one Open MPI node "
+                          f"(shared memory; hvd.local_*() per host through {shim.name})" if shim
+                          else shared_memory.fallback_notice(why_not or "unknown"))
             launch = mpi.prepare(
                 self.job_dir / "mpi", self.hosts, self.processes_per_host, specs,
                 num_processes=int(self.num_processes) if self.num_processes else None,
                 local_options=fast.mpirun_options, extra_options=custom,
                 host_trees=None if self.no_namespaces else {h: self.host_dir(h) for h in self.hosts},
-                hosts_file=None if self.no_namespaces else self.hosts_file())
+                hosts_file=None if self.no_namespaces else self.hosts_file(),
+                shared_memory_shim=shim)
             self.note("mpirun: " + " ".join(launch.command))
             self.mpi_launch = launch
             self.launched_at = time.monotonic()
