@@ -71,15 +71,21 @@ def _pipe_setup(tmp_path, distribution, hosts, layout, counts=(20, 24, 18, 22), 
     return plan, objects
 
 
+def _train_through_fifos(tmp_path, plan, objects, hosts, epochs, passes=None):
+    """Every batch of ``epochs`` epochs of the Pipe training dataset, the feeder offering
+    ``passes`` FIFOs (default one per epoch)."""
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=passes or epochs).start()
+    try:
+        return list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=epochs)), feeder
+    finally:
+        feeder.stop()
+
+
 def test_pipe_training_reads_one_fifo_per_epoch_and_keeps_its_records(tmp_path):
     hosts = Hosts("algo-2", ("algo-1", "algo-2"))
     plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(1, 2, 0, 1))
     assert len(objects) == 4  # FullyReplicated: every host streams every shard
-    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=3).start()
-    try:
-        batches = list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
-    finally:
-        feeder.stop()
+    batches, feeder = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2, passes=3)
     assert len(batches) == 2 * plan.steps
     assert _origins(batches) == [(1, 1), (3, 1)]  # global rank 1 reads shards 1 and 3
     assert (feeder.fed, feeder.closed_early, feeder.errors) == (2, 0, [])
@@ -154,11 +160,7 @@ def test_pipe_mode_dataset_when_installed_filters_to_this_ranks_records(tmp_path
     assert data.pipe_mode_dataset_available()
     hosts = Hosts("algo-1", ("algo-1", "algo-2"))
     plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(0, 2, 0, 1))
-    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=2).start()
-    try:
-        batches = list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
-    finally:
-        feeder.stop()
+    batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
     assert len(batches) == 2 * plan.steps
     assert _origins(batches) == [(0, 0), (2, 0)]
     assert opened == [str(tmp_path / "fifos" / "train_0"), str(tmp_path / "fifos" / "train_1")]
@@ -191,11 +193,7 @@ def test_batches_parse_to_float_features():
 def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once(tmp_path):
     hosts = Hosts("algo-1", ("algo-1",))
     plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
-    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=2).start()
-    try:
-        batches = list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
-    finally:
-        feeder.stop()
+    batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
     assert all(bx.shape == (4, FEATURES) for bx, _ in batches)
     epochs = [[tuple(x[:2]) for bx, _ in batches[e * plan.steps:(e + 1) * plan.steps] for x in bx.numpy().tolist()]
               for e in range(2)]
