@@ -3,14 +3,15 @@
 SageMaker scripts open ``/opt/ml/...`` directly and some check ``socket.gethostname()``
 against ``resourceconfig.json``. On this machine every simulated host's tree lives under
 ``<job dir>/hosts/<host>``; this launcher runs a host's process (a processing host's command,
-a training host's command, or a training host's Open MPI daemon, whose ranks inherit it) in
+a training rank, or a training host's Open MPI daemon, whose ranks inherit it) in
 a private mount namespace where that tree is bind-mounted on ``/opt/ml``, and in a UTS
 namespace whose hostname is the host's name. The job's hosts file (the machine's
 ``/etc/hosts`` plus ``127.0.0.1 algo-1 ... algo-N``, ``hosts_file()``) is bind-mounted on
 ``/etc/hosts``, so the host names resolve as they do between SageMaker's instances (to this
 machine). Nothing else changes: the rest of the file
 system, the network and the process IDs are the machine's own, so MPI ranks on different
-simulated hosts still talk over loopback TCP, and the runner still sees and ends them.
+simulated hosts still share memory (``shared_memory.py``) and the loopback interface, and
+the runner still sees and ends them.
 
 As root this takes ``unshare(2)`` and ``mount(2)``; as another user it first enters a user
 namespace of its own (where the kernel allows unprivileged ones) mapping the user to itself,

@@ -13,8 +13,9 @@ The settings below took it to 0.93-1.10x. They only work together; each one's sh
 2. Rank r pinned to core r (without: 0.69). Unpinned ranks migrate, and two ranks' spinning
    threads land on one core. Done per *global* rank by ``pin_from_environment`` (in the
    rank's launcher) rather than by ``mpirun -bind-to core``, which measured the same on one
-   simulated host but is wrong on several: each simulated host has its own Open MPI daemon,
-   and every daemon would bind its first rank to core 0.
+   simulated host but is wrong on several when each simulated host has its own Open MPI
+   daemon (the fallback of ``shared_memory.py``): every daemon would bind its first rank to
+   core 0.
 3. ``HOROVOD_CYCLE_TIME=0.1`` ms (1 ms, Horovod's default: 0.80; 5 ms: 0.25). A step's
    allreduce waits for the next cycle, and a step of a small model takes ~1 ms.
 4. cores / ranks threads per rank (``TF_NUM_INTRAOP_THREADS``, ``TF_NUM_INTEROP_THREADS``,
