@@ -1,8 +1,8 @@
 """P5: the scaling advisor's accuracy on runs it did not see.
 
 For each workload (the digits MLP on the feature table; the small CNN on the digits as 32x32
-PNGs, ``ModelArchitecture=small_cnn``): a 1-rank run (on the one core and threads each
-checked rank gets) and a short allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: sizes around each
+PNGs, ``ModelArchitecture=small_cnn``): a 1-rank run (with the threads each checked rank
+gets) and a short allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: sizes around each
 model's gradient, and the compute contention of ranks run together) calibrate
 ``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one simulated host, two
 ranks) and a 2x1 run (two simulated hosts, one rank each), which are measured too and
@@ -83,18 +83,15 @@ def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
 
 
 def calibration_launch(batch: int) -> h.Launch:
-    """The 1-rank run on what each checked rank gets: one core (pinned, like every rank of
-    the runner's multi-rank launch) and the threads the local runner gives each of two ranks
-    (cores / 2). Its step is then the per-rank compute the model adds the allreduce to, with
-    nothing extrapolated from a CPU parallelism. Unpinned, a 1-thread run used 1.16-1.2 CPU
-    seconds per wall second: for the MLP mostly TensorFlow's threads handing work across
-    cores (pinned, its step was 0.77-1.1x the unpinned one, not 1.16x), for the CNN real input
-    work (pinned step = unpinned CPU time); scaling by it put the MLP 10-15% low. Pinned to
-    the last usable core: pinned jobs on a shared machine start on the first."""
+    """The 1-rank run with the threads the local runner gives each of two ranks (cores / 2),
+    so the step it measures is the per-rank compute the model scales (contention) and adds
+    the allreduce to; with TF's default threads a small model's step is 10-15% slower than
+    the same work on one thread (thread-pool overhead; BENCHMARKS.md, one_process_1thread).
+    Not pinned: alone, pinning would only tie it to core 0, the core every other pinned
+    job on a shared machine starts on."""
     fast = tuning.local_launch(2)
     env = {name: value for name, value in fast.env.items() if name in tuning.THREAD_ENVS}
-    env[tuning.AFFINITY_ENV] = str(tuning.usable_cpus()[-1])
-    return h.Launch(1, batch, env=env, pin=True)
+    return h.Launch(1, batch, env=env)
 
 
 def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> Observation:
