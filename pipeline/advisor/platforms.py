@@ -26,7 +26,10 @@ def local_platform(cores: int, probe: dict | None = None) -> Platform:
     return Platform(
         name="local", cores_per_host=cores, gpus_per_host=0, shared_machine=True,
         intra=link("intra", SHARED_MEMORY),
-        inter=link("inter", Link(4.0, 20e-6, "assumed: loopback TCP between simulated hosts")),
+        # Simulated hosts share memory too (one MPI node, pipeline/local/shared_memory.py);
+        # loopback TCP only where the runner falls back to an MPI node per host.
+        inter=link("inter", Link(SHARED_MEMORY.gbytes_per_s, SHARED_MEMORY.latency_s,
+                                 "assumed: shared-memory copy between simulated hosts on one MPI node")),
     )
 
 
