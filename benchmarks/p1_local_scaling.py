@@ -18,7 +18,7 @@ simulated hosts with one rank each (the default pipeline's TrainingInstanceCount
 headline runs (one process, tuned 1x2, tuned 2x1) are interleaved ``--repeats`` times (5 in
 ``make bench``); each 2-rank run is divided by the one-process run of its own repetition
 (paired ratios: load that drifts over the minutes cancels), and the 2x1 figure is reported
-as the median and the minimum of those. The settings ladder adds the fast defaults of
+as the median and the minimum of those. The settings ladder (``--explore`` only) adds the fast defaults of
 ``pipeline.local.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
 Horovod allreduces of the model's gradient size in both layouts (``allreduce_probe.py``):
 the transport between the ranks, without the training around it. ``tcp_2x1`` and
@@ -82,13 +82,6 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
     configs.update({
         "one_process_1thread": (h.Launch(1, 2 * batch, env=THREADS_1),
                                 f"1 process, batch {2 * batch}, 1 TF/OMP thread"),
-        "one_process_b32": (h.Launch(1, batch), f"1 process, batch {batch} (per-worker-equal)"),
-        "ladder_threads": (h.Launch(2, batch, env=THREADS_1), "naive + 1 thread per rank"),
-        "ladder_yield": (h.Launch(2, batch, mpirun_options=YIELD, env=THREADS_1), "+ mpi_yield_when_idle"),
-        "ladder_pin": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **pin_env}, pin=True),
-                       "+ rank r pinned to core r"),
-        # + HOROVOD_CYCLE_TIME=0.1 is tuned_1x2.
-        "naive_2x1": (h.Launch(1, batch, hosts=2), "2 hosts x 1 rank, before tuning"),
         "tuned_2x1": (h.tuned(1, batch, hosts=2), "2 hosts x 1 rank, tuning defaults (one MPI node, shared memory)"),
         "tcp_2x1": (dataclasses.replace(h.tuned(1, batch, hosts=2), shared_memory=False),
                     "2 hosts x 1 rank, tuned, one MPI node per host (TCP between hosts, as before)"),
@@ -103,6 +96,13 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
         return configs
     tuned = dict(h.tuned(2, batch).env)
     configs.update({
+        "one_process_b32": (h.Launch(1, batch), f"1 process, batch {batch} (per-worker-equal)"),
+        "ladder_threads": (h.Launch(2, batch, env=THREADS_1), "naive + 1 thread per rank"),
+        "ladder_yield": (h.Launch(2, batch, mpirun_options=YIELD, env=THREADS_1), "+ mpi_yield_when_idle"),
+        "ladder_pin": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **pin_env}, pin=True),
+                       "+ rank r pinned to core r"),
+        # + HOROVOD_CYCLE_TIME=0.1 is tuned_1x2.
+        "naive_2x1": (h.Launch(1, batch, hosts=2), "2 hosts x 1 rank, before tuning"),
         "x_no_yield": (h.Launch(2, batch, env=tuned, pin=True), "tuned without mpi_yield_when_idle"),
         "x_bind_core_mpirun": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **cycle},
                                         base_options=_base_options("core")),
