@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
 
     h.say(f"Growth over digits x {', '.join(map(str, sizes))}")
     p1 = {r: figures("p1", r, lambda r: p1_local_scaling.main(
-        ["--quick", "--replicate", str(r), "--epochs", str(args.epochs), "--repeats", "1"])) for r in sizes}
+        ["--quick", "--no-naive", "--replicate", str(r), "--epochs", str(args.epochs), "--repeats", "1"]))
+        for r in sizes}
     p2 = {r: figures("p2", r, lambda r: p2_pipe_reader.main(
         ["--replicate", str(r), "--repeats", "3", "--no-staging"])) for r in sizes}
     p3 = {r: figures("p3", r, lambda r: p3_runner_overhead.main(["--replicate", str(r), "--repeats", "1"]))

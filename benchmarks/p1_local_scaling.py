@@ -158,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch B")
     parser.add_argument("--repeats", type=int, default=5, help="interleaved repetitions of the headline runs")
     parser.add_argument("--quick", action="store_true", help="baseline, naive and tuned only")
+    parser.add_argument("--no-naive", action="store_true",
+                        help="with --quick: baseline and tuned only (growth's points: it plots those two)")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="mlp",
                         help="mlp: the digits features; cnn: small_cnn on the digits as PNGs")
     parser.add_argument("--explore", action="store_true",
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     # Quick: the 1x2 ladder's ends only. Otherwise the default pipeline's layout (2x1) is a
     # headline run too, and the untuned 1x2 launch is measured once.
     headline = ["one_process", "naive_1x2", "tuned_1x2"] if args.quick else ["one_process", "tuned_1x2", "tuned_2x1"]
+    if args.no_naive:
+        headline = [name for name in headline if name != "naive_1x2"]
+        configs.pop("naive_1x2", None)
     if args.only:
         unknown = sorted(set(args.only) - set(configs))
         if unknown:
@@ -257,7 +262,8 @@ def main(argv: list[str] | None = None) -> int:
            for name in ("one_process", "tuned_1x2", "naive_1x2") if runs.get(name)},
     })
     h.result(f"{prefix}_local_scaling", ratio("tuned_1x2"), 1.0)
-    h.result(f"{prefix}_local_scaling_naive", ratio("naive_1x2"), "-")
+    if runs.get("naive_1x2"):
+        h.result(f"{prefix}_local_scaling_naive", ratio("naive_1x2"), "-")
     h.result(f"{prefix}_samples_per_s_one_process", base, "-")
     h.result(f"{prefix}_samples_per_s_tuned_1x2", h.median(r.steady() for r in runs["tuned_1x2"]), "-")
     if pairs_2x1:

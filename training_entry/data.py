@@ -450,10 +450,12 @@ def _uses_pipe_mode_dataset(plan: ChannelPlan) -> bool:
 
 
 def _pipe_batches(plan: ChannelPlan, ctx: InputContext, shuffle: bool) -> tf.data.Dataset:
-    """Our reader: each iterator is one pass (the channel's next FIFO), as string batches of
-    exactly ``plan.batch_size`` records, ``plan.steps`` of them, shuffled within the pass
-    (buffer ``min(quota, SHUFFLE_BUFFER)``, as the File path) when ``shuffle``. The records
-    reach tf.data as blobs of ~1024 (see ``pipe_batches``): no tf.data element per record."""
+    """Our reader: each iterator is one pass (the channel's next FIFO), as blocks of string
+    batches ``[batches, plan.batch_size]`` (~1024 records a block; ``plan.steps`` batches in
+    all), shuffled within the pass (buffer ``min(quota, SHUFFLE_BUFFER)``, as the File path)
+    when ``shuffle``. The records reach tf.data as one blob per block (see ``pipe_batches``)
+    and stay together until ``_batches`` has parsed them: no tf.data element per record, and
+    one parse per block instead of one per batch."""
     reader = _pipe_reader(plan, ctx)
     batch_size = plan.batch_size
 
@@ -469,7 +471,7 @@ def _pipe_batches(plan: ChannelPlan, ctx: InputContext, shuffle: bool) -> tf.dat
     return tf.data.Dataset.from_generator(
         _noting_causes(one_pass),
         output_signature=(tf.TensorSpec(shape=(), dtype=tf.string), tf.TensorSpec(shape=(None,), dtype=tf.int64)),
-    ).map(split).unbatch()
+    ).map(split)
 
 
 def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
@@ -513,15 +515,23 @@ def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     return _batches(ds, plan, ctx)
 
 
+def _parse_block(block: tf.Tensor, num_features: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """``[batches, batch]`` serialized records -> (x ``[batches, batch, num_features]``,
+    y ``[batches, batch]``)."""
+    x, y = examples.parse_batch(tf.reshape(block, [-1]), num_features)
+    shape = tf.shape(block)
+    return tf.reshape(x, [shape[0], shape[1], num_features]), tf.reshape(y, shape)
+
+
 def _batches(
     ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext, training: bool = False,
     hide_cardinality: bool = False, batched: bool = False,
 ) -> tf.data.Dataset:
-    """Records (``batched``: string batches of exactly ``plan.batch_size`` records) -> (x, y)
+    """Records (``batched``: blocks ``[batches, plan.batch_size]`` of records) -> (x, y)
     batches; only this map differs between table and image records."""
     if ctx.image_size:
         if batched:
-            ds = ds.unbatch()
+            ds = ds.map(lambda block: tf.reshape(block, [-1])).unbatch()
         size, augmentation = ctx.image_size, ctx.augmentation
         # Per record (decode_image takes one image), in parallel; augmentation in training only.
         ds = ds.map(lambda record: images.parse_example(record, size, training, augmentation),
@@ -530,10 +540,14 @@ def _batches(
     else:
         num_features = ctx.num_features
         if not batched:
-            ds = ds.batch(plan.batch_size, drop_remainder=True)
-        # Parse after batching: one vectorised op per batch instead of one per record.
-        ds = ds.map(lambda batch: examples.parse_batch(batch, num_features),
-                    num_parallel_calls=tf.data.AUTOTUNE)
+            # Blocks of whole batches (~1024 records), as the Pipe path hands them over.
+            per_block = max(1, pipe_batches.RECORDS_PER_HANDOFF // plan.batch_size)
+            ds = ds.batch(plan.batch_size, drop_remainder=True).batch(per_block)
+        # A whole block in one parse, then split into its batches: the per-op cost of parsing
+        # is paid per ~1024 records, not per batch (the MLP's input then costs a rank on a
+        # shared core less of its step).
+        ds = ds.map(lambda block: _parse_block(block, num_features),
+                    num_parallel_calls=tf.data.AUTOTUNE).unbatch()
     if hide_cardinality:  # per batch, not per record: one filter call per element
         ds = _hide_cardinality(ds)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -7,7 +7,8 @@ the Pipe input to ~0.8x of ``TFRecordDataset`` on the same shards
 (``benchmarks/p2_pipe_reader.py``). Here the per-record work is numpy on object arrays (the
 shuffle buffer) and one ``b"".join``; tf.data receives one bytes blob plus the records'
 lengths per ~1024 records and splits it into ``[batches, batch_size]`` in one op
-(``data._pipe_batches``), so its elements are batches, never records.
+(``data._pipe_batches``), and a table's block is parsed in one op too: its elements are
+blocks of batches, never records.
 
 The shuffle keeps ``tf.data.Dataset.shuffle(buffer_size)``'s contract: a buffer of ``size``
 records, each incoming record takes the slot of one drawn at random, which leaves; at the end

@@ -206,9 +206,20 @@ def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once
 def test_pipe_image_records_are_decoded_per_record_from_the_handed_batches(tmp_path):
     png = tf.io.encode_png(tf.zeros([5, 7, 1], tf.uint8)).numpy()
     serialized = [examples.serialize_image(png, label, "c", 5, 7) for label in range(6)]
-    blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3])).unbatch()
+    blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3]))
     plan = types.SimpleNamespace(batch_size=3)
     ctx = types.SimpleNamespace(image_size=8, augmentation="none", num_features=0)
     got = list(data._batches(blob, plan, ctx, batched=True))
     assert [tuple(x.shape) for x, _ in got] == [(3, 8, 8, 3)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
+    serialized = [examples.serialize([i, i + 0.5, -i], i) for i in range(6)]
+    blocks = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.constant(serialized), [1, 2, 3]))
+    plan = types.SimpleNamespace(batch_size=3)
+    ctx = types.SimpleNamespace(image_size=None, num_features=FEATURES)
+    got = list(data._batches(blocks, plan, ctx, batched=True))
+    assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
+    assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
+    assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
