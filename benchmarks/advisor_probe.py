@@ -1,11 +1,13 @@
 """Allreduce probe for the scaling advisor's calibration (run by every rank under mpirun).
 
 Times Horovod allreduces of float32 tensors of a few sizes, inside a ``tf.function`` as the
-training step runs them, after a warm-up; rank 0 prints one ``advisor-probe bytes=N
-seconds=S`` line per size (the median over repetitions), one ``advisor-probe compute
-alone=S together=S`` line (a fixed kernel on rank 0 with the other ranks idle, then on every
-rank at once: the compute contention of ranks sharing the machine) and a ``trainpipe-metrics``
-line so the benchmark harness accepts the job.
+training step runs them, after a warm-up, the sizes interleaved; rank 0 prints one
+``advisor-probe bytes=N seconds=S`` line per size (the median over repetitions), one
+``advisor-probe per_tensor=S`` line (what each gradient tensor past the first adds when the
+same bytes are reduced as several tensors, as DistributedOptimizer reduces a model's), one
+``advisor-probe compute alone=S together=S`` line (a fixed kernel on rank 0 with the other
+ranks idle, then on every rank at once: the compute contention of ranks sharing the machine)
+and a ``trainpipe-metrics`` line so the benchmark harness accepts the job.
 
     mpirun -np 2 python benchmarks/advisor_probe.py --sizes 4096 65536 1048576 --repeats 200
 """
@@ -21,6 +23,7 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 SIZES_ENV = "TRAINPIPE_PROBE_SIZES"  # how the benchmark passes sizes through the launch
+TENSORS_ENV = "TRAINPIPE_PROBE_TENSORS"
 
 
 def _median_call(fn, x, repeats: int) -> float:
@@ -60,43 +63,65 @@ def main() -> None:
     sizes = os.environ.get(SIZES_ENV, "4096 65536 262144 1048576")
     parser.add_argument("--sizes", type=int, nargs="+", default=[int(s) for s in sizes.split()])
     parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--tensors", type=int, default=int(os.environ.get(TENSORS_ENV, "8")),
+                        help="pieces the per-tensor measurement splits --split-bytes into")
+    parser.add_argument("--split-bytes", type=int, default=0, help="default: the median size")
     args, _ = parser.parse_known_args()  # the harness passes training hyperparameters too
     hvd.init()
     alone, together = compute_contention()
     if hvd.rank() == 0:
         print(f"advisor-probe compute alone={alone:.6g} together={together:.6g}", flush=True)
-    for size in args.sizes:
-        tensor = tf.ones([max(size // 4, 1)], tf.float32)
 
-        @tf.function
-        def step(x):
-            return hvd.allreduce(x, op=hvd.Average)
-
-        for _ in range(20):
-            step(tensor)
-        times = []
-        for _ in range(args.repeats):
-            started = time.perf_counter()
-            step(tensor).numpy()
-            times.append(time.perf_counter() - started)
-        if hvd.rank() == 0:
-            print(f"advisor-probe bytes={size} seconds={statistics.median(times):.6g}", flush=True)
-    # Eager tf.function call overhead alone (the same call without the collective), to subtract.
-    tensor = tf.ones([1], tf.float32)
+    @tf.function
+    def step(x):
+        return hvd.allreduce(x, op=hvd.Average)
 
     @tf.function
     def nothing(x):
-        return x + 0.0
+        return x + 0.0  # the call without the collective: its overhead, to subtract (bytes=0)
 
-    for _ in range(20):
-        nothing(tensor)
-    times = []
-    for _ in range(args.repeats):
-        started = time.perf_counter()
-        nothing(tensor).numpy()
-        times.append(time.perf_counter() - started)
+    @tf.function
+    def each(tensors):
+        # As DistributedOptimizer reduces gradients: one allreduce op per tensor, fused by
+        # Horovod into one collective, each op still handled on its own.
+        return [hvd.allreduce(t, op=hvd.Average) for t in tensors]
+
+    @tf.function
+    def each_nothing(tensors):
+        return [t + 0.0 for t in tensors]
+
+    split = args.split_bytes or sorted(args.sizes)[len(args.sizes) // 2]
+    pieces = max(args.tensors, 2)
+    calls = {0: (nothing, tf.ones([1], tf.float32))}
+    calls.update({size: (step, tf.ones([max(size // 4, 1)], tf.float32)) for size in args.sizes})
+    one_list = [tf.ones([max(split // 4, 1)], tf.float32)]
+    many_list = [tf.ones([max(split // 4 // pieces, 1)], tf.float32) for _ in range(pieces)]
+    calls.update({"each 1": (each, one_list), "nothing 1": (each_nothing, one_list),
+                  f"each {pieces}": (each, many_list), f"nothing {pieces}": (each_nothing, many_list)})
+    for fn, tensor in calls.values():
+        for _ in range(20):
+            tf.nest.map_structure(lambda r: r.numpy(), fn(tensor))
+    # Round-robin over the calls, rotated each round (the same order on every rank: they are
+    # collectives): a drift over the probe's seconds (the other rank still warming up, the
+    # machine's other users) falls on every size alike instead of bending the line.
+    times: dict = {name: [] for name in calls}
+    order = list(calls)
+    for rep in range(args.repeats):
+        shift = rep % len(order)
+        for name in order[shift:] + order[:shift]:
+            fn, tensor = calls[name]
+            started = time.perf_counter()
+            tf.nest.map_structure(lambda r: r.numpy(), fn(tensor))
+            times[name].append(time.perf_counter() - started)
     if hvd.rank() == 0:
-        print(f"advisor-probe bytes=0 seconds={statistics.median(times):.6g}", flush=True)
+        median = {name: statistics.median(values) for name, values in times.items()}
+        for size in args.sizes + [0]:
+            print(f"advisor-probe bytes={size} seconds={median[size]:.6g}", flush=True)
+        # What each tensor past the first adds: the same bytes as `pieces` tensors vs as one,
+        # each less its call's own overhead (a list of that many inputs, no collective).
+        extra = ((median[f"each {pieces}"] - median[f"nothing {pieces}"])
+                 - (median["each 1"] - median["nothing 1"])) / (pieces - 1)
+        print(f"advisor-probe per_tensor={max(extra, 0.0):.6g} tensors={pieces} bytes={split}", flush=True)
         print("trainpipe-metrics epoch=1 samples_per_sec=1", flush=True)
 
 

@@ -64,8 +64,8 @@ class MetricLine(tf.keras.callbacks.Callback):
     """Rank 0: the line SageMaker's metric regexes read, once per epoch. Runs after
     MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
     every rank's samples over the epoch's training time (validation excluded). Step time,
-    this process's CPU seconds per step (every thread: TF's, tf.data's, Horovod's) and the
-    parameter count are what the scaling advisor fits."""
+    this process's CPU seconds per step (every thread: TF's, tf.data's, Horovod's), the
+    parameter count and the number of gradient tensors are what the scaling advisor fits."""
 
     def __init__(self, global_batch: int, steps_per_epoch: int):
         super().__init__()
@@ -93,4 +93,5 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics["step_time"] = seconds / steps
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
+        metrics["tensors"] = float(len(self.model.trainable_variables))
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)

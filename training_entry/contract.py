@@ -135,10 +135,12 @@ METRIC_KEYS = {
     "val_accuracy": "val_accuracy",
     "throughput": "samples_per_sec",
     # What the scaling advisor (pipeline/advisor) fits: wall and process CPU seconds per
-    # training step of this epoch (rank 0), and the model's parameter count (gradient bytes).
+    # training step of this epoch (rank 0), the model's parameter count (gradient bytes) and
+    # its trainable tensors (Horovod reduces each gradient tensor as an operation of its own).
     "step_time": "step_seconds",
     "cpu_time": "cpu_seconds_per_step",
     "parameters": "model_parameters",
+    "tensors": "gradient_tensors",
 }
 _NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 METRIC_DEFINITIONS = [

@@ -30,7 +30,7 @@ def _as_single(run: Observation, platform: Platform) -> Observation:
     """A multi-rank run's 1-rank equivalent: its step less the ring allreduce the link table
     gives (nothing hidden), undone of the core sharing (one core's worth per 1-rank step)."""
     probe = StepModel(per_sample=0.0, fixed=0.0, parallelism=1.0, parameters=run.parameters,
-                      fp16_allreduce=run.fp16_allreduce)
+                      fp16_allreduce=run.fp16_allreduce, tensors=run.tensors)
     comm = probe.allreduce(run.layout, platform)
     share = 1.0 if platform.gpus_per_host else min(1.0, platform.cores_per_rank(run.layout))
     t1 = max(run.step_seconds - comm, 0.5 * run.step_seconds) * share
@@ -77,11 +77,12 @@ def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -
     ratios = [r.cpu_seconds / r.step_seconds for r in single if r.cpu_seconds]
     parallelism = statistics.median(ratios) if ratios else 1.0
     parameters = statistics.median(r.parameters for r in runs)
+    tensors = statistics.median(r.tensors for r in runs)
     if inferred:
         notes.append("no 1-rank run: compute inferred from multi-rank runs less their modelled allreduce "
                      "(run once with TrainingInstanceCount=1 ProcessesPerHost=1 to measure it)")
     return StepModel(per_sample=slope, fixed=fixed, parallelism=parallelism, parameters=int(parameters),
-                     fp16_allreduce=any(r.fp16_allreduce for r in runs), notes=notes)
+                     fp16_allreduce=any(r.fp16_allreduce for r in runs), tensors=int(tensors), notes=notes)
 
 
 def fit_link(probe: dict[int, float], ranks: int, source: str) -> Link:

@@ -12,6 +12,9 @@ For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step
     allreduce(n)= 2(n-1)/n x bytes / bandwidth + 2(n-1) x latency      (ring, fused into one
                   buffer: Horovod's tensor fusion), bandwidth and latency of the slowest link
                   (the network between hosts, else the intra-node link)
+                  + (tensors - 1) x per_tensor     Horovod still handles each gradient tensor
+                  as an operation of its own (enqueue, fusion copy, callback); per_tensor is
+                  the platform's, measured by the allreduce probe (0 where not measured)
     exposed(n)  = max(0, allreduce(n) - overlap x backward(n)),  backward = 2/3 of compute
     step(n)     = compute(n) + exposed(n)
     throughput  = n x batch / step(n)
@@ -68,6 +71,10 @@ class Platform:
     intra: Link
     inter: Link
     shared_machine: bool = False  # local: every simulated host's ranks share cores_per_host
+    # Seconds each gradient tensor past the first adds to a step's allreduce (Horovod's
+    # per-operation work on the host CPU), and where the figure comes from.
+    per_tensor_s: float = 0.0
+    per_tensor_source: str = "not measured: the gradients count as one fused tensor"
 
     def cores_per_rank(self, layout: Layout) -> float:
         sharing = layout.workers if self.shared_machine else layout.ranks_per_host
@@ -90,6 +97,7 @@ class StepModel:
     # bandwidth, Horovod's background threads): their step / the step of one rank alone.
     # Measured by the allreduce probe (benchmarks/advisor_probe.py); 1 when not measured.
     contention: float = 1.0
+    tensors: int = 1  # gradient tensors per step (the model's trainable variables)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -107,7 +115,11 @@ class StepModel:
         return max(t1, t1 * self.parallelism / platform.cores_per_rank(layout)) * shared
 
     def allreduce(self, layout: Layout, platform: Platform) -> float:
-        return self.comm_scale * platform.link(layout).ring_seconds(layout.workers, self.gradient_bytes)
+        if layout.workers <= 1:
+            return 0.0
+        per_tensor = max(self.tensors - 1, 0) * platform.per_tensor_s
+        return self.comm_scale * (platform.link(layout).ring_seconds(layout.workers, self.gradient_bytes)
+                                  + per_tensor)
 
     def step(self, batch: int, layout: Layout, platform: Platform) -> float:
         compute = self.compute(batch, layout, platform)
@@ -133,9 +145,12 @@ class StepModel:
             "(measured alone vs together by the probe; 1 = not measured)",
             f"  gradient {self.parameters:,} parameters x {2 if self.fp16_allreduce else 4} B "
             f"({'fp16' if self.fp16_allreduce else 'fp32'} allreduce) = {self.gradient_bytes / 1e6:.4g} MB",
-            f"  allreduce = {self.comm_scale:.3g} x [2(n-1)/n x bytes / bw + 2(n-1) x latency], fused",
+            f"  allreduce = {self.comm_scale:.3g} x [2(n-1)/n x bytes / bw + 2(n-1) x latency "
+            "+ (tensors - 1) x per_tensor], fused",
             f"    intra-node {intra.gbytes_per_s:g} GB/s, {intra.latency_s * 1e6:.3g} us  [{intra.source}]",
             f"    inter-node {inter.gbytes_per_s:g} GB/s, {inter.latency_s * 1e6:.3g} us  [{inter.source}]",
+            f"    {self.tensors} gradient tensor(s), {platform.per_tensor_s * 1e6:.3g} us per tensor past the "
+            f"first  [{platform.per_tensor_source}]",
             f"  overlap with the backward pass {self.overlap:.2f} (bounded by the measured compute)",
             *[f"  note: {n}" for n in self.notes],
         ]

@@ -12,7 +12,8 @@ from pipeline.costs import hardware
 # Assumed where nothing was measured; printed with the model, marked "assumed".
 SHARED_MEMORY = Link(10.0, 5e-6, "assumed: shared-memory copy between ranks of one host")
 NETWORK_LATENCY_S = 30e-6  # assumed: TCP round trip inside one EC2 placement group
-PROBE_FILE = "advisor-probe.json"  # under the workdir: {"intra": {...}, "inter": {...}}
+# Under the workdir: {"intra": {link}, "inter": {link}, "per_tensor": {"seconds", "source"}}.
+PROBE_FILE = "advisor-probe.json"
 
 
 def local_platform(cores: int, probe: dict | None = None) -> Platform:
@@ -23,8 +24,11 @@ def local_platform(cores: int, probe: dict | None = None) -> Platform:
             return Link(p["gbytes_per_s"], p["latency_s"], p.get("source", "allreduce probe"))
         return fallback
 
+    per_tensor = (probe or {}).get("per_tensor") or {}
+    measured = {"per_tensor_s": float(per_tensor["seconds"]),
+                "per_tensor_source": per_tensor.get("source", "allreduce probe")} if "seconds" in per_tensor else {}
     return Platform(
-        name="local", cores_per_host=cores, gpus_per_host=0, shared_machine=True,
+        name="local", cores_per_host=cores, gpus_per_host=0, shared_machine=True, **measured,
         intra=link("intra", SHARED_MEMORY),
         # Simulated hosts share memory too (one MPI node, pipeline/local/shared_memory.py);
         # loopback TCP only where the runner falls back to an MPI node per host.

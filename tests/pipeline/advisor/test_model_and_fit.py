@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pipeline.advisor import fit as F
@@ -27,6 +29,28 @@ def test_ring_allreduce_is_the_formula():
     expected = 2 * 3 / 4 * 4e6 / 1e9 + 6 * 50e-6
     assert model.allreduce(Layout(2, 2), platform()) == pytest.approx(expected)
     assert model.with_(fp16_allreduce=True).gradient_bytes == 2_000_000  # fp16 halves the bytes
+
+
+def test_each_gradient_tensor_past_the_first_adds_the_platforms_per_tensor_cost():
+    model = StepModel(per_sample=1e-4, fixed=1e-3, parallelism=1.0, parameters=1_000_000, tensors=6)
+    ring = 2 * 1 / 2 * 4e6 / 10e9 + 2 * 5e-6  # 2 ranks of one host: the FAST link
+    measured = replace(platform(), per_tensor_s=30e-6)
+    assert model.allreduce(Layout(1, 2), measured) == pytest.approx(ring + 5 * 30e-6)
+    assert model.with_(comm_scale=2.0).allreduce(Layout(1, 2), measured) == pytest.approx(2 * (ring + 5 * 30e-6))
+    assert model.allreduce(Layout(1, 2), platform()) == pytest.approx(ring)  # not measured: fused, 0
+    assert model.allreduce(Layout(1, 1), measured) == 0.0  # one rank reduces nothing
+    # The fit carries the runs' tensor count into the model.
+    fitted = F.fit_compute([replace(obs(Layout(1, 1), 0.01), tensors=6)])
+    assert fitted.tensors == 6
+
+
+def test_the_local_platform_takes_the_probes_per_tensor_figure():
+    from pipeline.advisor.platforms import local_platform
+
+    probe = {"per_tensor": {"seconds": 2.5e-5, "source": "allreduce probe"}}
+    assert local_platform(2, probe).per_tensor_s == 2.5e-5
+    assert local_platform(2, probe).per_tensor_source == "allreduce probe"
+    assert local_platform(2).per_tensor_s == 0.0 and "not measured" in local_platform(2).per_tensor_source
 
 
 def test_contention_when_ranks_share_cores_and_overlap_bounded_by_compute():

@@ -21,7 +21,11 @@ def test_a_sagemaker_training_job_becomes_an_observation():
     obs = from_training_job(described)
     assert obs.layout == Layout(2, 1) and obs.batch == 64 and obs.fp16_allreduce
     assert obs.throughput == 2 * 64 / 0.01 and not obs.local
+    assert obs.tensors == 1  # no gradient_tensors metric: the gradients count as one fused tensor
     assert from_training_job({**described, "FinalMetricDataList": []}) is None
+    with_tensors = {**described, "FinalMetricDataList": [*described["FinalMetricDataList"],
+                                                         {"MetricName": "tensors", "Value": 161}]}
+    assert from_training_job(with_tensors).tensors == 161
 
 
 def test_cloud_observations_read_every_succeeded_training_step_of_the_executions():
