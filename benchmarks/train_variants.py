@@ -8,6 +8,7 @@ touching it: ``TRAINPIPE_BENCH_VARIANT`` names them, comma separated.
   on one rank stalls every rank at the next allreduce).
 - ``group1``: ``hvd.DistributedOptimizer(..., num_groups=1)``: all gradients of a step in
   one grouped allreduce, negotiated once.
+- ``flat``: the gradients of a step as one flat tensor, one allreduce (``flat_allreduce``).
 - ``spe<N>``: ``model.compile(..., steps_per_execution=N)``: N steps per call into the
   graph, so Keras' per-step Python dispatch (~0.6 ms, about half of the digits MLP's step)
   is paid once per N steps. Each step still allreduces its own gradients.
@@ -49,6 +50,19 @@ def main() -> None:
             return distributed(*args, **{**kwargs, "num_groups": 1})
 
         hvd.DistributedOptimizer = grouped
+    if "flat" in variants:
+        import horovod.tensorflow.keras as hvd
+
+        from benchmarks import flat_allreduce
+
+        distributed = hvd.DistributedOptimizer
+
+        def flat(*args, **kwargs):
+            optimizer = distributed(*args, **kwargs)
+            flat_allreduce.install(optimizer, kwargs.get("compression", hvd.Compression.none))
+            return optimizer
+
+        hvd.DistributedOptimizer = flat
     spe = [v for v in variants if v.startswith("spe")]
     if spe:
         import tensorflow as tf
