@@ -1,6 +1,6 @@
 """``make bench``: run every benchmark, then write BENCHMARKS.md at the repository root.
 
-    .venv/bin/python -m benchmarks            # all of them (~13-15 minutes on 2 cores)
+    .venv/bin/python -m benchmarks            # all of them (~12-14 minutes on 2 cores)
     .venv/bin/python -m benchmarks p4 p2      # some of them (BENCHMARKS.md gets only those)
 
 Each benchmark runs as its own process (a crash or a leaked thread stays there), its output
