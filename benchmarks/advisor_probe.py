@@ -23,7 +23,6 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 SIZES_ENV = "TRAINPIPE_PROBE_SIZES"  # how the benchmark passes sizes through the launch
-TENSORS_ENV = "TRAINPIPE_PROBE_TENSORS"
 
 
 def _median_call(fn, x, repeats: int) -> float:
@@ -63,7 +62,7 @@ def main() -> None:
     sizes = os.environ.get(SIZES_ENV, "4096 65536 262144 1048576")
     parser.add_argument("--sizes", type=int, nargs="+", default=[int(s) for s in sizes.split()])
     parser.add_argument("--repeats", type=int, default=200)
-    parser.add_argument("--tensors", type=int, default=int(os.environ.get(TENSORS_ENV, "8")),
+    parser.add_argument("--tensors", type=int, default=8,
                         help="pieces the per-tensor measurement splits --split-bytes into")
     parser.add_argument("--split-bytes", type=int, default=0, help="default: the median size")
     args, _ = parser.parse_known_args()  # the harness passes training hyperparameters too

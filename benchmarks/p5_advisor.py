@@ -9,9 +9,10 @@ ranks) and a 2x1 run (two simulated hosts, one rank each), which are measured to
 compared. The multi-rank runs never reach the fit.
 
 Every run (1x1, 1x2 and 2x1 of both workloads) is made ``--repeats`` times, interleaved
-(``harness.interleave``), the 1-rank run ``--singles`` times per repetition, and printed; the
-model is calibrated on the medians of the 1-rank runs and its prediction compared with the median measured samples/s of each layout: one run on a
-shared 2-core machine moves by 10-30%, as much as the errors measured.
+(``harness.interleave``), the 1-rank run ``--singles`` times per repetition, and printed;
+the model is calibrated on the medians of the 1-rank runs and its prediction compared with
+the median measured samples/s of each layout: one run on a shared 2-core machine moves by
+10-30%, as much as the errors measured.
 
 Every run is launched the local runner's way (``harness.training_job``: the runner's tuned
 mpirun, pinned ranks); step seconds, CPU seconds per step and the parameter count come from
@@ -50,7 +51,7 @@ PROBE = HERE / "advisor_probe.py"
 PROBE_RE = re.compile(r"advisor-probe bytes=(\d+) seconds=([0-9.eE+-]+)")
 CONTENTION_RE = re.compile(r"advisor-probe compute alone=([0-9.eE+-]+) together=([0-9.eE+-]+)")
 PER_TENSOR_RE = re.compile(r"advisor-probe per_tensor=([0-9.eE+-]+) tensors=(\d+) bytes=(\d+)")
-CONTENTION, PER_TENSOR = -1, -2  # keys of probe()'s result that are not sizes
+CONTENTION, PER_TENSOR, PIECES = -1, -2, -3  # keys of probe()'s result that are not sizes
 LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
 # workload name -> (data: "table" | "image", extra hyperparameters of the training entrypoint)
 WORKLOADS = {
@@ -122,7 +123,8 @@ def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[in
     found = {int(b): float(s) for b, s in PROBE_RE.findall(run.log)}
     alone, together = CONTENTION_RE.search(run.log).groups()
     found[CONTENTION] = float(together) / float(alone)
-    found[PER_TENSOR] = float(PER_TENSOR_RE.search(run.log).group(1))
+    per_tensor = PER_TENSOR_RE.search(run.log)
+    found[PER_TENSOR], found[PIECES] = float(per_tensor.group(1)), int(per_tensor.group(2))
     return found
 
 
@@ -203,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     # Horovod's per-tensor work is on the host CPU, the same whichever link: the median of
     # both layouts' figures.
     per_tensor = {"seconds": statistics.median(found[PER_TENSOR] for found in probes.values()),
-                  "source": "allreduce probe: the same bytes as 8 tensors vs 1, both layouts"}
+                  "source": f"allreduce probe: the same bytes as {probes['1x2'][PIECES]} tensors vs 1, "
+                            "both layouts"}
     worst = 0.0
     errors = []
     for workload in args.workloads:

@@ -11,7 +11,7 @@ PARAMETERS = 17226
 
 def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: int,
               step_seconds: list[float], cpu_seconds: list[float], cores: int = 2,
-              instance_type: str = "ml.c5.xlarge") -> Path:
+              instance_type: str = "ml.c5.xlarge", tensors: int | None = None) -> Path:
     run_dir = Path(workdir) / "runs" / execution_id
     job_dir = run_dir / "jobs" / f"trainpipe-TrainModel-{execution_id}"
     job_dir.mkdir(parents=True)
@@ -33,6 +33,8 @@ def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: 
              "cost": {"machine": {"cpu": "AMD EPYC", "cores": cores}}},
         ],
     }
+    if tensors is not None:  # runs recorded before the gradient_tensors metric have none
+        doc["steps"][1]["metrics"]["tensors"] = tensors
     (run_dir / "execution.json").write_text(json.dumps(doc))
     return run_dir
 

@@ -66,3 +66,14 @@ def test_cloud_observations_read_every_succeeded_training_step_of_the_executions
     [obs] = found
     assert obs.instance_type == "ml.g5.12xlarge" and obs.layout == Layout(2, 4)
     assert obs.throughput == 8 * 32 / 0.02
+
+
+def test_a_local_run_brings_its_gradient_tensor_count(tmp_path):
+    from pipeline.advisor.observations import local_observations
+    from tests.pipeline.advisor.fixtures import write_run
+
+    write_run(tmp_path, "old", hosts=1, ppn=1, batch=32, step_seconds=[0.05, 0.002], cpu_seconds=[0.02, 0.002])
+    write_run(tmp_path, "new", hosts=1, ppn=2, batch=32, step_seconds=[0.05, 0.002], cpu_seconds=[0.02, 0.002],
+              tensors=6)
+    found, skipped = local_observations(tmp_path)
+    assert {o.source.split("/")[0]: o.tensors for o in found} == {"old": 1, "new": 6} and skipped == []
