@@ -111,7 +111,8 @@ def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int) -> O
         cpu_seconds=statistics.median(m["cpu_time"] for m in steady),
         parameters=int(steady[-1]["parameters"]), fp16_allreduce=False, instance_type="local",
         local=True, cores=len(tuning.usable_cpus()), epochs_used=len(steady),
-        tensors=int(steady[-1].get("tensors", 1)))
+        tensors=int(steady[-1].get("tensors", 1)),
+        step_spread=statistics.median(m.get("step_spread", 0.0) for m in steady))
 
 
 def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[int, float]:
@@ -134,8 +135,8 @@ def _gradient_sizes(parameters: int) -> list[int]:
 
 
 def _run_line(obs: Observation, run: h.TrainingRun) -> str:
-    return (f"    {obs.source:14s} {obs.throughput:9.0f} samples/s, step {obs.step_seconds * 1e3:7.3f} ms, "
-            f"cpu {obs.cpu_seconds * 1e3:7.3f} ms/step, epochs {obs.epochs_used} ({run.wall_seconds:.0f} s)")
+    return (f"    {obs.source:14s} {obs.throughput:9.0f} samples/s, step {obs.step_seconds * 1e3:7.3f} ms "
+            f"(spread {obs.step_spread * 1e3:5.3f}), cpu {obs.cpu_seconds * 1e3:7.3f} ms/step, epochs {obs.epochs_used} ({run.wall_seconds:.0f} s)")
 
 
 def measure(work, splits: dict, args) -> dict[tuple[str, str], list[Observation]]:

@@ -60,12 +60,29 @@ class EpochCheckpoint(tf.keras.callbacks.Callback):
         self.log(f"checkpoint {path}")
 
 
+def step_spread(seconds: list[float]) -> float | None:
+    """Half the mean absolute difference between two of an epoch's steps, the first (the input
+    pipeline's start, which every rank pays at once) left out; None under two steps.
+
+    When ranks synchronise every step (the gradients' allreduce), each waits for the slowest:
+    a step costs the mean of max(X, Y), not of X. For two ranks whose steps vary independently
+    like these, E[max(X, Y)] - E[X] = E|X - Y| / 2: this figure. The scaling advisor
+    (pipeline/advisor) scales it to n ranks. Exact and O(n log n): sorted ascending,
+    sum_i |x_i - x_j| over pairs = sum_i (2i - n + 1) x_i (0-based i)."""
+    values = sorted(seconds[1:])
+    n = len(values)
+    if n < 2:
+        return None
+    return sum((2 * i - n + 1) * v for i, v in enumerate(values)) / (n * (n - 1))
+
+
 class MetricLine(tf.keras.callbacks.Callback):
     """Rank 0: the line SageMaker's metric regexes read, once per epoch. Runs after
     MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
     every rank's samples over the epoch's training time (validation excluded). Step time,
-    this process's CPU seconds per step (every thread: TF's, tf.data's, Horovod's), the
-    parameter count and the number of gradient tensors are what the scaling advisor fits."""
+    its spread (``step_spread``), this process's CPU seconds per step (every thread: TF's,
+    tf.data's, Horovod's), the parameter count and the number of gradient tensors are what
+    the scaling advisor fits."""
 
     def __init__(self, global_batch: int, steps_per_epoch: int):
         super().__init__()
@@ -75,13 +92,18 @@ class MetricLine(tf.keras.callbacks.Callback):
         self.trained = 0.0
         self.cpu_started = 0.0
         self.cpu_trained = 0.0
+        self.steps: list[float] = []  # seconds of each training step of this epoch
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started = time.perf_counter()
         self.cpu_started = time.process_time()
+        self.steps = []
 
     def on_train_batch_end(self, batch, logs=None):
-        self.trained = time.perf_counter()
+        # Keras syncs every step for a callback with batch hooks: this is the step's end.
+        now = time.perf_counter()
+        self.steps.append(now - (self.trained if self.steps else self.started))
+        self.trained = now
         self.cpu_trained = time.process_time()
 
     def on_epoch_end(self, epoch, logs=None):
@@ -91,6 +113,7 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics = {name: float(logs[name]) for name in contract.METRIC_KEYS if name in logs}
         metrics["throughput"] = self.global_batch * self.steps_per_epoch / seconds
         metrics["step_time"] = seconds / steps
+        metrics["step_spread"] = step_spread(self.steps)
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
         metrics["tensors"] = float(len(self.model.trainable_variables))

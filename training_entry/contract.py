@@ -135,9 +135,12 @@ METRIC_KEYS = {
     "val_accuracy": "val_accuracy",
     "throughput": "samples_per_sec",
     # What the scaling advisor (pipeline/advisor) fits: wall and process CPU seconds per
-    # training step of this epoch (rank 0), the model's parameter count (gradient bytes) and
-    # its trainable tensors (Horovod reduces each gradient tensor as an operation of its own).
+    # training step of this epoch (rank 0), how much its steps vary (half their mean absolute
+    # difference: what synchronised ranks wait for each other), the model's parameter count
+    # (gradient bytes) and its trainable tensors (Horovod reduces each gradient tensor as an
+    # operation of its own).
     "step_time": "step_seconds",
+    "step_spread": "step_spread_seconds",
     "cpu_time": "cpu_seconds_per_step",
     "parameters": "model_parameters",
     "tensors": "gradient_tensors",

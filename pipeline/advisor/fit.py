@@ -2,7 +2,8 @@
 
 1. Compute, from the 1-rank runs of a platform: ``per_sample`` and ``fixed`` by least squares
    of step seconds on batch size (two or more batch sizes), else the whole step per sample;
-   ``parallelism`` = median CPU seconds / wall seconds of those steps.
+   ``parallelism`` = median CPU seconds / wall seconds of those steps; ``spread`` (what
+   synchronised ranks wait for each other) = the median of their step spreads.
 2. Links, from an allreduce probe (``bytes -> seconds`` at 2 ranks): the ring formula at
    n = 2 is ``bytes / bw + 2 x latency``, a straight line in bytes.
 3. Learning: with multi-rank runs of the platform, ``overlap`` and ``comm_scale`` are refit by
@@ -78,11 +79,17 @@ def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -
     parallelism = statistics.median(ratios) if ratios else 1.0
     parameters = statistics.median(r.parameters for r in runs)
     tensors = statistics.median(r.tensors for r in runs)
+    spreads = [r.step_spread for r in single if r.step_spread]
+    spread = statistics.median(spreads) if spreads else 0.0
+    if not spreads:
+        notes.append("no step_spread_seconds metric in the 1-rank runs: no wait for the slowest rank "
+                     "modelled (runs recorded before the metric)")
     if inferred:
         notes.append("no 1-rank run: compute inferred from multi-rank runs less their modelled allreduce "
                      "(run once with TrainingInstanceCount=1 ProcessesPerHost=1 to measure it)")
     return StepModel(per_sample=slope, fixed=fixed, parallelism=parallelism, parameters=int(parameters),
-                     fp16_allreduce=any(r.fp16_allreduce for r in runs), tensors=int(tensors), notes=notes)
+                     fp16_allreduce=any(r.fp16_allreduce for r in runs), tensors=int(tensors), spread=spread,
+                     notes=notes)
 
 
 def fit_link(probe: dict[int, float], ranks: int, source: str) -> Link:

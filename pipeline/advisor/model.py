@@ -16,7 +16,12 @@ For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step
                   as an operation of its own (enqueue, fusion copy, callback); per_tensor is
                   the platform's, measured by the allreduce probe (0 where not measured)
     exposed(n)  = max(0, allreduce(n) - overlap x backward(n)),  backward = 2/3 of compute
-    step(n)     = compute(n) + exposed(n)
+    wait(n)     = spread x E[max of n] / E[max of 2]   (0 for one worker)   ranks synchronise
+                  every step (the allreduce), so each waits for the slowest of n: ``spread``
+                  is half the mean absolute difference of two 1-rank steps (the metric line's
+                  ``step_spread_seconds``), which is E[max(X, Y)] - E[X] for two ranks; E[max
+                  of n] is that of n standard normals (0.564 at 2, 1.03 at 4, 1.42 at 8)
+    step(n)     = compute(n) + wait(n) + exposed(n)
     throughput  = n x batch / step(n)
 
 ``fixed``/``per_sample`` are split by a least-squares line through runs at two or more batch
@@ -28,9 +33,27 @@ refit them (``fit.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 BACKWARD_SHARE = 2.0 / 3.0  # backward ~ 2x forward: the part of compute an allreduce can hide behind
+
+
+@cache
+def expected_max_of_normals(n: int) -> float:
+    """E[max of n independent standard normals] (0 for n = 1; 1/sqrt(pi) for n = 2), by the
+    trapezoid rule on x n phi(x) Phi(x)^(n-1) over [-9, 9] (error < 1e-6 up to n = 10^4)."""
+    if n <= 1:
+        return 0.0
+    h = 1e-3
+    total = 0.0
+    for i in range(-9000, 9001):
+        x = i * h
+        pdf = math.exp(-x * x / 2) / math.sqrt(2 * math.pi)
+        cdf = 0.5 * (1 + math.erf(x / math.sqrt(2)))
+        total += x * n * pdf * cdf ** (n - 1)
+    return total * h
 
 
 @dataclass(frozen=True)
@@ -98,6 +121,9 @@ class StepModel:
     # Measured by the allreduce probe (benchmarks/advisor_probe.py); 1 when not measured.
     contention: float = 1.0
     tensors: int = 1  # gradient tensors per step (the model's trainable variables)
+    # Half the mean absolute difference of two 1-rank steps (s): what one of two synchronised
+    # ranks waits for the other per step. 0 where not measured (runs before the metric).
+    spread: float = 0.0
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -121,10 +147,14 @@ class StepModel:
         return self.comm_scale * (platform.link(layout).ring_seconds(layout.workers, self.gradient_bytes)
                                   + per_tensor)
 
+    def wait(self, layout: Layout) -> float:
+        """Per step, what a rank waits for the slowest of the others (0 for one worker)."""
+        return self.spread * expected_max_of_normals(layout.workers) / expected_max_of_normals(2)
+
     def step(self, batch: int, layout: Layout, platform: Platform) -> float:
         compute = self.compute(batch, layout, platform)
         hidden = self.overlap * BACKWARD_SHARE * compute
-        return compute + max(0.0, self.allreduce(layout, platform) - hidden)
+        return compute + self.wait(layout) + max(0.0, self.allreduce(layout, platform) - hidden)
 
     def throughput(self, batch: int, layout: Layout, platform: Platform) -> float:
         return layout.workers * batch / self.step(batch, layout, platform)
@@ -135,7 +165,7 @@ class StepModel:
     def describe(self, batch: int, platform: Platform) -> list[str]:
         intra, inter = platform.intra, platform.inter
         return [
-            "step(n) = compute(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))",
+            "step(n) = compute(n) + wait(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))",
             f"  per-sample compute  {self.per_sample * 1e6:.4g} us/sample; fixed per step "
             f"{self.fixed * 1e3:.4g} ms; 1-rank step at batch {batch}: {self.t1(batch) * 1e3:.4g} ms",
             f"  CPU parallelism of a 1-rank step {self.parallelism:.3g} (cpu s / wall s); "
@@ -151,6 +181,9 @@ class StepModel:
             f"    inter-node {inter.gbytes_per_s:g} GB/s, {inter.latency_s * 1e6:.3g} us  [{inter.source}]",
             f"    {self.tensors} gradient tensor(s), {platform.per_tensor_s * 1e6:.3g} us per tensor past the "
             f"first  [{platform.per_tensor_source}]",
+            f"  wait for the slowest rank = spread x E[max of n] / E[max of 2]: spread {self.spread * 1e3:.3g} ms "
+            f"(half the mean |difference| of two 1-rank steps; 0 = not measured), "
+            f"{self.wait(Layout(1, 2)) * 1e3:.3g} ms at 2 workers, {self.wait(Layout(1, 8)) * 1e3:.3g} ms at 8",
             f"  overlap with the backward pass {self.overlap:.2f} (bounded by the measured compute)",
             *[f"  note: {n}" for n in self.notes],
         ]

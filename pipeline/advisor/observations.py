@@ -2,9 +2,9 @@
 files under a workdir, and (given credentials) the SageMaker jobs of a pipeline's executions.
 
 An observation is one training job's steady state: the median over its epochs after the
-first (which traces the graph) of the metric line's ``step_seconds`` and
-``cpu_seconds_per_step`` (``training_entry.contract.METRIC_KEYS``), with its layout, per-worker
-batch, parameter count, gradient tensor count and the machine it ran on.
+first (which traces the graph) of the metric line's ``step_seconds``, ``step_spread_seconds``
+and ``cpu_seconds_per_step`` (``training_entry.contract.METRIC_KEYS``), with its layout,
+per-worker batch, parameter count, gradient tensor count and the machine it ran on.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from pipeline.advisor.model import Layout
 from training_entry.contract import HP_BATCH_SIZE, HP_FP16_ALLREDUCE, METRIC_KEYS
 
 # SageMaker metric names the entrypoint's line is read into (one definition: the contract).
-STEP_TIME, CPU_TIME, PARAMETERS, TENSORS = "step_time", "cpu_time", "parameters", "tensors"
-assert {STEP_TIME, CPU_TIME, PARAMETERS, TENSORS} <= set(METRIC_KEYS)
+STEP_TIME, STEP_SPREAD, CPU_TIME = "step_time", "step_spread", "cpu_time"
+PARAMETERS, TENSORS = "parameters", "tensors"
+assert {STEP_TIME, STEP_SPREAD, CPU_TIME, PARAMETERS, TENSORS} <= set(METRIC_KEYS)
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Observation:
     # Gradient tensors Horovod reduces per step (the model's trainable variables); 1 where the
     # run predates the metric: the gradients then count as one fused tensor.
     tensors: int = 1
+    # Half the mean absolute difference of two of its steps (s); 0 where the run predates
+    # the metric (no wait for the slowest rank is modelled from it).
+    step_spread: float = 0.0
 
     @property
     def throughput(self) -> float:
@@ -91,6 +95,7 @@ def from_execution(doc: dict) -> list[Observation]:
             continue
         step_seconds, used = steady(step_series)
         cpu, _ = steady(_series(step.get("job_dir"), final, CPU_TIME))
+        spread, _ = steady(_series(step.get("job_dir"), final, STEP_SPREAD))
         cost = step.get("cost") or {}
         machine = cost.get("machine") or {}
         hps = (step.get("properties") or {}).get("HyperParameters") or {}
@@ -102,7 +107,7 @@ def from_execution(doc: dict) -> list[Observation]:
             fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
             instance_type=str(params.get(P.TRAINING_INSTANCE_TYPE, cost.get("instance_type", "local"))),
             local=True, cores=int(machine.get("cores") or os.cpu_count() or 1), epochs_used=used,
-            tensors=int(final.get(TENSORS, 1)),
+            tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
         ))
     return found
 
@@ -140,7 +145,7 @@ def from_training_job(described: dict) -> Observation | None:
         step_seconds=final[STEP_TIME], cpu_seconds=final.get(CPU_TIME), parameters=int(final[PARAMETERS]),
         fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
         instance_type=resources.get("InstanceType", "?"), local=False, cores=None, epochs_used=1,
-        tensors=int(final.get(TENSORS, 1)),
+        tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
     )
 
 

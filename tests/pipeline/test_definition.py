@@ -182,7 +182,7 @@ def test_metric_definitions_come_from_the_contract(default_definition):
     assert {d["Name"] for d in spec["MetricDefinitions"]} == {
         "loss", "accuracy", "val_loss", "val_accuracy", "throughput",
         # The scaling advisor's inputs (issue 13), read back from SageMaker's metrics.
-        "step_time", "cpu_time", "parameters", "tensors",
+        "step_time", "step_spread", "cpu_time", "parameters", "tensors",
     }
 
 

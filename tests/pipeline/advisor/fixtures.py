@@ -11,7 +11,8 @@ PARAMETERS = 17226
 
 def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: int,
               step_seconds: list[float], cpu_seconds: list[float], cores: int = 2,
-              instance_type: str = "ml.c5.xlarge", tensors: int | None = None) -> Path:
+              instance_type: str = "ml.c5.xlarge", tensors: int | None = None,
+              step_spread: list[float] | None = None) -> Path:
     run_dir = Path(workdir) / "runs" / execution_id
     job_dir = run_dir / "jobs" / f"trainpipe-TrainModel-{execution_id}"
     job_dir.mkdir(parents=True)
@@ -20,6 +21,8 @@ def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: 
         "cpu_time": [{"value": v} for v in cpu_seconds],
         "parameters": [{"value": PARAMETERS} for _ in step_seconds],
     }
+    if step_spread is not None:  # runs recorded before the step_spread metric have none
+        series["step_spread"] = [{"value": v} for v in step_spread]
     (job_dir / "metrics.json").write_text(json.dumps(series))
     doc = {
         "execution_id": execution_id, "status": "Succeeded",

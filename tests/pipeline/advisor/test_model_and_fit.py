@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -42,6 +43,32 @@ def test_each_gradient_tensor_past_the_first_adds_the_platforms_per_tensor_cost(
     # The fit carries the runs' tensor count into the model.
     fitted = F.fit_compute([replace(obs(Layout(1, 1), 0.01), tensors=6)])
     assert fitted.tensors == 6
+
+
+def test_synchronised_ranks_wait_for_the_slowest_by_the_expected_maximum_of_n():
+    from pipeline.advisor.model import expected_max_of_normals
+
+    assert expected_max_of_normals(1) == 0.0
+    assert expected_max_of_normals(2) == pytest.approx(1 / math.sqrt(math.pi), abs=1e-6)
+    assert expected_max_of_normals(3) == pytest.approx(1.5 / math.sqrt(math.pi), abs=1e-6)
+    assert expected_max_of_normals(8) == pytest.approx(1.4236, abs=1e-4)  # tabulated
+    model = StepModel(per_sample=1e-4, fixed=0.0, parallelism=1.0, parameters=1_000_000, spread=2e-4)
+    # The spread is the wait of one of two ranks; n ranks wait for the slowest of n.
+    assert model.wait(Layout(1, 1)) == 0.0
+    assert model.wait(Layout(2, 1)) == pytest.approx(2e-4)
+    assert model.wait(Layout(2, 4)) == pytest.approx(2e-4 * 1.4236 / 0.56419, rel=1e-4)
+    p = platform()
+    layout = Layout(1, 2)
+    no_wait = model.with_(spread=0.0)
+    assert model.step(32, layout, p) == pytest.approx(no_wait.step(32, layout, p) + 2e-4)
+    assert model.step(32, Layout(1, 1), p) == no_wait.step(32, Layout(1, 1), p)
+    # Calibrated from the 1-rank runs' spreads (median); runs without the metric model none.
+    runs = [replace(obs(Layout(1, 1), 0.01), step_spread=s) for s in (1e-4, 3e-4, 2e-4)]
+    assert F.fit_compute(runs).spread == pytest.approx(2e-4)
+    assert F.fit_compute([*runs, replace(runs[0], layout=Layout(1, 2), step_spread=9e-3)]).spread == pytest.approx(2e-4)
+    old = F.fit_compute([obs(Layout(1, 1), 0.01)])
+    assert old.spread == 0.0 and any("step_spread_seconds" in n for n in old.notes)
+    assert any("wait for the slowest rank" in line and "0.2 ms at 2 workers" in line for line in model.describe(32, p))
 
 
 def test_the_local_platform_takes_the_probes_per_tensor_figure():

@@ -26,6 +26,10 @@ def test_a_sagemaker_training_job_becomes_an_observation():
     with_tensors = {**described, "FinalMetricDataList": [*described["FinalMetricDataList"],
                                                          {"MetricName": "tensors", "Value": 161}]}
     assert from_training_job(with_tensors).tensors == 161
+    assert obs.step_spread == 0.0  # no step_spread metric: no wait modelled
+    with_spread = {**described, "FinalMetricDataList": [*described["FinalMetricDataList"],
+                                                        {"MetricName": "step_spread", "Value": 0.0007}]}
+    assert from_training_job(with_spread).step_spread == 0.0007
 
 
 def test_cloud_observations_read_every_succeeded_training_step_of_the_executions():
@@ -77,3 +81,14 @@ def test_a_local_run_brings_its_gradient_tensor_count(tmp_path):
               tensors=6)
     found, skipped = local_observations(tmp_path)
     assert {o.source.split("/")[0]: o.tensors for o in found} == {"old": 1, "new": 6} and skipped == []
+
+
+def test_a_local_run_brings_its_step_spread_median_over_the_epochs_after_the_first(tmp_path):
+    from pipeline.advisor.observations import local_observations
+    from tests.pipeline.advisor.fixtures import write_run
+
+    write_run(tmp_path, "old", hosts=1, ppn=1, batch=32, step_seconds=[0.05, 0.002], cpu_seconds=[0.02, 0.002])
+    write_run(tmp_path, "new", hosts=1, ppn=1, batch=32, step_seconds=[0.05, 0.002, 0.002, 0.002],
+              cpu_seconds=[0.02, 0.002, 0.002, 0.002], step_spread=[0.009, 0.0001, 0.0003, 0.0002])
+    found, _ = local_observations(tmp_path)
+    assert {o.source.split("/")[0]: o.step_spread for o in found} == {"old": 0.0, "new": 0.0002}
