@@ -33,7 +33,7 @@ BENCHMARKS = {
               "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process"),
     "image_input": ("benchmarks.image_input", ["--repeats", "3"],
                     "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
-    "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "4"],
+    "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
            "P2 Pipe reader vs TFRecordDataset, File channel"),
     "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
     "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),

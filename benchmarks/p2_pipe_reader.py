@@ -140,9 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     if records.native is None:
         h.say(f"  (the native reader is not installed: {records.NATIVE_MODULE} does not import; "
               f"scripts/install.sh builds it)")
-    runs = h.interleave({"file_dataset": file_dataset, "pipe_dataset": pipe_dataset,
-                         "pipe_dataset_python": pipe_dataset_python,
-                         "file_raw": file_raw, "pipe_raw": pipe_raw}, args.repeats)
+    candidates = {"file_dataset": file_dataset, "pipe_dataset": pipe_dataset,
+                  "pipe_dataset_python": pipe_dataset_python, "file_raw": file_raw, "pipe_raw": pipe_raw}
+    # One untimed call of each first: the first pass of a process traces tf.data's functions
+    # and reads the shards into the page cache, and ran at about half speed (whichever
+    # candidate it fell on), a quarter of a 4-repetition median.
+    for warm_up in candidates.values():
+        warm_up()
+    runs = h.interleave(candidates, args.repeats)
     mb_per_record = size_mb / total
     for name, what in (("file_dataset", "File: TFRecordDataset -> training_dataset"),
                        ("pipe_dataset", "Pipe: feeder -> FIFO -> PipeReader -> training_dataset"),

@@ -37,6 +37,10 @@ from training_entry.config import Channel, Hosts
 from training_entry.failure import UserError, cleanup_on_failure, note_cause
 
 SHUFFLE_BUFFER = 10_000
+# File mode, table records: a rank whose records, parsed, take at most this many bytes holds
+# them in memory after one read and parse, and every later pass is a gather from there.
+IN_MEMORY_TABLE_BYTES = 256 << 20
+IN_MEMORY_ENV = "TRAINPIPE_IN_MEMORY_TABLE_MB"  # overrides the budget; 0 = always stream
 
 
 class DataError(UserError):
@@ -499,10 +503,52 @@ def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.da
         # Our reader: the same within-pass shuffle, done before tf.data (pipe_batches).
         ds = _pipe_batches(plan, ctx, shuffle=True).repeat(epochs)
         return _batches(ds, plan, ctx, training=True, hide_cardinality=True, batched=True)
+    held = _in_memory_table(plan, ctx)
+    if held is not None:
+        return held
     ds = _rank_file_records(plan, ctx.hosts)
     ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
     # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
     return _batches(ds.repeat(), plan, ctx, training=True)
+
+
+def in_memory_budget() -> int:
+    raw = os.environ.get(IN_MEMORY_ENV, "").strip()
+    return int(float(raw) * (1 << 20)) if raw else IN_MEMORY_TABLE_BYTES
+
+
+def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | None:
+    """File mode, table records that fit ``in_memory_budget()`` parsed: this rank's records
+    read and parsed once, then endless passes, each a fresh permutation of all of them (a
+    full shuffle, not a buffer's), handed over as whole batches gathered from memory. The
+    per-batch parse leaves the step: on a rank that shares its core with its own input
+    pipeline (the local runner pins each rank to one) that is ~15% of a small model's step.
+    None: stream as usual (images, too large, or fewer records than one batch)."""
+    if ctx.image_size or plan.channel.is_pipe:
+        return None
+    row_bytes = 4 * ctx.num_features + 8
+    if plan.quota * row_bytes > in_memory_budget():
+        return None
+    blocks = [examples.parse_batch(block, ctx.num_features)
+              for block in _rank_file_records(plan, ctx.hosts).batch(8192)]
+    if not blocks:
+        return None
+    x = tf.concat([b[0] for b in blocks], 0)
+    y = tf.concat([b[1] for b in blocks], 0)
+    count = int(x.shape[0])
+    per_pass = count // plan.batch_size
+    if per_pass < 1:
+        return None
+
+    def one_pass(index):
+        # A permutation per pass (stateless: the same seed gives the same order on a re-run).
+        order = tf.argsort(tf.random.stateless_uniform([count], seed=tf.stack([tf.cast(ctx.seed, tf.int64), index])))
+        return tf.data.Dataset.from_tensor_slices(
+            tf.reshape(order[: per_pass * plan.batch_size], [per_pass, plan.batch_size]))
+
+    ds = tf.data.Dataset.range(1 << 62).flat_map(one_pass)
+    ds = ds.map(lambda rows: (tf.gather(x, rows), tf.gather(y, rows)))
+    return ds.prefetch(tf.data.AUTOTUNE)
 
 
 def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:

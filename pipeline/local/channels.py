@@ -243,6 +243,9 @@ class _Stopped(Exception):
     pass
 
 
+POLL_FIRST_S, POLL_LAST_S = 0.001, 0.02  # how often a feeder looks for its epoch's reader
+
+
 class PipeFeeder(threading.Thread):
     """Streams one host's objects for one Pipe channel, one FIFO per epoch.
 
@@ -288,14 +291,20 @@ class PipeFeeder(threading.Thread):
             self.error = error
 
     def _open_for_writing(self, path: Path) -> int | None:
-        # A blocking open() would wait for a reader forever and could not be stopped; poll.
+        # A blocking open() would wait for a reader forever and could not be stopped; poll,
+        # every millisecond at first, backing off to every 20: the next epoch's reader usually
+        # comes right after the last one closed, and each poll interval's wait is the
+        # epoch's start-up (a fixed 20 ms cost 10 ms per epoch on average, 6% of a pass of
+        # 40,000 digits records).
+        delay = POLL_FIRST_S
         while not self.stop_event.is_set():
             try:
                 return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
             except OSError as error:
                 if error.errno != errno.ENXIO:  # ENXIO: no reader yet
                     raise
-            self.stop_event.wait(0.02)
+            self.stop_event.wait(delay)
+            delay = min(delay * 1.5, POLL_LAST_S)
         return None
 
     def _objects(self, epoch: int) -> list[Path]:

@@ -223,3 +223,31 @@ def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
     assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
     assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
+
+
+def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutation(tmp_path, monkeypatch):
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
+    assert plan.steps == 5  # 22 records, 5 batches of 4 per pass
+    held = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert data._in_memory_table(plan, _context(tmp_path)) is not None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")  # 0: always stream, as a large table does
+    assert data._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, str(22 * (4 * FEATURES + 8) / 2**20 / 2))  # half of what it needs
+    assert data._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
+    streamed = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert held.element_spec == streamed.element_spec  # Keras sees the same batches either way
+    rows = [(int(x[0]), int(x[1]), int(y))
+            for bx, by in held.take(plan.steps * 8) for x, y in zip(bx.numpy(), by.numpy(), strict=True)]
+    passes = [rows[k:k + plan.quota] for k in range(0, len(rows), plan.quota)]
+    for records_of_pass in passes:
+        assert len(set(records_of_pass)) == 20  # no record twice within a pass
+        assert all(y == i % 2 for i, _, y in records_of_pass)  # features and label stay together
+    assert len({tuple(p) for p in passes}) == 8  # every pass in its own order
+    assert set().union(*map(set, passes)) == {(i, j, i % 2) for i, n in enumerate([10, 12]) for j in range(n)}
+    # The same seed, the same passes (a re-run reproduces its order).
+    monkeypatch.delenv(data.IN_MEMORY_ENV)
+    again = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert [b[0].numpy().tolist() for b in again.take(plan.steps)] == [b[0].numpy().tolist() for b in held.take(plan.steps)]
