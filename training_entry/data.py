@@ -486,8 +486,30 @@ def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
 
 
 # --- The datasets Keras gets ------------------------------------------------------------------
+def _without_autotune_thread(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """``ds`` with tf.data's autotuning off. An iterator's autotune thread sleeps between
+    optimisations, the period doubling as training goes on, and deleting the iterator (Keras
+    does at the end of every ``fit``, and of every validation pass) waits for that sleep to
+    end: a 2-rank job spent 1.5-2.4 s idle after its last epoch (``gdb``: the main thread in
+    ``RootDataset::Iterator::~Iterator`` joining ``Model::OptimizeLoop``), and a single
+    process up to 1 s. Without it, ``AUTOTUNE`` parallel maps run one call per core and
+    prefetch buffers grow on their own; measured as fast or faster (benchmarks/notes.md, P1)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return ds.with_options(options)
+
+
 def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
     """``epochs`` epochs of exactly ``plan.steps`` batches each, as one dataset (one iterator)."""
+    return _without_autotune_thread(_training_dataset(plan, ctx, epochs))
+
+
+def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
+    return _without_autotune_thread(_validation_dataset(plan, ctx))
+
+
+def _training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
     if plan.channel.is_pipe and _uses_pipe_mode_dataset(plan):
         # Each repetition is a new iterator of the pass dataset, i.e. the next FIFO. Shuffle
         # within a pass: a buffer spanning passes would hold epoch k back until pass k+1
@@ -551,8 +573,7 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
-    """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
+def _validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
     if plan.channel.is_pipe and _uses_pipe_mode_dataset(plan):
         return _batches(_pipe_mode_dataset_pass(plan, ctx), plan, ctx, hide_cardinality=True)
     if plan.channel.is_pipe:

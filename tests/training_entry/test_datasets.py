@@ -251,3 +251,17 @@ def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutati
     monkeypatch.delenv(data.IN_MEMORY_ENV)
     again = data.training_dataset(plan, _context(tmp_path), epochs=3)
     assert [b[0].numpy().tolist() for b in again.take(plan.steps)] == [b[0].numpy().tolist() for b in held.take(plan.steps)]
+
+
+def test_the_datasets_keras_gets_have_no_autotune_thread_to_wait_for(tmp_path, monkeypatch):
+    # Deleting an iterator waits out its autotune thread's sleep: seconds at the end of a fit.
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
+    held = data.training_dataset(plan, _context(tmp_path), epochs=2)
+    validation = data.validation_dataset(plan, _context(tmp_path))
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
+    streamed = data.training_dataset(plan, _context(tmp_path), epochs=2)
+    for ds in (held, validation, streamed):
+        assert ds.options().autotune.enabled is False
+        assert len(list(ds.take(3))) == 3
