@@ -535,8 +535,18 @@ def _training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.d
 
 
 def in_memory_budget() -> int:
+    """Bytes of parsed table records a rank may hold in memory (``IN_MEMORY_ENV`` in MiB)."""
     raw = os.environ.get(IN_MEMORY_ENV, "").strip()
-    return int(float(raw) * (1 << 20)) if raw else IN_MEMORY_TABLE_BYTES
+    if not raw:
+        return IN_MEMORY_TABLE_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0:
+        raise DataError(f"{IN_MEMORY_ENV}={raw!r}: must be a number of MiB, 0 or more "
+                        "(0: always stream the table)")
+    return int(mib * (1 << 20))
 
 
 def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | None:
@@ -569,7 +579,7 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
         return tf.data.Dataset.from_tensor_slices(
             tf.reshape(order[: per_pass * plan.batch_size], [per_pass, plan.batch_size]))
 
-    ds = tf.data.Dataset.range(1 << 62).flat_map(one_pass)
+    ds = tf.data.Dataset.counter().flat_map(one_pass)
     ds = ds.map(lambda rows: (tf.gather(x, rows), tf.gather(y, rows)))
     return ds.prefetch(tf.data.AUTOTUNE)
 

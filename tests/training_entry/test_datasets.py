@@ -236,6 +236,9 @@ def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutati
     assert data._in_memory_table(plan, _context(tmp_path)) is None
     monkeypatch.setenv(data.IN_MEMORY_ENV, str(22 * (4 * FEATURES + 8) / 2**20 / 2))  # half of what it needs
     assert data._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "lots")  # a bad value names the variable and the fix
+    with pytest.raises(data.DataError, match=f"{data.IN_MEMORY_ENV}='lots': must be a number of MiB"):
+        data.training_dataset(plan, _context(tmp_path), epochs=3)
     monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
     streamed = data.training_dataset(plan, _context(tmp_path), epochs=3)
     assert held.element_spec == streamed.element_spec  # Keras sees the same batches either way
