@@ -227,6 +227,8 @@ class Launch:
     # Several hosts: all ranks on one Open MPI node with the PMPI shim, as the runner does
     # (pipeline.local.shared_memory); False = one node per host (TCP between hosts).
     shared_memory: bool = True
+    # Hyperparameters of this setting (e.g. another steps-per-execution), over the workload's.
+    hyperparameters: dict = field(default_factory=dict)
 
     @property
     def world(self) -> int:
@@ -279,6 +281,7 @@ def training_job(
         "sagemaker_mpi_num_of_processes_per_host": launch.ranks,
         "sagemaker_mpi_custom_mpi_options": "",
         **(hyperparameters or {}),  # e.g. another model architecture
+        **launch.hyperparameters,
     }
     raw_hps = {k: json.dumps(v) for k, v in hps.items()}
     logs = job_dir / "logs"

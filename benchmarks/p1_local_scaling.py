@@ -44,6 +44,7 @@ from pathlib import Path
 from benchmarks import harness as h
 from benchmarks import train_variants
 from pipeline.local import mpi, tuning
+from training_entry.contract import HP_STEPS_PER_EXECUTION
 
 HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
@@ -56,6 +57,8 @@ WORKLOADS = {
     "cnn": {"model-architecture": "small_cnn", "image-size": 32, "augmentation": "crop"},
 }
 YIELD = list(tuning.YIELD_OPTIONS)
+HP_SPE = HP_STEPS_PER_EXECUTION
+SPE_SWEEP = (1, 8, 32)  # the default (contract.DEFAULT_STEPS_PER_EXECUTION) is every headline run's
 
 
 def _base_options(bind: str, btl: str | None = None) -> list[str]:
@@ -146,6 +149,15 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
         "x_flat": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, entry=VARIANTS,
                             env={**tuned, train_variants.VARIANT_ENV: "flat"}),
                    "tuned + the gradients as one flat allreduce (benchmarks/flat_allreduce.py)"),
+        # steps-per-execution other than the default (1: every step a call, as before it existed).
+        **{name: config for n in SPE_SWEEP for name, config in {
+            f"x_spe{n}": (dataclasses.replace(h.tuned(2, batch), hyperparameters={HP_SPE: n}),
+                          f"tuned, {HP_SPE} {n}"),
+            f"x_2x1_spe{n}": (dataclasses.replace(h.tuned(1, batch, hosts=2), hyperparameters={HP_SPE: n}),
+                              f"2 hosts x 1 rank, tuned, {HP_SPE} {n}"),
+            f"x_one_process_spe{n}": (h.Launch(1, 2 * batch, hyperparameters={HP_SPE: n}),
+                                      f"1 process, {HP_SPE} {n}"),
+        }.items()},
         "x_2x1_cycle_1ms": (h.tuned(1, batch, hosts=2, HOROVOD_CYCLE_TIME="1"),
                             "2 hosts x 1 rank, tuned, cycle 1 ms"),
         "x_2x1_unpinned": (h.Launch(1, batch, hosts=2, mpirun_options=YIELD, env={**THREADS_1, **cycle}),

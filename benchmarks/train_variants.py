@@ -9,9 +9,6 @@ touching it: ``TRAINPIPE_BENCH_VARIANT`` names them, comma separated.
 - ``group1``: ``hvd.DistributedOptimizer(..., num_groups=1)``: all gradients of a step in
   one grouped allreduce, negotiated once.
 - ``flat``: the gradients of a step as one flat tensor, one allreduce (``flat_allreduce``).
-- ``spe<N>``: ``model.compile(..., steps_per_execution=N)``: N steps per call into the
-  graph, so Keras' per-step Python dispatch (~0.6 ms, about half of the digits MLP's step)
-  is paid once per N steps. Each step still allreduces its own gradients.
 
     python benchmarks/train_variants.py <train.py arguments>
 """
@@ -63,17 +60,6 @@ def main() -> None:
             return optimizer
 
         hvd.DistributedOptimizer = flat
-    spe = [v for v in variants if v.startswith("spe")]
-    if spe:
-        import tensorflow as tf
-
-        compile_ = tf.keras.Model.compile
-        steps = int(spe[0][3:])
-
-        def compile_spe(self, *args, **kwargs):
-            return compile_(self, *args, **{**kwargs, "steps_per_execution": steps})
-
-        tf.keras.Model.compile = compile_spe
     sys.argv[0] = TRAIN_PY
     runpy.run_path(TRAIN_PY, run_name="__main__")
 

@@ -71,6 +71,7 @@ EPOCHS = "Epochs"
 BATCH_SIZE = "BatchSize"
 BASE_LEARNING_RATE = "BaseLearningRate"
 WARMUP_EPOCHS = "WarmupEpochs"
+STEPS_PER_EXECUTION = "StepsPerExecution"
 ACCURACY_THRESHOLD = "AccuracyThreshold"
 MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
 MODEL_ARCHITECTURE = "ModelArchitecture"
@@ -103,6 +104,9 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "number of workers", 0.001, minimum=0.0),
     ParameterSpec(WARMUP_EPOCHS, int, "epochs of linear learning-rate warm-up (Goyal et al. 2017)",
                   2, minimum=0),
+    ParameterSpec(STEPS_PER_EXECUTION, int, "training steps per call into the TensorFlow graph "
+                  "(Keras steps_per_execution): fewer Python round trips for small models",
+                  training.DEFAULT_STEPS_PER_EXECUTION, minimum=1),
     ParameterSpec(MODEL_ARCHITECTURE, str, "auto: mlp for a CSV/NPZ table, small_cnn for an image "
                   "tree (your --model-file's model when one is built in); mlp; small_cnn, "
                   "mobilenet_v2, resnet50, efficientnet_b0 for images; custom",

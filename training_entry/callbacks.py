@@ -7,6 +7,7 @@ Python 3.10 syntax.
 
 from __future__ import annotations
 
+import math
 import time
 
 import tensorflow as tf
@@ -15,9 +16,11 @@ from training_entry import checkpoints, contract, schedule
 
 
 class LearningRateSchedule(tf.keras.callbacks.Callback):
-    """Sets the optimizer's rate before every step from the global (fractional) epoch, so a
-    resumed run (Keras passes the real epoch index from ``initial_epoch`` on) continues on
-    the same curve."""
+    """Sets the optimizer's rate from the global (fractional) epoch before every call into the
+    graph, so a resumed run (Keras passes the real epoch index from ``initial_epoch`` on)
+    continues on the same curve. A call runs ``steps_per_execution`` steps (Keras passes the
+    first one's index): during warm-up the rate rises in stairs of that many steps, each at
+    the exact rate of its first step; with 1 it changes every step."""
 
     def __init__(self, base: float, size: int, warmup_epochs: float, steps_per_epoch: int,
                  factor: float = 1.0):
@@ -76,13 +79,27 @@ def step_spread(seconds: list[float]) -> float | None:
     return sum((2 * i - n + 1) * v for i, v in enumerate(values)) / (n * (n - 1))
 
 
+def execution_step_spread(calls: list[tuple[float, int]]) -> float | None:
+    """``step_spread`` of single steps, from calls into the graph of ``(seconds, steps)`` each
+    (Keras ``steps_per_execution``; the callbacks see calls, not steps). With one step per
+    call it is ``step_spread`` itself. Otherwise the spread of the full calls' mean step,
+    times sqrt(steps): a mean of k independent steps varies sqrt(k) times less than one step.
+    The epoch's last call, when shorter, is left out (its mean is not comparable)."""
+    if not calls:
+        return None
+    size = max(steps for _, steps in calls)
+    means = [seconds / steps for seconds, steps in calls if steps == size]
+    spread = step_spread(means)
+    return None if spread is None else spread * math.sqrt(size)
+
+
 class MetricLine(tf.keras.callbacks.Callback):
     """Rank 0: the line SageMaker's metric regexes read, once per epoch. Runs after
     MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
     every rank's samples over the epoch's training time (validation excluded). Step time,
-    its spread (``step_spread``), this process's CPU seconds per step (every thread: TF's,
-    tf.data's, Horovod's), the parameter count and the number of gradient tensors are what
-    the scaling advisor fits."""
+    its spread (``execution_step_spread``), this process's CPU seconds per step (every
+    thread: TF's, tf.data's, Horovod's), the parameter count and the number of gradient
+    tensors are what the scaling advisor fits."""
 
     def __init__(self, global_batch: int, steps_per_epoch: int):
         super().__init__()
@@ -92,17 +109,21 @@ class MetricLine(tf.keras.callbacks.Callback):
         self.trained = 0.0
         self.cpu_started = 0.0
         self.cpu_trained = 0.0
-        self.steps: list[float] = []  # seconds of each training step of this epoch
+        self.calls: list[tuple[float, int]] = []  # (seconds, steps) of this epoch's calls
+        self.last_step = -1  # index of the last step the previous call ran
 
     def on_epoch_begin(self, epoch, logs=None):
         self.started = time.perf_counter()
         self.cpu_started = time.process_time()
-        self.steps = []
+        self.calls = []
+        self.last_step = -1
 
     def on_train_batch_end(self, batch, logs=None):
-        # Keras syncs every step for a callback with batch hooks: this is the step's end.
+        # Keras syncs every call for a callback with batch hooks: this is the call's end.
+        # ``batch`` is the index of the call's last step (steps_per_execution > 1 runs several).
         now = time.perf_counter()
-        self.steps.append(now - (self.trained if self.steps else self.started))
+        self.calls.append((now - (self.trained if self.calls else self.started), batch - self.last_step))
+        self.last_step = batch
         self.trained = now
         self.cpu_trained = time.process_time()
 
@@ -113,7 +134,7 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics = {name: float(logs[name]) for name in contract.METRIC_KEYS if name in logs}
         metrics["throughput"] = self.global_batch * self.steps_per_epoch / seconds
         metrics["step_time"] = seconds / steps
-        metrics["step_spread"] = step_spread(self.steps)
+        metrics["step_spread"] = execution_step_spread(self.calls)
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
         metrics["tensors"] = float(len(self.model.trainable_variables))

@@ -39,6 +39,7 @@ class Hyperparameters:
     batch_size: int = 32  # per worker
     base_learning_rate: float = 0.001  # per worker; scaled by the number of workers
     warmup_epochs: float = 2.0
+    steps_per_execution: int = contract.DEFAULT_STEPS_PER_EXECUTION
     seed: int = 42
     mixed_precision: str = "off"
     fp16_allreduce: bool = False
@@ -75,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                    default=d.base_learning_rate)
     p.add_argument(f"--{contract.HP_WARMUP_EPOCHS}", dest="warmup_epochs", type=float,
                    default=d.warmup_epochs)
+    p.add_argument(f"--{contract.HP_STEPS_PER_EXECUTION}", dest="steps_per_execution", type=int,
+                   default=d.steps_per_execution)
     p.add_argument(f"--{contract.HP_SEED}", dest="seed", type=int, default=d.seed)
     p.add_argument(f"--{contract.HP_MIXED_PRECISION}", dest="mixed_precision",
                    choices=contract.MIXED_PRECISION_CHOICES, default=d.mixed_precision)
@@ -110,6 +113,8 @@ def parse_hyperparameters(argv: Sequence[str]) -> tuple[Hyperparameters, str | N
          f"--{contract.HP_BASE_LEARNING_RATE} {hp.base_learning_rate}: must be positive"),
         (hp.warmup_epochs >= 0,
          f"--{contract.HP_WARMUP_EPOCHS} {hp.warmup_epochs}: must be 0 or more"),
+        (hp.steps_per_execution >= 1,
+         f"--{contract.HP_STEPS_PER_EXECUTION} {hp.steps_per_execution}: must be at least 1"),
         (contract.MIN_IMAGE_SIZE <= hp.image_size <= contract.MAX_IMAGE_SIZE,
          f"--{contract.HP_IMAGE_SIZE} {hp.image_size}: must be {contract.MIN_IMAGE_SIZE}.."
          f"{contract.MAX_IMAGE_SIZE}"),

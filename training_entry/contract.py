@@ -62,6 +62,11 @@ HP_WARMUP_EPOCHS = "warmup-epochs"
 HP_SEED = "seed"
 HP_MIXED_PRECISION = "mixed-precision"
 HP_FP16_ALLREDUCE = "fp16-allreduce"
+# Training steps per call into the graph (Keras steps_per_execution): a small model's step is
+# mostly Keras' per-call Python dispatch, paid once per call. Callbacks' batch hooks run once
+# per call; every step still averages its own gradients (benchmarks/notes.md, P1).
+HP_STEPS_PER_EXECUTION = "steps-per-execution"
+DEFAULT_STEPS_PER_EXECUTION = 16
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
 
 # Images and transfer learning (see training_entry/architectures.py, images.py).

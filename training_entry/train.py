@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> None:
         log(f"phase {phase.name}, epochs {max(initial_epoch, phase.first_epoch) + 1}..{phase.end_epoch}: "
             f"{transfer.set_trainable(model, phase, hp.fine_tune_layers)}")
         optimizer = _optimizer(hp)
-        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        # steps_per_execution: a small model's step is mostly Keras' Python dispatch; run that
+        # many steps per call into the graph (each step still allreduces its gradients).
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                      steps_per_execution=hp.steps_per_execution)
         state, epochs_completed = checkpoints.training_state(model, optimizer)
         if index == first_phase and chief:
             if found is not None:
@@ -178,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
             # phase's factor: lower while fine-tuning the backbone).
             LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps,
                                  factor=phase.lr_factor),
-            *injected_failures(hvd.rank()),  # tests only: off unless its variable is set
+            *injected_failures(hvd.rank(), steps_per_execution=hp.steps_per_execution),  # tests only: off unless its variable is set
         ]
         if chief:
             callbacks += [

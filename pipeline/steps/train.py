@@ -60,6 +60,7 @@ def _estimator(ctx: BuildContext) -> TensorFlow:
             training.HP_BATCH_SIZE: params[P.BATCH_SIZE],
             training.HP_BASE_LEARNING_RATE: params[P.BASE_LEARNING_RATE],
             training.HP_WARMUP_EPOCHS: params[P.WARMUP_EPOCHS],
+            training.HP_STEPS_PER_EXECUTION: params[P.STEPS_PER_EXECUTION],
             training.HP_SEED: settings.seed,
             training.HP_MIXED_PRECISION: settings.mixed_precision,
             training.HP_FP16_ALLREDUCE: settings.fp16_allreduce,

@@ -73,8 +73,8 @@ def test_parameter_list_is_the_contract(default_definition):
     assert [name for name, _ in declared] == [
         "InputDataUri", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
-        "BatchSize", "BaseLearningRate", "WarmupEpochs", "ModelArchitecture", "ImageSize",
-        "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
+        "BatchSize", "BaseLearningRate", "WarmupEpochs", "StepsPerExecution", "ModelArchitecture",
+        "ImageSize", "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
         "AccuracyThreshold", "ModelApprovalStatus",
     ]
 
@@ -93,6 +93,7 @@ def test_mpi_hyperparameters(pipe_sharded_definition):
         (training.HP_EPOCHS, P.EPOCHS), (training.HP_BATCH_SIZE, P.BATCH_SIZE),
         (training.HP_BASE_LEARNING_RATE, P.BASE_LEARNING_RATE),
         (training.HP_WARMUP_EPOCHS, P.WARMUP_EPOCHS),
+        (training.HP_STEPS_PER_EXECUTION, P.STEPS_PER_EXECUTION),
         (training.HP_MODEL_ARCHITECTURE, P.MODEL_ARCHITECTURE), (training.HP_IMAGE_SIZE, P.IMAGE_SIZE),
         (training.HP_AUGMENTATION, P.AUGMENTATION), (training.HP_HEAD_EPOCHS, P.HEAD_EPOCHS),
         (training.HP_FINE_TUNE_LAYERS, P.FINE_TUNE_LAYERS),

@@ -50,6 +50,7 @@ def test_booleans_as_the_toolkit_and_env_spell_them(text, value):
         (["--batch-size", "x"], "bad hyperparameter: argument --batch-size: invalid int value: 'x'"),
         (["--base-learning-rate", "0"], "bad hyperparameter: --base-learning-rate 0.0: must be positive"),
         (["--warmup-epochs", "-1"], "bad hyperparameter: --warmup-epochs -1.0: must be 0 or more"),
+        (["--steps-per-execution", "0"], "bad hyperparameter: --steps-per-execution 0: must be at least 1"),
     ],
 )
 def test_bad_hyperparameters_name_the_argument(argv, message):
