@@ -45,6 +45,7 @@ def test_unknown_instance_type_needs_explicit_processes_per_host():
         ("ModelApprovalStatus", "Maybe", "must be one of"),
         ("InputDataUri", "/local/path", "must be an s3:// URI"),
         ("Epochs", "2.5", "expected an integer"),
+        ("StepsPerExecution", "0", "StepsPerExecution=0: must be at least 1"),
     ],
 )
 def test_bad_values(name, value, message):
