@@ -12,7 +12,7 @@ package::
         -mca orte_abort_on_non_zero_status 1 -x SM_HOSTS -x SM_CURRENT_HOST ... \\
         python -m mpi4py train.py --base-learning-rate 0.001 --batch-size 32 --epochs 10 \\
         --fp16-allreduce False --mixed-precision off --model_dir /opt/ml/model --seed 42 \\
-        --warmup-epochs 2
+        --steps-per-execution 16 --warmup-epochs 2
 
 Locally, 2 ranks on this machine against an ``/opt/ml`` tree at /tmp/ml (input/config/
 inputdataconfig.json and channels train, validation, manifest under input/data)::
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             _report_start_weights(backbone, log)
 
         callbacks = [
-            # Horovod: rank 0's variables to all ranks after the first step (also covered above).
+            # Horovod: rank 0's variables to all ranks after the first call (already done above).
             hvd.callbacks.BroadcastGlobalVariablesCallback(0),
             # Horovod: average the epoch's metrics over ranks before anything logs them.
             hvd.callbacks.MetricAverageCallback(),

@@ -32,6 +32,22 @@ def observations(workdir: Path) -> tuple[list[Observation], list[str]]:
     return local_observations(workdir)
 
 
+def one_steps_per_execution(runs: list[Observation]) -> tuple[list[Observation], str | None]:
+    """The runs at one StepsPerExecution (the one most runs used; the larger on a tie), and a
+    note when others were left out: a step's fixed cost (Keras' dispatch, paid once per call)
+    differs between them, so one model cannot fit both."""
+    counts: dict[int, int] = defaultdict(int)
+    for run in runs:
+        counts[run.steps_per_execution] += 1
+    if len(counts) < 2:
+        return runs, None
+    kept = max(counts, key=lambda value: (counts[value], value))
+    others = ", ".join(f"{counts[v]} at {v}" for v in sorted(counts) if v != kept)
+    return ([r for r in runs if r.steps_per_execution == kept],
+            f"modelling the {counts[kept]} run(s) at StepsPerExecution={kept}; left out {others} "
+            f"(a step's fixed cost depends on it: run again at {kept} to use them)")
+
+
 def _platform_of(obs: Observation, workdir: Path) -> Platform | None:
     if obs.local:
         return PL.local_platform(obs.cores or 1, PL.load_probe(workdir))
@@ -56,7 +72,11 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
     out += [f"  skipped {s}" for s in skipped[:10]]
     book = PriceBook(price_overrides, pricing_client)
     candidates: dict[str, tuple[StepModel, Platform]] = {}
-    for name, runs in groups.items():
+    for name, runs in list(groups.items()):
+        runs, note = one_steps_per_execution(runs)
+        if note:
+            groups[name] = runs
+            out.append(f"  {name}: {note}")
         platform = _platform_of(runs[0], workdir)
         if platform is None:
             out.append(f"  {name}: no hardware figures for this type; its runs are not used")

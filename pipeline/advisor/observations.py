@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pipeline import parameters as P
 from pipeline.advisor.model import Layout
-from training_entry.contract import HP_BATCH_SIZE, HP_FP16_ALLREDUCE, METRIC_KEYS
+from training_entry.contract import HP_BATCH_SIZE, HP_FP16_ALLREDUCE, HP_STEPS_PER_EXECUTION, METRIC_KEYS
 
 # SageMaker metric names the entrypoint's line is read into (one definition: the contract).
 STEP_TIME, STEP_SPREAD, CPU_TIME = "step_time", "step_spread", "cpu_time"
@@ -44,6 +44,9 @@ class Observation:
     # Half the mean absolute difference of two of its steps (s); 0 where the run predates
     # the metric (no wait for the slowest rank is modelled from it).
     step_spread: float = 0.0
+    # Training steps per call into the graph (StepsPerExecution); 1 where the run predates the
+    # parameter (every step was a call). A step's fixed cost depends on it.
+    steps_per_execution: int = 1
 
     @property
     def throughput(self) -> float:
@@ -108,6 +111,7 @@ def from_execution(doc: dict) -> list[Observation]:
             instance_type=str(params.get(P.TRAINING_INSTANCE_TYPE, cost.get("instance_type", "local"))),
             local=True, cores=int(machine.get("cores") or os.cpu_count() or 1), epochs_used=used,
             tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
+            steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
         ))
     return found
 
@@ -146,6 +150,7 @@ def from_training_job(described: dict) -> Observation | None:
         fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
         instance_type=resources.get("InstanceType", "?"), local=False, cores=None, epochs_used=1,
         tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
+        steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
     )
 
 

@@ -15,14 +15,15 @@ from training_entry.config import ConfigError, Hyperparameters
 TOOLKIT_ARGS = [
     "--base-learning-rate", "0.002", "--batch-size", "16", "--epochs", "4",
     "--fp16-allreduce", "True", "--mixed-precision", "mixed_bfloat16",
-    "--model_dir", "/opt/ml/model", "--seed", "3", "--warmup-epochs", "1",
+    "--model_dir", "/opt/ml/model", "--seed", "3", "--steps-per-execution", "4", "--warmup-epochs", "1",
 ]
 
 
 def test_toolkit_arguments_parse():
     hp, model_dir, unknown = config.parse_hyperparameters(TOOLKIT_ARGS)
     assert hp == Hyperparameters(epochs=4, batch_size=16, base_learning_rate=0.002, warmup_epochs=1.0,
-                                 seed=3, mixed_precision="mixed_bfloat16", fp16_allreduce=True)
+                                 steps_per_execution=4, seed=3, mixed_precision="mixed_bfloat16",
+                                 fp16_allreduce=True)
     assert model_dir == "/opt/ml/model"
     assert unknown == []
 

@@ -12,7 +12,7 @@ PARAMETERS = 17226
 def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: int,
               step_seconds: list[float], cpu_seconds: list[float], cores: int = 2,
               instance_type: str = "ml.c5.xlarge", tensors: int | None = None,
-              step_spread: list[float] | None = None) -> Path:
+              step_spread: list[float] | None = None, steps_per_execution: int | None = None) -> Path:
     run_dir = Path(workdir) / "runs" / execution_id
     job_dir = run_dir / "jobs" / f"trainpipe-TrainModel-{execution_id}"
     job_dir.mkdir(parents=True)
@@ -36,6 +36,9 @@ def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: 
              "cost": {"machine": {"cpu": "AMD EPYC", "cores": cores}}},
         ],
     }
+    if steps_per_execution is not None:  # runs recorded before the hyperparameter have none
+        hps = doc["steps"][1]["properties"]["HyperParameters"]
+        hps["steps-per-execution"] = json.dumps(steps_per_execution)
     if tensors is not None:  # runs recorded before the gradient_tensors metric have none
         doc["steps"][1]["metrics"]["tensors"] = tensors
     (run_dir / "execution.json").write_text(json.dumps(doc))

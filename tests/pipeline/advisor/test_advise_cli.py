@@ -45,3 +45,16 @@ def test_advise_without_runs_and_with_a_missing_price_say_what_to_do(tmp_path, c
                  "--region", "ap-east-1", "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "no price for ml.m5.xlarge in ap-east-1" in out and "pass --price ml.m5.xlarge=USD_PER_HOUR" in out
+
+
+def test_advise_models_the_runs_of_one_steps_per_execution(tmp_path, capsys):
+    """Runs recorded before StepsPerExecution count as 1; two runs at 16 outnumber them."""
+    workdir = recorded_workdir(tmp_path / "wd")  # 3 runs, no steps-per-execution: 1
+    for name, ppn in (("s1", 1), ("s2", 2), ("s3", 2), ("s4", 1)):
+        write_run(workdir, name, hosts=1, ppn=ppn, batch=32, step_seconds=[0.05, 0.0008, 0.0008, 0.0008],
+                  cpu_seconds=[0.02, 0.0008, 0.0008, 0.0008], steps_per_execution=16)
+    assert main(["advise", "--workdir", str(workdir), "--plot", str(tmp_path / "a.png")]) == 0
+    out = capsys.readouterr().out
+    assert ("local: modelling the 4 run(s) at StepsPerExecution=16; left out 3 at 1 (a step's fixed cost "
+            "depends on it: run again at 16 to use them)") in out
+    assert "fit on 4 run(s)" in out and "s2/TrainModel" in out and "r2/TrainModel" not in out

@@ -30,6 +30,9 @@ def test_a_sagemaker_training_job_becomes_an_observation():
     with_spread = {**described, "FinalMetricDataList": [*described["FinalMetricDataList"],
                                                         {"MetricName": "step_spread", "Value": 0.0007}]}
     assert from_training_job(with_spread).step_spread == 0.0007
+    assert obs.steps_per_execution == 1  # no steps-per-execution hyperparameter: a call per step
+    with_spe = {**described, "HyperParameters": {**described["HyperParameters"], "steps-per-execution": '"16"'}}
+    assert from_training_job(with_spe).steps_per_execution == 16
 
 
 def test_cloud_observations_read_every_succeeded_training_step_of_the_executions():
