@@ -17,7 +17,12 @@ from pathlib import Path
 
 from pipeline import parameters as P
 from pipeline.advisor.model import Layout
-from training_entry.contract import HP_BATCH_SIZE, HP_FP16_ALLREDUCE, HP_STEPS_PER_EXECUTION, METRIC_KEYS
+from training_entry.contract import (
+    HP_BATCH_SIZE,
+    HP_FP16_ALLREDUCE,
+    HP_STEPS_PER_EXECUTION,
+    METRIC_KEYS,
+)
 
 # SageMaker metric names the entrypoint's line is read into (one definition: the contract).
 STEP_TIME, STEP_SPREAD, CPU_TIME = "step_time", "step_spread", "cpu_time"

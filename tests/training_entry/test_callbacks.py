@@ -11,7 +11,12 @@ import pytest
 import tensorflow as tf
 
 from training_entry import contract
-from training_entry.callbacks import LearningRateSchedule, MetricLine, execution_step_spread, step_spread
+from training_entry.callbacks import (
+    LearningRateSchedule,
+    MetricLine,
+    execution_step_spread,
+    step_spread,
+)
 
 
 def test_step_spread_is_half_the_mean_absolute_difference_of_two_steps_the_first_left_out():
