@@ -44,7 +44,7 @@ from pathlib import Path
 from benchmarks import harness as h
 from benchmarks import train_variants
 from pipeline.local import mpi, tuning
-from training_entry.contract import HP_STEPS_PER_EXECUTION
+from training_entry.contract import FLAT_ALLREDUCE_ENV, HP_STEPS_PER_EXECUTION
 
 HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
@@ -146,9 +146,10 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
         "x_group1": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, entry=VARIANTS,
                               env={**tuned, train_variants.VARIANT_ENV: "group1"}),
                      "tuned + DistributedOptimizer(num_groups=1) (a train.py change)"),
-        "x_flat": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, entry=VARIANTS,
-                            env={**tuned, train_variants.VARIANT_ENV: "flat"}),
-                   "tuned + the gradients as one flat allreduce (benchmarks/flat_allreduce.py)"),
+        "x_per_tensor": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, env={**tuned, FLAT_ALLREDUCE_ENV: "0"}),
+                         "tuned, Horovod's allreduce per gradient tensor (before training_entry/flat_allreduce.py)"),
+        "x_2x1_per_tensor": (h.tuned(1, batch, hosts=2, **{FLAT_ALLREDUCE_ENV: "0"}),
+                             "2 hosts x 1 rank, tuned, Horovod's allreduce per gradient tensor"),
         # steps-per-execution other than the default (1: every step a call, as before it existed).
         **{name: config for n in SPE_SWEEP for name, config in {
             f"x_spe{n}": (dataclasses.replace(h.tuned(2, batch), hyperparameters={HP_SPE: n}),

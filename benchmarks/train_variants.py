@@ -8,7 +8,6 @@ touching it: ``TRAINPIPE_BENCH_VARIANT`` names them, comma separated.
   on one rank stalls every rank at the next allreduce).
 - ``group1``: ``hvd.DistributedOptimizer(..., num_groups=1)``: all gradients of a step in
   one grouped allreduce, negotiated once.
-- ``flat``: the gradients of a step as one flat tensor, one allreduce (``flat_allreduce``).
 
     python benchmarks/train_variants.py <train.py arguments>
 """
@@ -47,19 +46,6 @@ def main() -> None:
             return distributed(*args, **{**kwargs, "num_groups": 1})
 
         hvd.DistributedOptimizer = grouped
-    if "flat" in variants:
-        import horovod.tensorflow.keras as hvd
-
-        from benchmarks import flat_allreduce
-
-        distributed = hvd.DistributedOptimizer
-
-        def flat(*args, **kwargs):
-            optimizer = distributed(*args, **kwargs)
-            flat_allreduce.install(optimizer, kwargs.get("compression", hvd.Compression.none))
-            return optimizer
-
-        hvd.DistributedOptimizer = flat
     sys.argv[0] = TRAIN_PY
     runpy.run_path(TRAIN_PY, run_name="__main__")
 

@@ -101,10 +101,12 @@ class MetricLine(tf.keras.callbacks.Callback):
     thread: TF's, tf.data's, Horovod's), the parameter count and the number of gradient
     tensors are what the scaling advisor fits."""
 
-    def __init__(self, global_batch: int, steps_per_epoch: int):
+    def __init__(self, global_batch: int, steps_per_epoch: int, allreduce_operations=None):
         super().__init__()
         self.global_batch = global_batch
         self.steps_per_epoch = steps_per_epoch
+        # () -> allreduce operations per step (flat_allreduce), or None: one per variable.
+        self.allreduce_operations = allreduce_operations
         self.started = 0.0
         self.trained = 0.0
         self.cpu_started = 0.0
@@ -137,5 +139,6 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics["step_spread"] = execution_step_spread(self.calls)
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
-        metrics["tensors"] = float(len(self.model.trainable_variables))
+        operations = self.allreduce_operations() if self.allreduce_operations else None
+        metrics["tensors"] = float(operations if operations is not None else len(self.model.trainable_variables))
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)

@@ -67,6 +67,9 @@ HP_FP16_ALLREDUCE = "fp16-allreduce"
 # per call; every step still averages its own gradients (benchmarks/notes.md, P1).
 HP_STEPS_PER_EXECUTION = "steps-per-execution"
 DEFAULT_STEPS_PER_EXECUTION = 16
+# "0": Horovod's per-tensor allreduce instead of one flat allreduce of a small model's
+# gradients (training_entry/flat_allreduce.py); for measuring, in the job's environment.
+FLAT_ALLREDUCE_ENV = "TRAINPIPE_FLAT_ALLREDUCE"
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
 
 # Images and transfer learning (see training_entry/architectures.py, images.py).
@@ -142,8 +145,8 @@ METRIC_KEYS = {
     # What the scaling advisor (pipeline/advisor) fits: wall and process CPU seconds per
     # training step of this epoch (rank 0), how much its steps vary (half their mean absolute
     # difference: what synchronised ranks wait for each other), the model's parameter count
-    # (gradient bytes) and its trainable tensors (Horovod reduces each gradient tensor as an
-    # operation of its own).
+    # (gradient bytes) and the allreduce operations of a multi-rank step (Horovod reduces each
+    # gradient tensor as an operation of its own; 1 where flat_allreduce joins them).
     "step_time": "step_seconds",
     "step_spread": "step_spread_seconds",
     "cpu_time": "cpu_seconds_per_step",

@@ -48,6 +48,7 @@ from training_entry import (
     contract,
     data,
     failure,
+    flat_allreduce,
     init_weights,
     records,
     runtime,
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         phase = phases[index]
         log(f"phase {phase.name}, epochs {max(initial_epoch, phase.first_epoch) + 1}..{phase.end_epoch}: "
             f"{transfer.set_trainable(model, phase, hp.fine_tune_layers)}")
-        optimizer = _optimizer(hp)
+        optimizer, reducer = _optimizer(hp)
         # steps_per_execution: a small model's step is mostly Keras' Python dispatch; run that
         # many steps per call into the graph (each step still allreduces its gradients).
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy", metrics=["accuracy"],
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> None:
                 # SageMaker: /opt/ml/checkpoints is synced to checkpoint_s3_uri.
                 EpochCheckpoint(state, epochs_completed, cfg.checkpoint_dir, log),
                 # SageMaker: the metric_definitions regexes read this line.
-                MetricLine(hp.batch_size * hvd.size(), train_plan.steps),
+                MetricLine(hp.batch_size * hvd.size(), train_plan.steps,
+                           allreduce_operations=lambda r=reducer: r.operations if r else None),
             ]
         start = max(initial_epoch, phase.first_epoch)
         if start >= phase.end_epoch:
@@ -212,19 +214,22 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _optimizer(hp: config.Hyperparameters):
+    """(optimizer, the flat allreduce hook or None)."""
     # Horovod: Keras 2 legacy optimizer (DistributedOptimizer does not support the new ones);
-    # its rate is set every step by LearningRateSchedule (base x hvd.size() after warm-up).
+    # its rate is set before every call by LearningRateSchedule (base x hvd.size() after warm-up).
     optimizer = tf.keras.optimizers.legacy.Adam(learning_rate=hp.base_learning_rate)
+    compression = hvd.Compression.fp16 if hp.fp16_allreduce else hvd.Compression.none
     # Horovod: average the gradients over all ranks, optionally sent as float16.
-    optimizer = hvd.DistributedOptimizer(
-        optimizer, compression=hvd.Compression.fp16 if hp.fp16_allreduce else hvd.Compression.none
-    )
+    optimizer = hvd.DistributedOptimizer(optimizer, compression=compression)
+    # Horovod: a small model's gradients as one allreduce, not one per tensor (Horovod's
+    # per-operation cost was a large part of a small step); large or sparse ones as before.
+    reducer = flat_allreduce.install(optimizer, compression) if flat_allreduce.enabled() else None
     if hp.mixed_precision == "mixed_float16":
         # float16 gradients underflow without loss scaling. The scaler wraps the Horovod
         # optimizer, so it unscales and checks allreduced gradients: every rank sees the
         # same inf/nan and skips the same steps.
         optimizer = tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
-    return optimizer
+    return optimizer, reducer
 
 
 def _user_model_path(model_file: str | None) -> str | None:

@@ -43,6 +43,7 @@ def _check_trained(job, result, epochs: int, first_epoch: int = 1, spread: bool 
     steps-per-execution, these small jobs run one full call an epoch: no spread, by design)."""
     assert result.returncode == 0, _tail(result)
     lines = result.metric_lines()
+    parsed = []
     assert [line.split("<")[0] for line in lines] == ["[1,0]"] * len(lines), "only rank 0 prints metrics"
     assert len(lines) == epochs - first_epoch + 1, _tail(result)
     for epoch, line in zip(range(first_epoch, epochs + 1), lines, strict=True):
@@ -52,6 +53,7 @@ def _check_trained(job, result, epochs: int, first_epoch: int = 1, spread: bool 
         assert set(metrics) <= set(contract.METRIC_KEYS), line
         assert missing == set() if spread else missing <= {"step_spread"}, line
         assert metrics["throughput"] > 0
+        parsed.append(metrics)
     chief, *others = job.hosts
     assert sorted(os.listdir(job.model_dir(chief))) == [contract.MODEL_VERSION]
     assert (job.model_dir(chief) / "1" / "saved_model.pb").is_file()
@@ -63,6 +65,7 @@ def _check_trained(job, result, epochs: int, first_epoch: int = 1, spread: bool 
         assert os.listdir(job.checkpoint_dir(host)) == []
     for host in job.hosts:
         assert not job.failure_file(host).exists()
+    return parsed
 
 
 def test_file_mode_one_host_two_ranks(splits, tmp_path):
@@ -70,17 +73,21 @@ def test_file_mode_one_host_two_ranks(splits, tmp_path):
     the step spread included, and the same accuracy."""
     job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="File", epochs=3, steps_per_execution=1)
     result = run_job(job)
-    _check_trained(job, result, epochs=3, spread=True)
+    metrics = _check_trained(job, result, epochs=3, spread=True)
+    # The MLP's 6 gradient tensors go as one flat allreduce (training_entry/flat_allreduce.py).
+    assert {m["tensors"] for m in metrics} == {1.0}
     assert model_accuracy(job.model_dir(), splits["test"]) >= MIN_ACCURACY
 
 
 def test_file_mode_two_hosts_fully_replicated_from_the_bundle(splits, tmp_path):
     """Also: the bundle's root train.py, run from code/ as the toolkit does, imports the
-    bundled training_entry package."""
+    bundled training_entry package; and Horovod's per-tensor allreduce still trains
+    (TRAINPIPE_FLAT_ALLREDUCE=0: the MLP's 6 gradient tensors, one operation each)."""
     job = make_job(tmp_path, splits, hosts=2, ranks_per_host=1, mode="FastFile",
                    distribution="FullyReplicated", epochs=2, from_bundle=True)
-    result = run_job(job)
-    _check_trained(job, result, epochs=2)
+    result = run_job(job, extra_env={"TRAINPIPE_FLAT_ALLREDUCE": "0"})
+    metrics = _check_trained(job, result, epochs=2)
+    assert {m["tensors"] for m in metrics} == {6.0}
     assert "2 ranks (2 host(s) x 1); train FastFile/FullyReplicated" in result.output
 
 

@@ -1,4 +1,7 @@
-"""The flat-allreduce experiment (benchmarks/flat_allreduce.py, variant `flat` of train_variants)."""
+"""The flat allreduce of a small model's gradients (training_entry/flat_allreduce.py).
+
+    .venv/bin/python -m pytest tests/training_entry/test_flat_allreduce.py
+"""
 
 from __future__ import annotations
 
@@ -15,8 +18,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from benchmarks import flat_allreduce as F
 from pipeline.local import mpi
+from training_entry import flat_allreduce as F
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,14 +50,17 @@ def test_the_gradients_go_through_one_allreduce_and_come_back_in_their_shapes(mo
     monkeypatch.setattr(F.hvd, "allreduce", fake_allreduce)
     monkeypatch.setattr(F.hvd, "size", lambda: 2)
     per_tensor = []
-    fn = F.flat_allreduce_fn(lambda g, v: per_tensor.append(g) or g, hvd.Compression.fp16)
+    fn = F.FlatAllreduce(lambda g, v: per_tensor.append(g) or g, hvd.Compression.fp16)
+    assert fn.operations is None  # not traced yet
     out = fn(_grads(), [None, None])
+    assert fn.operations == 1
     assert seen == [([0, 1, 2, 3, 4, 5, 10, 20], F.hvd.Average, hvd.Compression.fp16)]
     assert [o.shape for o in out] == [(3, 2), (2,)]
     assert out[0].numpy().tolist() == [[0, 2], [4, 6], [8, 10]] and out[1].numpy().tolist() == [20, 40]
     assert per_tensor == []
     monkeypatch.setattr(F.hvd, "size", lambda: 1)  # one rank: Horovod's function, which skips it
     assert fn(_grads(), [None, None]) == per_tensor[0] and len(seen) == 1
+    assert fn.operations == 1  # what a multi-rank step of this model issues (the advisor's figure)
 
 
 def test_anything_else_goes_through_horovods_own_function(monkeypatch):
@@ -63,8 +69,14 @@ def test_anything_else_goes_through_horovods_own_function(monkeypatch):
     per_tensor = []
     sparse = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([3, 2]))
     grads = [_grads()[0], sparse]
-    fn = F.flat_allreduce_fn(lambda g, v: per_tensor.append(g) or g, hvd.Compression.none)
+    fn = F.FlatAllreduce(lambda g, v: per_tensor.append(g) or g, hvd.Compression.none)
     assert fn(grads, [None, None]) == grads and per_tensor == [grads]
+    assert fn.operations == 2  # one per gradient tensor
+
+
+def test_on_unless_its_variable_says_0():
+    assert F.enabled({}) and F.enabled({F.FLAT_ALLREDUCE_ENV: "1"})
+    assert not F.enabled({F.FLAT_ALLREDUCE_ENV: "0"})
 
 
 def test_it_hooks_into_this_horovods_distributed_optimizer():
@@ -83,7 +95,7 @@ PROGRAM = textwrap.dedent("""
 
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
-    from benchmarks import flat_allreduce as F
+    from training_entry import flat_allreduce as F
 
     hvd.init()
     r = float(hvd.rank())
