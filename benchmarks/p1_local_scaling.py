@@ -44,7 +44,8 @@ from pathlib import Path
 from benchmarks import harness as h
 from benchmarks import train_variants
 from pipeline.local import mpi, tuning
-from training_entry.contract import FLAT_ALLREDUCE_ENV, HP_STEPS_PER_EXECUTION
+from training_entry.contract import FLAT_ALLREDUCE_ENV
+from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
@@ -57,7 +58,6 @@ WORKLOADS = {
     "cnn": {"model-architecture": "small_cnn", "image-size": 32, "augmentation": "crop"},
 }
 YIELD = list(tuning.YIELD_OPTIONS)
-HP_SPE = HP_STEPS_PER_EXECUTION
 SPE_SWEEP = (1, 8, 32)  # the default (contract.DEFAULT_STEPS_PER_EXECUTION) is every headline run's
 
 

@@ -98,15 +98,16 @@ class MetricLine(tf.keras.callbacks.Callback):
     MetricAverageCallback, so the numbers are averages over all ranks. Throughput counts
     every rank's samples over the epoch's training time (validation excluded). Step time,
     its spread (``execution_step_spread``), this process's CPU seconds per step (every
-    thread: TF's, tf.data's, Horovod's), the parameter count and the number of gradient
-    tensors are what the scaling advisor fits."""
+    thread: TF's, tf.data's, Horovod's), the parameter count and the allreduce operations of
+    a multi-rank step are what the scaling advisor fits."""
 
-    def __init__(self, global_batch: int, steps_per_epoch: int, allreduce_operations=None):
+    def __init__(self, global_batch: int, steps_per_epoch: int, reducer=None):
         super().__init__()
         self.global_batch = global_batch
         self.steps_per_epoch = steps_per_epoch
-        # () -> allreduce operations per step (flat_allreduce), or None: one per variable.
-        self.allreduce_operations = allreduce_operations
+        # flat_allreduce.FlatAllreduce (its allreduce operations per step), or None: one per
+        # trainable variable, as Horovod's DistributedOptimizer reduces them.
+        self.reducer = reducer
         self.started = 0.0
         self.trained = 0.0
         self.cpu_started = 0.0
@@ -139,6 +140,6 @@ class MetricLine(tf.keras.callbacks.Callback):
         metrics["step_spread"] = execution_step_spread(self.calls)
         metrics["cpu_time"] = max(self.cpu_trained - self.cpu_started, 0.0) / steps
         metrics["parameters"] = float(self.model.count_params())
-        operations = self.allreduce_operations() if self.allreduce_operations else None
+        operations = self.reducer.operations if self.reducer else None
         metrics["tensors"] = float(operations if operations is not None else len(self.model.trainable_variables))
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)

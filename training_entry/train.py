@@ -189,8 +189,7 @@ def main(argv: list[str] | None = None) -> None:
                 # SageMaker: /opt/ml/checkpoints is synced to checkpoint_s3_uri.
                 EpochCheckpoint(state, epochs_completed, cfg.checkpoint_dir, log),
                 # SageMaker: the metric_definitions regexes read this line.
-                MetricLine(hp.batch_size * hvd.size(), train_plan.steps,
-                           allreduce_operations=lambda r=reducer: r.operations if r else None),
+                MetricLine(hp.batch_size * hvd.size(), train_plan.steps, reducer=reducer),
             ]
         start = max(initial_epoch, phase.first_epoch)
         if start >= phase.end_epoch:

@@ -3,7 +3,7 @@ each candidate -> knee and recommendation -> report lines and a plot."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,9 +36,7 @@ def one_steps_per_execution(runs: list[Observation]) -> tuple[list[Observation],
     """The runs at one StepsPerExecution (the one most runs used; the larger on a tie), and a
     note when others were left out: a step's fixed cost (Keras' dispatch, paid once per call)
     differs between them, so one model cannot fit both."""
-    counts: dict[int, int] = defaultdict(int)
-    for run in runs:
-        counts[run.steps_per_execution] += 1
+    counts = Counter(run.steps_per_execution for run in runs)
     if len(counts) < 2:
         return runs, None
     kept = max(counts, key=lambda value: (counts[value], value))
