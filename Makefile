@@ -12,7 +12,7 @@ LINT_STAMP := .venv-lint/.trainpipe-lint-installed
 
 .PHONY: install run test lint unit bench lock lock-lint clean
 
-$(STAMP): pyproject.toml constraints.txt scripts/install.sh scripts/install_native.sh scripts/build_native.sh training_entry/_records_native.c
+$(STAMP): pyproject.toml constraints.txt scripts/install.sh scripts/install_native.sh scripts/build_native.sh training_entry/input/_records_native.c
 	bash scripts/install.sh
 	touch $(STAMP)
 

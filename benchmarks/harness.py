@@ -6,8 +6,8 @@ repetitions (A B A B ...) and reports medians and the median's ratio. Nothing he
 on a time.
 
 The training runs use the project's own pieces, not copies: ``processing.preprocess`` writes
-the shards, ``pipeline.local.contract`` builds each simulated host's ``/opt/ml`` tree and
-``SM_*`` environment, ``pipeline.local.mpi.prepare`` writes the hostfile / rsh agent and the
+the shards, ``pipeline.local.jobs.contract`` builds each simulated host's ``/opt/ml`` tree and
+``SM_*`` environment, ``pipeline.local.hosts.mpi.prepare`` writes the hostfile / rsh agent and the
 ``mpirun`` command line exactly as the local runner does, and every rank runs
 ``training_entry/train.py``.
 """
@@ -153,9 +153,9 @@ def preprocess(root: Path, replicate: int, shard_count: int, seed: int = 42) -> 
 
 
 def preprocess_images(root: Path, shard_count: int, seed: int = 42) -> dict[str, Path]:
-    """The PreprocessData entrypoint on the digits as a PNG tree (``pipeline.default_data``:
+    """The PreprocessData entrypoint on the digits as a PNG tree (``pipeline.data.default``:
     1,797 images, 32x32); returns {train, validation, test, manifest: directory}. Cached."""
-    from pipeline.default_data import export_digits_images
+    from pipeline.data.default import export_digits_images
 
     return _preprocessed(Path(root) / f"digits-images-shards{shard_count}", export_digits_images,
                          shard_count, seed)
@@ -164,7 +164,7 @@ def preprocess_images(root: Path, shard_count: int, seed: int = 42) -> dict[str,
 def _preprocessed(base: Path, write_raw, shard_count: int, seed: int) -> dict[str, Path]:
     """PreprocessData over what ``write_raw(raw_dir)`` writes, once per ``base`` (a ``done``
     file marks a finished run; anything else there is thrown away and made again)."""
-    from pipeline.local import contract as local
+    from pipeline.local.jobs import contract as local
     from processing import contract as processing
 
     dirs = {name: Path(local.relocate(path, base)) for name, path in processing.OUTPUT_DIRS.items()}
@@ -221,11 +221,11 @@ class Launch:
     hosts: int = 1
     mpirun_options: Sequence[str] = ()  # passed like custom_mpi_options
     env: dict[str, str] = field(default_factory=dict)  # added to every rank's environment
-    pin: bool = False  # run each rank through pipeline.local.tuning's pinning shim
+    pin: bool = False  # run each rank through pipeline.local.hosts.tuning's pinning shim
     base_options: Sequence[str] | None = None  # replace mpi.BASE_OPTIONS (only to test them)
     entry: Path = TRAIN_PY  # the script every rank runs
     # Several hosts: all ranks on one Open MPI node with the PMPI shim, as the runner does
-    # (pipeline.local.shared_memory); False = one node per host (TCP between hosts).
+    # (pipeline.local.hosts.shared_memory); False = one node per host (TCP between hosts).
     shared_memory: bool = True
     # Hyperparameters of this setting (e.g. another steps-per-execution), over the workload's.
     hyperparameters: dict = field(default_factory=dict)
@@ -236,8 +236,8 @@ class Launch:
 
 
 def tuned(ranks: int, batch_size: int, hosts: int = 1, **env: str) -> Launch:
-    """The local runner's fast defaults (``pipeline.local.tuning.local_launch``)."""
-    from pipeline.local import tuning
+    """The local runner's fast defaults (``pipeline.local.hosts.tuning.local_launch``)."""
+    from pipeline.local.hosts import tuning
 
     fast = tuning.local_launch(ranks * hosts)
     return Launch(ranks, batch_size, hosts, fast.mpirun_options, {**fast.env, **env}, fast.pin)
@@ -258,11 +258,12 @@ def training_job(
 ) -> TrainingRun:
     """Stage each host's tree (File mode: its shards linked in, as the runner's stager copies
     them), build the rank environment as ``TrainingJob.host_environment`` does, and run the
-    command ``pipeline.local.mpi.prepare`` returns."""
-    from pipeline.local import contract as local
-    from pipeline.local import jobs, mpi, tuning
-    from training_entry import records
+    command ``pipeline.local.hosts.mpi.prepare`` returns."""
+    from pipeline.local.hosts import mpi, tuning
+    from pipeline.local.jobs import contract as local
+    from pipeline.local.jobs import lifecycle as jobs
     from training_entry.contract import CHANNEL_MANIFEST, CHANNEL_TRAIN, CHANNEL_VALIDATION
+    from training_entry.input import records
 
     job_dir = Path(work) / f"job-{label}-{time.monotonic_ns()}"
     hosts = local.host_names(launch.hosts)
@@ -320,7 +321,7 @@ def training_job(
         parameters = inspect.signature(mpi.prepare).parameters
         shared = {}
         if "shared_memory_shim" in parameters and launch.hosts > 1 and launch.shared_memory:
-            from pipeline.local import shared_memory
+            from pipeline.local.hosts import shared_memory
 
             shared["shared_memory_shim"], _ = shared_memory.library()
         if "local_options" in parameters:

@@ -1,9 +1,9 @@
 """Image input pipeline: images/s that decode + resize + augment deliver (the training
-path's tf.data map, ``training_entry.images.parse_example``) against the images/s the
+path's tf.data map, ``training_entry.input.images.parse_example``) against the images/s the
 small_cnn training step consumes, under the same thread budget.
 
 The input must outpace the step, or the step waits on it. Both run in this one process with
-``--threads`` TF threads (1: what ``pipeline.local.tuning`` gives each of two local ranks on
+``--threads`` TF threads (1: what ``pipeline.local.hosts.tuning`` gives each of two local ranks on
 two cores), on the digits PNG shards that PreprocessData writes; repetitions are
 interleaved (input, step, input, step, ...) so load drift hits both alike.
 
@@ -33,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from training_entry import architectures, images, records
+    from training_entry.input import images, records
+    from training_entry.model import architectures
 
     tf.config.threading.set_intra_op_parallelism_threads(args.threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.threads)

@@ -2,8 +2,8 @@
 
 Every run is the project's training entrypoint (``training_entry/train.py``: the digits MLP,
 Horovod's DistributedOptimizer, File-mode TFRecord input) on a tree built by
-``pipeline.local.contract`` and launched with the ``mpirun`` command line that
-``pipeline.local.mpi.prepare`` builds for the local runner. Samples/s is the entrypoint's
+``pipeline.local.jobs.contract`` and launched with the ``mpirun`` command line that
+``pipeline.local.hosts.mpi.prepare`` builds for the local runner. Samples/s is the entrypoint's
 own per-epoch metric (training steps only; every rank's samples), median over the epochs
 after the first (which traces the graph); end-to-end is mpirun's wall time.
 
@@ -19,10 +19,10 @@ headline runs (one process, tuned 1x2, tuned 2x1) are interleaved ``--repeats`` 
 ``make bench``); each 2-rank run is divided by the one-process run of its own repetition
 (paired ratios: load that drifts over the minutes cancels), and the 2x1 figure is reported
 as the median and the minimum of those. The settings ladder (``--explore`` only) adds the fast defaults of
-``pipeline.local.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
+``pipeline.local.hosts.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
 Horovod allreduces of the model's gradient size in both layouts (``allreduce_probe.py``):
 the transport between the ranks, without the training around it. ``tcp_2x1`` and
-``allreduce_2x1_tcp`` are the 2x1 launch as it was before ``pipeline.local.shared_memory``:
+``allreduce_2x1_tcp`` are the 2x1 launch as it was before ``pipeline.local.hosts.shared_memory``:
 one Open MPI node per simulated host, so TCP over loopback between the hosts.
 
     .venv/bin/python -m benchmarks.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 3]
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from benchmarks import harness as h
 from benchmarks import train_variants
-from pipeline.local import mpi, tuning
+from pipeline.local.hosts import mpi, tuning
 from training_entry.contract import FLAT_ALLREDUCE_ENV
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
@@ -78,7 +78,7 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
     configs: dict[str, tuple[h.Launch, str]] = {
         "one_process": (h.Launch(1, 2 * batch), f"1 process, batch {2 * batch}, TF default threads"),
         "naive_1x2": (h.Launch(2, batch), "2 ranks on 1 host, the runner's launch before tuning"),
-        "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.tuning defaults"),
+        "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.hosts.tuning defaults"),
     }
     if quick:
         return configs
@@ -147,7 +147,7 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
                               env={**tuned, train_variants.VARIANT_ENV: "group1"}),
                      "tuned + DistributedOptimizer(num_groups=1) (a train.py change)"),
         "x_per_tensor": (h.Launch(2, batch, mpirun_options=YIELD, pin=True, env={**tuned, FLAT_ALLREDUCE_ENV: "0"}),
-                         "tuned, Horovod's allreduce per gradient tensor (before training_entry/flat_allreduce.py)"),
+                         "tuned, Horovod's allreduce per gradient tensor (before training_entry/run/flat_allreduce.py)"),
         "x_2x1_per_tensor": (h.tuned(1, batch, hosts=2, **{FLAT_ALLREDUCE_ENV: "0"}),
                              "2 hosts x 1 rank, tuned, Horovod's allreduce per gradient tensor"),
         # steps-per-execution other than the default (1: every step a call, as before it existed).

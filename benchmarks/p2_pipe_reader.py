@@ -6,7 +6,7 @@ pass: shuffle, batch, parse), drained in-graph so no Python loop is timed:
 
 - File: ``tf.data.TFRecordDataset`` on the shards on disk (the entrypoint's File/FastFile
   reader).
-- Pipe: ``pipeline.local.channels.PipeFeeder`` streams the shards into the FIFO
+- Pipe: ``pipeline.local.store.channels.PipeFeeder`` streams the shards into the FIFO
   ``train_0`` (as for a job) and the entrypoint's ``PipeReader`` reads it
   (``pipe.read_epoch_chunks``: lists of records, shuffled and batched by
   ``pipe_batches`` and handed to tf.data as one blob per ~1024 records), with
@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    from pipeline.local import channels as ch
-    from pipeline.local.storage import LocalStorage
-    from training_entry import data, pipe, records
+    from pipeline.local.store import channels as ch
+    from pipeline.local.store.storage import LocalStorage
     from training_entry.config import Channel, Hosts
+    from training_entry.input import data, pipe, records
 
     work = h.work_dir("p2")
     splits = h.preprocess(work, args.replicate, args.shards)

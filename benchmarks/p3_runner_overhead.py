@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks import harness as h
-from pipeline.default_data import DIGITS_RECORDS
+from pipeline.data.default import DIGITS_RECORDS
 from pipeline.settings import PLACEHOLDER_BUCKET
 
 
@@ -52,8 +52,8 @@ def union_seconds(spans: list[tuple[float, float]]) -> float:
 def child(argv: list[str]) -> int:
     """In the measured process: record child lifetimes, then be ``trainpipe``."""
     spans_file, cli_args = argv[0], argv[1:]
-    from pipeline import cli
-    from pipeline.local import processes
+    from pipeline.cli import main as cli
+    from pipeline.local.hosts import processes
 
     spans: list[dict] = []
     lock = threading.Lock()
@@ -80,7 +80,7 @@ def child(argv: list[str]) -> int:
     processes.ProcessSet.spawn = spawn
     # The definition: built with the SageMaker SDK (imported then) on a cache miss, read
     # from <workdir>/definitions on a hit.
-    from pipeline import definition_cache
+    from pipeline.definition import cache as definition_cache
 
     sdk = {"definition": 0.0, "definition_cached": False}
     cached = definition_cache.cached_definition
@@ -103,13 +103,13 @@ def child(argv: list[str]) -> int:
         time.sleep(0.1)  # the last watcher's note
         with lock:
             Path(spans_file).write_text(json.dumps({"spans": spans, "sdk": sdk}))
-    gc.freeze()  # as the trainpipe console script exits (pipeline.cli.run)
+    gc.freeze()  # as the trainpipe console script exits (pipeline.cli.main.run)
     return code
 
 
 def upload_digits(workdir: Path, replicate: int) -> str:
     """digits x ``replicate`` as the raw CSV, in the local object store; returns its URI."""
-    from pipeline.default_data import digits_csv
+    from pipeline.data.default import digits_csv
 
     body = digits_csv()
     header, _, rows = body.partition(b"\n")

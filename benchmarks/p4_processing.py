@@ -1,6 +1,6 @@
 """P4: PreprocessData's shard writer vs a plain ``tf.io.TFRecordWriter`` loop.
 
-Both write the same records (digits x N, serialized with ``training_entry.examples.serialize``,
+Both write the same records (digits x N, serialized with ``training_entry.input.examples.serialize``,
 the one encoding the project uses); the plain loop writes them into a single file, the way
 anyone would without shards. ``processing.preprocess.write_shards`` writes them as
 ``--shards`` files of contiguous runs. The ratio (shard writer records/s over the plain
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorflow as tf
 
     from processing.preprocess import write_shards
-    from training_entry import examples, records
+    from training_entry.input import examples, records
 
     x, y = h.digits_arrays(args.replicate)
     n = len(y)

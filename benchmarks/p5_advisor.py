@@ -4,7 +4,7 @@ For each workload (the digits MLP on the feature table; the small CNN on the dig
 PNGs, ``ModelArchitecture=small_cnn``): a 1-rank run (with the threads each checked rank
 gets) and a short allreduce probe (``advisor_probe.py`` at 1x2 and 2x1: sizes around each
 model's gradient, and the compute contention of ranks run together) calibrate
-``pipeline.advisor``; it then predicts the samples/s of a 1x2 (one simulated host, two
+``pipeline.costs.advisor``; it then predicts the samples/s of a 1x2 (one simulated host, two
 ranks) and a 2x1 run (two simulated hosts, one rank each), which are measured too and
 compared. The multi-rank runs never reach the fit.
 
@@ -33,11 +33,11 @@ import time
 
 from benchmarks import harness as h
 from benchmarks.advisor_probe import SIZES_ENV
-from pipeline.advisor import fit as F
-from pipeline.advisor.model import Layout
-from pipeline.advisor.observations import Observation
-from pipeline.advisor.platforms import local_platform
-from pipeline.local import tuning
+from pipeline.costs.advisor import fit as F
+from pipeline.costs.advisor.model import Layout
+from pipeline.costs.advisor.observations import Observation
+from pipeline.costs.advisor.platforms import local_platform
+from pipeline.local.hosts import tuning
 from training_entry.contract import (
     ARCH_SMALL_CNN,
     DEFAULT_IMAGE_SIZE,
@@ -61,14 +61,14 @@ WORKLOADS = {
 
 
 def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
-    """The digits as a PNG tree (``pipeline.default_data``) through the PreprocessData
+    """The digits as a PNG tree (``pipeline.data.default``) through the PreprocessData
     entrypoint: image shards for the CNN. Cached in ``root``."""
     import shutil
     import subprocess
     from pathlib import Path
 
-    from pipeline.default_data import export_digits_images
-    from pipeline.local import contract as local
+    from pipeline.data.default import export_digits_images
+    from pipeline.local.jobs import contract as local
     from processing import contract as processing
 
     base = Path(root) / f"digits-images-shards{shard_count}"

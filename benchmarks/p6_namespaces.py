@@ -1,7 +1,7 @@
 """P6: what giving each simulated host its own /opt/ml and hostname costs a job.
 
 The same small jobs run with each host in its own mount and UTS namespaces (the default,
-``pipeline/local/namespaces.py``) and with the fallback that only relocates container paths
+``pipeline/local/hosts/namespaces.py``) and with the fallback that only relocates container paths
 (``TRAINPIPE_NAMESPACES=0``), interleaved: a 2-host processing job of a trivial script (the
 worst case: the launcher's extra Python start is all there is to see) and a 2-host x 1-rank
 MPI training job of a trivial script (each host's Open MPI daemon is started in its
@@ -21,10 +21,10 @@ import tarfile
 import time
 
 from benchmarks import harness as h
-from pipeline.local import mpi, namespaces
-from pipeline.local.processing_job import ProcessingJob
-from pipeline.local.storage import LocalStorage
-from pipeline.local.training_job import TrainingJob
+from pipeline.local.hosts import mpi, namespaces
+from pipeline.local.jobs.processing import ProcessingJob
+from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.store.storage import LocalStorage
 
 BUCKET = "p6-bench"
 SCRIPT = "import socket; print(socket.gethostname())\n"

@@ -35,10 +35,11 @@ import tensorflow as tf
 
 from evaluation import images, report
 from evaluation.metrics import Scores
-from training_entry import archives, records
+from training_entry import archives
 from training_entry.contract import container_path
-from training_entry.examples import parse_batch
 from training_entry.failure import report_exit_message
+from training_entry.input import records
+from training_entry.input.examples import parse_batch
 
 SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_BATCH_SIZE = 1024

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from evaluation import report
 from evaluation.metrics import Scores
-from training_entry import records
 from training_entry.contract import SERVING_INPUT_IMAGE_BYTES, SERVING_OUTPUT, SIGNATURE_BYTES
-from training_entry.examples import image_feature_spec
+from training_entry.input import records
+from training_entry.input.examples import image_feature_spec
 
 # Images decode to [batch, S, S, 3] float32 inside the model: 64 x 224 x 224 x 3 x 4 bytes is
 # 38 MB, where the tables' 1024 records would be 600 MB.

@@ -7,7 +7,7 @@ what ``build_report`` writes: one definition for both. Standard library only, Py
 from __future__ import annotations
 
 # The report's "kind" is the data's kind, as the manifests name it (stdlib-only module).
-from training_entry.records import KIND_IMAGE, KIND_TABLE  # noqa: F401  (re-exported)
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE  # noqa: F401  (re-exported)
 
 ENTRY_POINT = "evaluate.py"
 

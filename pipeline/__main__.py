@@ -1,5 +1,5 @@
 """``python -m pipeline`` is ``trainpipe``."""
 
-from pipeline.cli import run
+from pipeline.cli.main import run
 
 run()

@@ -348,8 +348,8 @@ def _evaluation_uri(properties: dict) -> str | None:
 
 def local_results(workdir: str | Path, execution_dir: str | Path | None = None) -> RunResults:
     """The results of a local execution (default: the newest in ``workdir``)."""
-    from pipeline.local.registry import Registry
-    from pipeline.local.storage import LocalStorage
+    from pipeline.local.store.registry import Registry
+    from pipeline.local.store.storage import LocalStorage
 
     execution_dir = Path(execution_dir or latest_local_execution(workdir))
     document = _execution_document(execution_dir)
@@ -399,7 +399,7 @@ def cloud_results(clients, execution_arn: str, model_package_group: str) -> RunR
     from pipeline.cloud.aws import aws_errors
     from pipeline.cloud.executions import StepLister, describe_execution
     from pipeline.cloud.uploads import split_s3_uri
-    from pipeline.definition import STEP_EVALUATE
+    from pipeline.definition.build import STEP_EVALUATE
 
     sagemaker = clients.sagemaker
     described = describe_execution(sagemaker, execution_arn)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from training_entry.records import KIND_IMAGE, KIND_TABLE
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE
 
 ENTRY_POINT = "preprocess.py"
 
@@ -50,7 +50,7 @@ LABEL_COLUMN = "label"
 # An image tree is ``<class name>/<file>`` (files may sit deeper below their class folder,
 # like torchvision's ImageFolder); class ids are the sorted class names.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
-# Named in messages (pipeline/parameters.py defines the parameter; a test keeps them equal).
+# Named in messages (pipeline/definition/parameters.py defines the parameter; a test keeps them equal).
 _INPUT_PARAMETER = "InputDataUri"
 _SHOWN = 3
 

@@ -26,7 +26,7 @@ import tensorflow as tf
 from processing import contract
 from processing.rawdata import DataError
 from processing.split import MIN_RECORDS_PER_CLASS, SPLITS, shard_bounds
-from training_entry import examples, records
+from training_entry.input import examples, records
 
 # Failures named in the message besides the first one (the user fixes them all in one go).
 _LISTED_FAILURES = 3

@@ -39,9 +39,9 @@ import tensorflow as tf
 from processing import contract, images
 from processing.rawdata import DataError, RawData, find_raw_file, load_raw
 from processing.split import check_fractions, check_shards_fit, shard_bounds, stratified_split
-from training_entry import examples, records
 from training_entry.contract import container_path
 from training_entry.failure import report_exit_message
+from training_entry.input import examples, records
 
 
 class SetupError(Exception):
@@ -102,7 +102,7 @@ def write_shards(
     only: Collection[int] | None = None,
 ) -> dict[str, int]:
     """Write ``x``/``y`` (records in split order) as ``shard_count`` TFRecord shards of
-    ``training_entry.examples`` Examples in ``directory``, shard i holding the i-th contiguous
+    ``training_entry.input.examples`` Examples in ``directory``, shard i holding the i-th contiguous
     run of records (sizes equal +-1).
 
     ``only``: the shard indices to write (a processing host writes its own share); None

@@ -18,7 +18,7 @@ import numpy as np
 from processing.contract import LABEL_COLUMN, RAW_SUFFIXES
 
 # Shown in messages: the pipeline parameter that decides what lands in RAW_DATA_DIR (a test
-# keeps it in step with pipeline/parameters.py, which container code must not import).
+# keeps it in step with pipeline/definition/parameters.py, which container code must not import).
 INPUT_PARAMETER = "InputDataUri"
 _LISTED_NAMES = 5
 _ENCODING = "utf-8-sig"  # spreadsheet exports often start with a byte-order mark

@@ -19,7 +19,7 @@ TRAIN, VALIDATION, TEST = SPLITS
 # missing a class would hide that the model never sees it.
 MIN_RECORDS_PER_CLASS = len(SPLITS)
 # Named in messages: the pipeline parameters that set the shard count (a test keeps them in
-# step with pipeline/parameters.py, which this container code must not import).
+# step with pipeline/definition/parameters.py, which this container code must not import).
 WORKER_PARAMETERS = ("TrainingInstanceCount", "ProcessesPerHost")
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the native TFRecord reader (training_entry/_records_native.c -> _trainpipe_records)
+# Builds the native TFRecord reader (training_entry/input/_records_native.c -> _trainpipe_records)
 # for one Python interpreter: one C file, no dependency beyond the compiler and Python's headers.
 #
 #   bash scripts/build_native.sh PYTHON OUT_DIR
@@ -10,7 +10,7 @@ set -euo pipefail
 python=${1:?usage: build_native.sh PYTHON OUT_DIR}
 out_dir=${2:?usage: build_native.sh PYTHON OUT_DIR}
 here=$(cd "$(dirname "$0")/.." && pwd)
-source_file="$here/training_entry/_records_native.c"
+source_file="$here/training_entry/input/_records_native.c"
 cc=${CC:-gcc}
 command -v "$cc" >/dev/null || { echo "no C compiler ($cc)" >&2; exit 1; }
 read -r include suffix < <("$python" -c 'import sysconfig; print(sysconfig.get_paths()["include"], sysconfig.get_config_var("EXT_SUFFIX"))')

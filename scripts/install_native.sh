@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the native TFRecord reader (_trainpipe_records, from training_entry/_records_native.c)
+# Installs the native TFRecord reader (_trainpipe_records, from training_entry/input/_records_native.c)
 # into a Python environment: scripts/install.sh runs it after Horovod, the same way.
 #
 #   bash scripts/install_native.sh PYTHON
@@ -7,14 +7,14 @@
 # Built by scripts/build_native.sh and cached outside the clone, keyed by everything it was
 # compiled against (source hash, Python ABI, compiler, CPU architecture), so a reinstall
 # copies it in. Never fatal: when the build or the import fails it prints one notice and
-# removes the module, and Pipe mode uses the Python reader (training_entry/records.py).
+# removes the module, and Pipe mode uses the Python reader (training_entry/input/records.py).
 set -euo pipefail
 python=${1:?usage: install_native.sh PYTHON}
 here=$(cd "$(dirname "$0")/.." && pwd)
 cache_root=${TRAINPIPE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/trainpipe}
 say() { printf '[install] %s\n' "$*"; }
 
-source_file="$here/training_entry/_records_native.c"
+source_file="$here/training_entry/input/_records_native.c"
 sha=$(sha256sum "$source_file" | cut -c1-64)
 read -r platlib suffix < <("$python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"], sysconfig.get_config_var("EXT_SUFFIX"))')
 module="_trainpipe_records$suffix"

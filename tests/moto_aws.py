@@ -48,7 +48,7 @@ def aws(moto_url, monkeypatch):
     urllib.request.urlopen(request, timeout=30).close()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
     monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    # The SDK's import turns the root logger to INFO (see pipeline/cli.py); keep test output
+    # The SDK's import turns the root logger to INFO (see pipeline/cli/main.py); keep test output
     # to what trainpipe prints.
     logging.getLogger().setLevel(logging.WARNING)
     return moto_url

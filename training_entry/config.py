@@ -33,7 +33,7 @@ class ConfigError(UserError):
 # --- Hyperparameters -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Hyperparameters:
-    # Defaults match pipeline/parameters.py and settings.py, so a bare local run behaves
+    # Defaults match pipeline/definition/parameters.py and settings.py, so a bare local run behaves
     # like the pipeline's default execution.
     epochs: int = 10
     batch_size: int = 32  # per worker

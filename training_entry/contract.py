@@ -11,7 +11,7 @@ import math
 import os
 import re
 
-from training_entry.records import KIND_TABLE
+from training_entry.input.records import KIND_TABLE
 
 # SageMaker: every container path lives under /opt/ml. The training toolkit lets
 # SAGEMAKER_BASE_DIR move that root; the local runner uses it to give each simulated host its
@@ -68,11 +68,11 @@ HP_FP16_ALLREDUCE = "fp16-allreduce"
 HP_STEPS_PER_EXECUTION = "steps-per-execution"
 DEFAULT_STEPS_PER_EXECUTION = 16
 # "0": Horovod's per-tensor allreduce instead of one flat allreduce of a small model's
-# gradients (training_entry/flat_allreduce.py); for measuring, in the job's environment.
+# gradients (training_entry/run/flat_allreduce.py); for measuring, in the job's environment.
 FLAT_ALLREDUCE_ENV = "TRAINPIPE_FLAT_ALLREDUCE"
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
 
-# Images and transfer learning (see training_entry/architectures.py, images.py).
+# Images and transfer learning (see training_entry/model/architectures.py, images.py).
 HP_MODEL_ARCHITECTURE = "model-architecture"
 HP_IMAGE_SIZE = "image-size"  # pixels per side the images are resized to
 HP_HEAD_EPOCHS = "head-epochs"  # phase 1: the new head only, backbone frozen
@@ -97,7 +97,7 @@ ARCHITECTURES = (ARCH_AUTO, *TABLE_ARCHITECTURES, *IMAGE_ARCHITECTURES, ARCH_CUS
 DEFAULT_IMAGE_SIZE = 32
 MIN_IMAGE_SIZE = 32  # keras.applications refuse smaller inputs
 MAX_IMAGE_SIZE = 1024
-# Transfer learning defaults (pipeline/parameters.py and config.Hyperparameters use these).
+# Transfer learning defaults (pipeline/definition/parameters.py and config.Hyperparameters use these).
 DEFAULT_HEAD_EPOCHS = 2
 DEFAULT_FINE_TUNE_LAYERS = 30
 DEFAULT_FINE_TUNE_LR_FACTOR = 0.1
@@ -111,7 +111,7 @@ def architecture_fits(architecture: str, kind: str) -> bool:
     return architecture in (TABLE_ARCHITECTURES if kind == KIND_TABLE else IMAGE_ARCHITECTURES)
 
 
-# training_entry.init_backbone --weights: ImageNet (downloads) or random (tests, no network).
+# training_entry.model.init_backbone --weights: ImageNet (downloads) or random (tests, no network).
 INIT_WEIGHTS_CHOICES = ("imagenet", "random")
 
 # The user's model file: a function of this name, documented in README "Your own data and
@@ -142,7 +142,7 @@ METRIC_KEYS = {
     "val_loss": "val_loss",
     "val_accuracy": "val_accuracy",
     "throughput": "samples_per_sec",
-    # What the scaling advisor (pipeline/advisor) fits: wall and process CPU seconds per
+    # What the scaling advisor (pipeline/costs/advisor) fits: wall and process CPU seconds per
     # training step of this epoch (rank 0), how much its steps vary (half their mean absolute
     # difference: what synchronised ranks wait for each other), the model's parameter count
     # (gradient bytes) and the allreduce operations of a multi-rank step (Horovod reduces each

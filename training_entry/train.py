@@ -41,22 +41,13 @@ import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
 
-from training_entry import (
-    architectures,
-    checkpoints,
-    config,
-    contract,
-    data,
-    failure,
-    flat_allreduce,
-    init_weights,
-    records,
-    runtime,
-    transfer,
-)
-from training_entry.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
-from training_entry.fault_injection import injected_failures
-from training_entry.model import save_for_serving
+from training_entry import config, contract, failure
+from training_entry.input import data, records
+from training_entry.model import architectures, init_weights, transfer
+from training_entry.model.network import save_for_serving
+from training_entry.run import checkpoints, flat_allreduce, runtime
+from training_entry.run.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
+from training_entry.run.fault_injection import injected_failures
 
 
 def main(argv: list[str] | None = None) -> None:

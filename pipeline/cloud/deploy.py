@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 from botocore.exceptions import ClientError
 
-from pipeline import parameters as P
 from pipeline.cloud.account import Target
 from pipeline.cloud.aws import aws_errors, is_not_found
 from pipeline.cloud.diff import definition_diff
 from pipeline.cloud.secrets import find_secrets
 from pipeline.cloud.uploads import Upload, bundle_uploads, default_data_uploads, put
+from pipeline.definition import parameters as P
 from pipeline.errors import UserError
 
 DESCRIPTION = "trainpipe: preprocess, Horovod/MPI TensorFlow training, evaluate, register"
@@ -75,8 +75,8 @@ def plan_upsert(
     tags: Mapping[str, str] | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> UpsertPlan:
-    from pipeline.definition import build_definition
-    from pipeline.schema_check import check_definition
+    from pipeline.definition.build import build_definition
+    from pipeline.definition.schema_check import check_definition
 
     settings = target.settings
     definition = build_definition(settings, overrides)

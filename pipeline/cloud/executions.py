@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 
 from botocore.exceptions import ClientError
 
-from pipeline import parameters as P
 from pipeline.cloud.aws import aws_errors, error_code, error_message
-from pipeline.default_data import DIGITS_RECORDS
+from pipeline.data.default import DIGITS_RECORDS
+from pipeline.definition import parameters as P
 from pipeline.errors import UserError
 
 SUCCEEDED = "Succeeded"

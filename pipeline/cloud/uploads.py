@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline import parameters as P
-from pipeline.bundles import Bundle, all_bundles
-from pipeline.default_data import DIGITS_FILENAME, digits_csv, digits_images
+from pipeline.data.default import DIGITS_FILENAME, digits_csv, digits_images
+from pipeline.definition import parameters as P
+from pipeline.definition.bundles import Bundle, all_bundles
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 

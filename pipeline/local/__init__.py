@@ -1,0 +1,1 @@
+"""Runs a pipeline definition on this machine: ``runner`` drives an execution through ``dag`` (reading the definition), ``jobs`` (running each job), ``hosts`` (simulating SageMaker hosts) and ``store`` (the object store)."""

@@ -23,14 +23,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from pipeline.costs import accounting
-from pipeline.local.processes import sweep
+from pipeline.local.hosts.processes import JOB_TOKEN_FILE, sweep
 
 EXECUTING, SUCCEEDED, FAILED, STOPPED, NOT_EXECUTED = (
     "Executing", "Succeeded", "Failed", "Stopped", "NotExecuted")
 RECORD_FILE = "execution.json"
 RUNNER_LOCK = "runner.lock"
-# A job folder's token file: the marker its processes carry (processes.MARKER_ENV).
-JOB_TOKEN_FILE = "job.token"
 RUNNER_DIED = "runner died"
 
 

@@ -30,7 +30,17 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from pipeline.local import caching, interpreter, preflight, stubs
+from pipeline.local.dag import caching, interpreter, preflight, stubs
+from pipeline.local.dag.interpreter import (
+    STEP_CONDITION,
+    STEP_FAIL,
+    STEP_PROCESSING,
+    STEP_REGISTER_MODEL,
+    STEP_TRAINING,
+    Context,
+    ExpressionError,
+    StepNode,
+)
 from pipeline.local.execution import (
     EXECUTING,
     FAILED,
@@ -42,23 +52,13 @@ from pipeline.local.execution import (
     StepRecord,
     timestamp,
 )
-from pipeline.local.interpreter import (
-    STEP_CONDITION,
-    STEP_FAIL,
-    STEP_PROCESSING,
-    STEP_REGISTER_MODEL,
-    STEP_TRAINING,
-    Context,
-    ExpressionError,
-    StepNode,
-)
-from pipeline.local.job_failures import CLIENT_ERROR
-from pipeline.local.jobs import JobResult, JobStopped, account_of
-from pipeline.local.processes import interrupts_deferred
-from pipeline.local.processing_job import ProcessingJob
-from pipeline.local.registry import Registry
-from pipeline.local.storage import Storage, StorageError
-from pipeline.local.training_job import TrainingJob
+from pipeline.local.hosts.processes import interrupts_deferred
+from pipeline.local.jobs.failures import CLIENT_ERROR
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
+from pipeline.local.jobs.processing import ProcessingJob
+from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.store.registry import Registry
+from pipeline.local.store.storage import Storage, StorageError
 
 JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from pipeline.local import tuning
+from pipeline.local.hosts import tuning
 
 
 def test_one_rank_keeps_tensorflows_defaults():
@@ -76,7 +76,7 @@ def test_shim_pins_then_execs():
 
 
 def test_tuning_imports_neither_tensorflow_nor_horovod():
-    code = ("import sys; import pipeline.local.tuning; "
+    code = ("import sys; import pipeline.local.hosts.tuning; "
             "print([m for m in ('tensorflow', 'horovod', 'sagemaker') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

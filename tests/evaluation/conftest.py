@@ -160,7 +160,7 @@ def image_test_set(records: int = 40, seed: int = 0) -> tuple[list[bytes], np.nd
 
 def write_image_shards(directory: Path, encoded: list[bytes], labels: np.ndarray, shards: int = 2) -> None:
     from processing.split import shard_bounds
-    from training_entry import examples, records
+    from training_entry.input import examples, records
 
     for index, (start, stop) in enumerate(shard_bounds(len(labels), shards)):
         with tf.io.TFRecordWriter(str(directory / records.shard_name("test", index, shards))) as writer:

@@ -17,8 +17,8 @@ from evaluation import report
 from evaluation.evaluate import EvaluationError, check_probabilities, main
 from tests import readme_record
 from tests.evaluation.conftest import EvalTree, make_archive, scored_data
-from training_entry import records
 from training_entry.contract import BASE_DIR_ENV
+from training_entry.input import records
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -231,7 +231,7 @@ def test_an_unloadable_saved_model_is_refused(ev):
 
 def test_evaluates_what_training_saves(ev, tmp_path):
     """The contract with training_entry: its model, saved its way, archived as SageMaker does."""
-    model_lib = pytest.importorskip("training_entry.model")
+    model_lib = pytest.importorskip("training_entry.model.network")
     x, y = scored_data()
     model = model_lib.build_model(num_features=x.shape[1], num_classes=3)
     model_dir = tmp_path / "opt-ml-model"

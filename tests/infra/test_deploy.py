@@ -12,7 +12,7 @@ import urllib.parse
 import boto3
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud.stack import OUTPUT_FOR_SETTING
 from tests.moto_aws import (
     MOTO_CFN_WARNING,

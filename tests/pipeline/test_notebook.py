@@ -8,7 +8,7 @@ import time
 import pytest
 
 from evaluation.report import OUTPUT_NAME, REPORT_FILE, build_report
-from pipeline.definition import (
+from pipeline.definition.build import (
     STEP_CONDITION,
     STEP_EVALUATE,
     STEP_FAIL,
@@ -121,7 +121,7 @@ REPORT = build_report(accuracy=0.93, loss=0.21, records=270, per_class={"0": {"s
 def fake_local_run(workdir, status="Succeeded"):
     """The files `trainpipe run --local` leaves: execution.json, a job log, the evaluation
     report in the object store, a package in the registry."""
-    from pipeline.local.registry import Registry
+    from pipeline.local.store.registry import Registry
 
     uri = f"s3://bucket/prefix/exec-1/{STEP_EVALUATE}/output/{OUTPUT_NAME}"
     stored = workdir / "store" / "bucket" / "prefix" / "exec-1" / STEP_EVALUATE / "output" / OUTPUT_NAME
@@ -238,7 +238,7 @@ def test_latest_cloud_results_finds_the_newest_execution_through_the_stack(monke
 # --- image runs: the confusion matrix and the misclassified images ---------------------------------
 
 def image_report_and_files() -> tuple[dict, dict[str, bytes]]:
-    from pipeline.png import encode_png
+    from pipeline.data.png import encode_png
 
     files = {
         "misclassified/000.png": encode_png([bytes([40 * r + c for c in range(8)]) for r in range(6)], 8),

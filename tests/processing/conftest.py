@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from processing import contract
 from processing.preprocess import main
-from training_entry import records
 from training_entry.contract import BASE_DIR_ENV
+from training_entry.input import records
 
 
 def labelled_data(per_class=(40, 35, 25), features=4, seed=0) -> tuple[np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from processing.contract import DataKindError, class_of, data_kind
-from training_entry.records import KIND_IMAGE, KIND_TABLE
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_class_of_is_the_first_folder():
 
 
 def test_the_parameter_named_in_messages_is_the_pipelines():
-    from pipeline import parameters
+    from pipeline.definition import parameters
     from processing import contract
 
     assert contract._INPUT_PARAMETER == parameters.INPUT_DATA_URI

@@ -16,7 +16,7 @@ from tests.processing.conftest import (
     shard_record_counts,
     write_image_tree,
 )
-from training_entry import records
+from training_entry.input import records
 
 CLASSES = {"cat": 20, "dog": 14, "zebra finch": 10}
 
@@ -204,7 +204,7 @@ def test_a_failure_while_writing_leaves_nothing(ml, monkeypatch):
             raise OSError(28, "No space left on device")
         return b""
 
-    monkeypatch.setattr("training_entry.examples.serialize_image", fails_on_the_tenth)
+    monkeypatch.setattr("training_entry.input.examples.serialize_image", fails_on_the_tenth)
     assert main([]) == 1
     assert "OSError: [Errno 28] No space left on device" in ml.message.read_text()
     assert ml.leftovers() == []

@@ -18,8 +18,8 @@ from tests.processing.conftest import (
     run_preprocess,
     shard_record_counts,
 )
-from training_entry import records
 from training_entry.contract import BASE_DIR_ENV
+from training_entry.input import records
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +57,7 @@ def test_manifests_carry_the_train_split_feature_statistics(ml):
     assert main(["--instance-count", "1", "--processes-per-host", "1"]) == 0
     train = ml.manifest("train")
     (shard,) = sorted(os.listdir(ml.outputs["train"]))
-    from training_entry.examples import parse_batch
+    from training_entry.input.examples import parse_batch
 
     serialized = list(records.read_file_records(os.path.join(ml.outputs["train"], shard)))
     train_x = parse_batch(np.array(serialized, dtype=object), 5)[0].numpy().astype(np.float64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.default_data import DIGITS_RECORDS
+from pipeline.data.default import DIGITS_RECORDS
 from processing.contract import DEFAULT_TEST_FRACTION, DEFAULT_VALIDATION_FRACTION, SPLITS
 from processing.rawdata import DataError
 from processing.split import (
@@ -103,7 +103,7 @@ def test_impossible_fractions_are_refused(validation, test, message):
 
 
 def test_default_data_splits_fit_every_shard_count_the_pipeline_accepts():
-    """pipeline.parameters.check_shards_fit lets through up to int(records x min fraction)
+    """pipeline.definition.parameters.check_shards_fit lets through up to int(records x min fraction)
     shards on the default data; processing must be able to fill that many."""
     split = stratified_split(
         digits_labels(), DEFAULT_VALIDATION_FRACTION, DEFAULT_TEST_FRACTION, seed=42
@@ -113,7 +113,7 @@ def test_default_data_splits_fit_every_shard_count_the_pipeline_accepts():
 
 
 def test_parameter_names_in_messages_are_the_pipelines():
-    from pipeline import parameters
+    from pipeline.definition import parameters
     from processing import rawdata, split
 
     assert rawdata.INPUT_PARAMETER == parameters.INPUT_DATA_URI

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from training_entry import records
+from training_entry.input import records
 
 REPO = Path(__file__).resolve().parents[2]
 

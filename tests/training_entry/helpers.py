@@ -1,6 +1,6 @@
 """Builders for the training tests: digits shards, per-host /opt/ml trees, Pipe feeders, mpirun.
 
-The trees and the SM_* environment come from ``pipeline.local.contract`` (the same code the
+The trees and the SM_* environment come from ``pipeline.local.jobs.contract`` (the same code the
 local runner uses), so these runs see exactly what a SageMaker training container sees.
 """
 
@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.local import contract as local
-from training_entry import records
+from pipeline.local.jobs import contract as local
 from training_entry.contract import (
     CHANNEL_INIT,
     CHANNEL_MANIFEST,
     CHANNEL_TRAIN,
     CHANNEL_VALIDATION,
 )
+from training_entry.input import records
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "training_entry" / "train.py"
@@ -140,7 +140,7 @@ def make_job(
     **hyperparameters,
 ) -> Job:
     """``init``: a directory whose files become the optional ``init`` channel.
-    ``from_bundle``: unpack the training bundle (pipeline.bundles) into each host's code/ and
+    ``from_bundle``: unpack the training bundle (pipeline.definition.bundles) into each host's code/ and
     run ``python train.py`` there, as the SageMaker toolkit does."""
     channels = [CHANNEL_TRAIN] + ([CHANNEL_VALIDATION] if validation else [])
     config = {
@@ -170,7 +170,7 @@ def make_job(
         if init is not None:
             shutil.copytree(init, base / "input" / "data" / CHANNEL_INIT, dirs_exist_ok=True)
         if from_bundle:
-            from pipeline.bundles import training_bundle
+            from pipeline.definition.bundles import training_bundle
 
             with tarfile.open(fileobj=io.BytesIO(training_bundle().archive())) as tar:
                 tar.extractall(base / "code")
@@ -245,7 +245,7 @@ def model_accuracy(model_dir: Path, test_dir: Path) -> float:
     """Accuracy of the saved model (``model_dir/1``) on the test split's shards."""
     import tensorflow as tf
 
-    from training_entry import examples
+    from training_entry.input import examples
 
     model = tf.keras.models.load_model(str(model_dir / "1"), compile=False)
     serialized = [r for shard in shard_paths(test_dir) for r in records.read_file_records(str(shard))]
@@ -329,11 +329,11 @@ def start_feeders(job: Job, passes: int, channels=(CHANNEL_TRAIN, CHANNEL_VALIDA
 
 def make_image_splits(root: Path, shard_count: int, per_split: dict[str, int] | None = None,
                       seed: int = 0) -> dict[str, Path]:
-    """The digits as PNG image records (pipeline.default_data's image tree), written straight
+    """The digits as PNG image records (pipeline.data.default's image tree), written straight
     into shards and manifests as processing writes them: {train, validation, test, manifest}.
     ``per_split``: records per split (default: every digit, 70/15/15)."""
-    from pipeline.default_data import DIGITS_IMAGE_SIZE, digits_images
-    from training_entry import examples
+    from pipeline.data.default import DIGITS_IMAGE_SIZE, digits_images
+    from training_entry.input import examples
 
     items = sorted(digits_images().items())
     rng = np.random.default_rng(seed)

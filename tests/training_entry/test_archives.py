@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from training_entry import archives
-from training_entry.init_weights import InitError, find_source
+from training_entry.model.init_weights import InitError, find_source
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.local import contract as local
+from pipeline.local.jobs import contract as local
 from training_entry import config, contract
 from training_entry.config import ConfigError, Hyperparameters
 

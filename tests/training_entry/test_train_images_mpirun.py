@@ -19,7 +19,8 @@ import tensorflow as tf
 
 from tests.training_entry import helpers
 from tests.training_entry.helpers import make_job, run_job, start_feeders
-from training_entry import architectures, contract, init_backbone, transfer
+from training_entry import contract
+from training_entry.model import architectures, init_backbone, transfer
 
 pytestmark = [
     pytest.mark.slow,

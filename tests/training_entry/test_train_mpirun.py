@@ -19,7 +19,7 @@ from tests import readme_record
 from tests.training_entry import helpers
 from tests.training_entry.helpers import make_job, model_accuracy, run_job, start_feeders, start_job
 from training_entry import contract
-from training_entry.model import build_model, save_for_serving
+from training_entry.model.network import build_model, save_for_serving
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,7 +74,7 @@ def test_file_mode_one_host_two_ranks(splits, tmp_path):
     job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="File", epochs=3, steps_per_execution=1)
     result = run_job(job)
     metrics = _check_trained(job, result, epochs=3, spread=True)
-    # The MLP's 6 gradient tensors go as one flat allreduce (training_entry/flat_allreduce.py).
+    # The MLP's 6 gradient tensors go as one flat allreduce (training_entry/run/flat_allreduce.py).
     assert {m["tensors"] for m in metrics} == {1.0}
     assert model_accuracy(job.model_dir(), splits["test"]) >= MIN_ACCURACY
 

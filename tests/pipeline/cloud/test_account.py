@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud.account import (
     DEPLOY_SETTINGS,
     MissingSettingError,

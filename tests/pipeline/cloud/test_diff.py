@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud.diff import definition_diff
-from pipeline.definition import STEP_FAIL, STEP_REGISTER, STEP_TRAIN, build_definition
+from pipeline.definition.build import STEP_FAIL, STEP_REGISTER, STEP_TRAIN, build_definition
 from pipeline.settings import Settings
 
 

@@ -11,11 +11,11 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from pipeline import parameters as P
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud import executions as ex
 from pipeline.cloud.aws import Clients
-from pipeline.definition import STEP_EVALUATE, STEP_FAIL, STEP_PREPROCESS, STEP_TRAIN
+from pipeline.definition import parameters as P
+from pipeline.definition.build import STEP_EVALUATE, STEP_FAIL, STEP_PREPROCESS, STEP_TRAIN
 from pipeline.errors import UserError
 from tests.moto_aws import MOTO_CFN_WARNING, REGION
 
@@ -27,7 +27,7 @@ ARN = f"arn:aws:sagemaker:{REGION}:123456789012:pipeline/trainpipe/execution/abc
 @pytest.fixture(scope="module")
 def definition_text() -> str:
     """A definition built once for the module (each build takes about a second)."""
-    from pipeline.definition import build_definition
+    from pipeline.definition.build import build_definition
     from pipeline.settings import Settings
 
     return json.dumps(build_definition(Settings(bucket="tests-bucket")))

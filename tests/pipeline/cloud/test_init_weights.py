@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import boto3
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from tests.moto_aws import REGION
 
 

@@ -9,9 +9,9 @@ import json
 import boto3
 import pytest
 
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud.secrets import SECRET_KEY, find_secrets
-from pipeline.definition import build_definition
+from pipeline.definition.build import build_definition
 from pipeline.settings import Settings
 from processing import contract as processing
 from tests.moto_aws import MOTO_CFN_WARNING, REGION, deployed_definition

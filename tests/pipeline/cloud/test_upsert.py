@@ -5,13 +5,13 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from pipeline import parameters as P
-from pipeline.bundles import all_bundles
-from pipeline.cli import main
+from pipeline.cli.main import main
 from pipeline.cloud import uploads
 from pipeline.cloud.deploy import DESCRIPTION, MANAGED_BY_TAG
-from pipeline.default_data import DIGITS_FILENAME, DIGITS_RECORDS
-from pipeline.definition import build_definition
+from pipeline.data.default import DIGITS_FILENAME, DIGITS_RECORDS
+from pipeline.definition import parameters as P
+from pipeline.definition.build import build_definition
+from pipeline.definition.bundles import all_bundles
 from pipeline.settings import Settings
 from tests.moto_aws import MOTO_CFN_WARNING, REGION, deployed_definition
 
@@ -201,7 +201,7 @@ def test_flags_win_over_the_stack(stack, aws, puts):
 
 
 def test_the_default_image_data_uri_gets_the_digits_as_pngs(stack, puts, capsys):
-    from pipeline.default_data import DIGITS_RECORDS
+    from pipeline.data.default import DIGITS_RECORDS
 
     uri = f"s3://{stack['ArtifactBucketName']}/{stack['ArtifactPrefix']}/data/digits-images/"
     assert main(["upsert", "-p", f"InputDataUri={uri}"]) == 0

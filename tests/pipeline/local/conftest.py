@@ -5,7 +5,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from pipeline.local.storage import Boto3Storage, LocalStorage
+from pipeline.local.store.storage import Boto3Storage, LocalStorage
 from tests.moto_aws import moto_url  # noqa: F401  (a session fixture: one moto server on 127.0.0.1)
 
 from .helpers import BUCKET

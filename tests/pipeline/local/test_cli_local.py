@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.commands import local as cmd
-from pipeline.local.registry import Registry
+from pipeline.cli import local as cmd
+from pipeline.cli.main import main
+from pipeline.local.store.registry import Registry
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import definition as D
-from pipeline.local import mpi
-from pipeline.local.registry import Registry
+from pipeline.definition import build as D
+from pipeline.local.hosts import mpi
+from pipeline.local.store.registry import Registry
 from tests import readme_record
 
 from .helpers import leftover_processes

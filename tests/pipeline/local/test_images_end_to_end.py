@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import definition as D
-from pipeline import parameters as P
-from pipeline.local import mpi
+from pipeline.definition import build as D
+from pipeline.definition import parameters as P
+from pipeline.local.hosts import mpi
 from pipeline.settings import PLACEHOLDER_BUCKET, Settings
 
 from .test_end_to_end import assert_registered, execution, steps, trainpipe

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.local.processes import tagged_pids
-from pipeline.local.registry import Registry
+from pipeline.local.hosts.processes import tagged_pids
 from pipeline.local.runner import PipelineRunner, RunOptions
+from pipeline.local.store.registry import Registry
 
 from .helpers import (
     BUCKET,

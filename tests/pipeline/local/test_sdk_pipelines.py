@@ -17,7 +17,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from pipeline.local import namespaces
+from pipeline.local.hosts import namespaces
 from tests.moto_aws import moto_url  # noqa: F401  (a session fixture: one moto server)
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,7 +68,7 @@ def registered(workdir: Path, env=None) -> list[dict]:
 def test_tensorflow_pipeline_on_the_local_store(tmp_path):
     from sagemaker.s3 import S3Uploader
 
-    from pipeline.local_session import LocalStoreSession
+    from pipeline.local.store.session import LocalStoreSession
 
     from .sdk_pipelines.pipelines import tensorflow_pipeline
 
@@ -98,7 +98,7 @@ def test_tensorflow_pipeline_on_the_local_store(tmp_path):
 
 
 def test_sklearn_pipeline_against_an_s3_server_with_no_credentials(tmp_path, moto_url):  # noqa: F811
-    from pipeline.local_session import LocalStoreSession
+    from pipeline.local.store.session import LocalStoreSession
 
     from .sdk_pipelines.pipelines import sklearn_pipeline
 

@@ -1,0 +1,394 @@
+"""``trainpipe run --local``, ``trainpipe train --local`` and ``trainpipe models``.
+
+    trainpipe run --local [-p Name=Value ...] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
+                          [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
+        Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
+        e.g. one built with the plain SDK and pipeline.local.store.session.LocalStoreSession) and run
+        it on this machine: no Docker, no AWS account. Artifacts go to DIR (default ./.trainpipe):
+        runs/<execution>/, store/ (the s3:// object store: s3://bucket/key is store/bucket/key;
+        see `trainpipe store`), cache/, registry.sqlite. An s3:// parameter also takes a local path.
+        Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
+        stopped (Ctrl-C, SIGTERM), 2 for bad input; the reason is on the last line.
+    trainpipe run --sagemaker-local [-p Name=Value ...]
+        The same pipeline through the SageMaker SDK's own local mode (needs Docker + Compose).
+    trainpipe train --local --entry-point FILE [--source-dir DIR] [--instances N]
+                            [--processes-per-host N] [--channel NAME=PATH_OR_URI[:Mode[:Distribution]] ...]
+                            [--hyperparameter K=V ...]
+        One training job of any SageMaker-compatible script under the same container contract
+        (Pipe, ShardedByS3Key and several hosts included). --processes-per-host turns on MPI.
+    trainpipe models [--group NAME] [--json]
+        The model packages registered locally.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from pipeline.cli.options import (
+    add_parameter_arguments,
+    add_settings_arguments,
+    parameter_overrides,
+    settings_from_args,
+)
+from pipeline.errors import UserError
+from pipeline.local.hosts.processes import sigterm_as_interrupt
+from pipeline.local.store.storage import (
+    Boto3Storage,
+    LocalStorage,
+    S3Uri,
+    Storage,
+    StorageError,
+    join_uri,
+)
+from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
+
+DEFAULT_WORKDIR = Path(".trainpipe")
+
+
+def absolute_path(text: str) -> Path:
+    """Job processes run in other directories (a host's code dir): a relative workdir would
+    point somewhere else for them."""
+    return Path(text).resolve()
+EXIT_FAILED, EXIT_STOPPED = 1, 130
+
+
+# --- Shared options --------------------------------------------------------------------------
+def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR),
+                        help="where runs, the local object store and the registry live "
+                             "(default: ./.trainpipe)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--s3-endpoint", metavar="URL",
+                       help="read and write s3:// through boto3 at this endpoint (MinIO, moto) "
+                            "instead of the local object store")
+    where.add_argument("--aws-s3", action="store_true",
+                       help="read and write s3:// in real S3 with your AWS credentials")
+    parser.add_argument("--quiet", action="store_true",
+                        help="do not echo job output (it is still in each job's job.log)")
+
+
+def make_storage(args, region: str) -> Storage:
+    if args.s3_endpoint:
+        from pipeline.local.store.s3_endpoint import endpoint_client
+
+        return Boto3Storage(endpoint_url=args.s3_endpoint, region=region,
+                            client=endpoint_client(args.s3_endpoint, region))
+    if args.aws_s3:
+        return Boto3Storage(region=region)
+    return LocalStorage(Path(args.workdir) / "store")
+
+
+@contextmanager
+def storage_errors_are_user_errors(storage: Storage):
+    """A store that cannot be reached or written before any job starts is one clear line."""
+    try:
+        yield
+    except StorageError as error:
+        raise UserError(f"cannot use the {storage.describe()}: {error}") from None
+
+
+def parse_key_values(items: list[str], flag: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def register(subparsers) -> None:
+    run = subparsers.add_parser(
+        "run", help="run the whole pipeline on this machine (--local) or in SDK local mode",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mode = run.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--local", action="store_true",
+                      help="trainpipe's own runner: no Docker, no AWS account")
+    mode.add_argument("--sagemaker-local", action="store_true",
+                      help="the SageMaker SDK's LocalPipelineSession (needs Docker and Compose)")
+    add_parameter_arguments(run)
+    add_storage_arguments(run)
+    run.add_argument("--no-cache", action="store_true", help="ignore CacheConfig: run every step")
+    run.add_argument("--stub-unsupported", choices=("succeed", "skip"), metavar="succeed|skip",
+                     help="step types that cannot run locally (Lambda, Callback, EMR, Transform, "
+                          "CreateModel, ...): mark them Succeeded with empty outputs, or skip them "
+                          "(NotExecuted, with what depends on them); without it they are refused")
+    run.add_argument("--definition", type=Path, metavar="FILE",
+                     help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
+                          "instead of building trainpipe's; -p then sets its declared parameters")
+    add_settings_arguments(run)
+    run.set_defaults(func=run_pipeline)
+
+    train = subparsers.add_parser(
+        "train", help="run one training job of any SageMaker-compatible script locally",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    train.add_argument("--local", action="store_true", required=True,
+                       help="run on this machine (the only place `train` runs)")
+    train.add_argument("--entry-point", required=True, metavar="FILE",
+                       help="the script SageMaker would run (relative to --source-dir if given)")
+    train.add_argument("--source-dir", metavar="DIR",
+                       help="directory packed as sourcedir.tar.gz (default: the entry point alone)")
+    train.add_argument("--instances", type=int, default=1, metavar="N", help="simulated hosts (default 1)")
+    train.add_argument("--processes-per-host", type=int, metavar="N",
+                       help="MPI ranks per host; turns on the MPI launch (Horovod)")
+    train.add_argument("--channel", action="append", default=[],
+                       metavar="NAME=PATH_OR_URI[:Mode[:Distribution]]",
+                       help=f"an input channel; Mode one of {'/'.join(INPUT_MODES)} (default File), "
+                            f"Distribution one of {'/'.join(DISTRIBUTIONS)} (default FullyReplicated)")
+    train.add_argument("--hyperparameter", action="append", default=[], metavar="K=V",
+                       help="a hyperparameter (repeatable); V is read as JSON when it parses")
+    train.add_argument("--env", action="append", default=[], metavar="K=V",
+                       help="an environment variable of the job (the request's Environment)")
+    train.add_argument("--metric", action="append", default=[], metavar="NAME=REGEX",
+                       help="a metric definition: REGEX's first group is the value")
+    train.add_argument("--instance-type", default="local", help="reported to the script (default: local)")
+    train.add_argument("--job-name", help="default: <entry point>-<timestamp>")
+    train.add_argument("--output-path", metavar="S3_URI",
+                       help="where model.tar.gz goes (default: s3://<bucket>/<prefix>/training-local)")
+    train.add_argument("--checkpoint-uri", metavar="S3_URI",
+                       help="CheckpointConfig.S3Uri: restored at start, synced at the end")
+    train.add_argument("--mpi-options", default="", help="extra mpirun options (custom_mpi_options)")
+    train.add_argument("--max-run", type=int, default=24 * 3600, metavar="SECONDS",
+                       help="StoppingCondition.MaxRuntimeInSeconds (default one day)")
+    add_storage_arguments(train)
+    add_settings_arguments(train)
+    train.set_defaults(func=train_job)
+
+    models = subparsers.add_parser("models", help="list the model packages registered locally")
+    models.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR))
+    models.add_argument("--group", help="only this model package group")
+    models.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    models.set_defaults(func=list_models)
+
+
+# --- run --local -----------------------------------------------------------------------------
+def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
+    """Put what the definition points to in the store: the content-addressed code bundles and,
+    when InputDataUri is the default, the embedded digits CSV (or, when it is the default image
+    data URI, the digits as PNGs in class folders). Identical objects are skipped."""
+    from pipeline.data.default import DIGITS_CSV_MD5, DIGITS_FILENAME, digits_csv, digits_images
+    from pipeline.definition import parameters as P
+    from pipeline.definition.bundles import all_bundles
+
+    uploaded = 0
+    for bundle in all_bundles(settings.model_file).values():
+        prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
+        for relative, data in sorted(bundle.objects().items()):
+            uploaded += storage.put_bytes_if_changed(data, join_uri(prefix, relative))
+    data_uri = values[P.INPUT_DATA_URI]
+    if data_uri == P.default_input_data_uri(settings.bucket, settings.prefix):
+        target = join_uri(data_uri, DIGITS_FILENAME)
+        if storage.md5(target) != DIGITS_CSV_MD5:
+            uploaded += storage.put_bytes_if_changed(digits_csv(), target)
+    elif data_uri == P.default_image_data_uri(settings.bucket, settings.prefix):
+        for key, data in digits_images().items():
+            uploaded += storage.put_bytes_if_changed(data, join_uri(data_uri, key))
+    say(f"code and data in the {storage.describe()}: {uploaded} object(s) uploaded, the rest unchanged")
+    check_data_and_model(storage, settings, values, say)
+
+
+def check_data_and_model(storage: Storage, settings, values: dict, say) -> None:
+    """Before any job: the data's kind fits ModelArchitecture, the user's model builds."""
+    from pipeline.data.kind import check_input_data
+    from pipeline.definition.user_model import check_user_model, uses_user_model
+
+    kind = check_input_data(storage, values, has_model_file=bool(settings.model_file))
+    if uses_user_model(values, settings.model_file):
+        say(f"model file checked: {check_user_model(settings.model_file, kind, values)}")
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    from pipeline.data.default import DIGITS_RECORDS
+    from pipeline.definition import parameters as P
+
+    settings = settings_from_args(args)
+    if args.definition is not None:
+        if args.sagemaker_local:
+            raise UserError("--definition runs with --local only")
+        return run_definition_file(args, settings)
+    overrides = parameter_overrides(args)
+    # Bad values are one line, before the SDK is imported or anything is written.
+    values = P.resolve(overrides, bucket=settings.bucket, prefix=settings.prefix,
+                       default_data_records=DIGITS_RECORDS)
+    S3Uri.parse(values[P.INPUT_DATA_URI], P.INPUT_DATA_URI)
+    note = P.warmup_note(overrides)
+    if note:
+        print(note, flush=True)
+    if args.sagemaker_local:
+        return run_sagemaker_local(settings, overrides)
+    return run_local(args, settings, overrides, values)
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def run_local(args, settings, overrides, values) -> int:
+    from pipeline.definition.cache import cached_definition
+
+    storage = make_storage(args, settings.region)
+    definition, _ = cached_definition(settings, overrides, Path(args.workdir) / "definitions")
+    return execute(args, settings, storage, definition, settings.pipeline_name, {},
+                   prepare=lambda: place_code_and_data(storage, settings, values, _say))
+
+
+def run_definition_file(args, settings) -> int:
+    try:
+        definition = json.loads(Path(args.definition).read_text())
+    except (OSError, ValueError) as error:
+        raise UserError(f"--definition {args.definition}: {error}") from None
+    parameters = parse_key_values(args.parameters, "-p")
+    storage = make_storage(args, settings.region)
+    name = Path(args.definition).stem if args.setting_pipeline_name is None else settings.pipeline_name
+    return execute(args, settings, storage, definition, name, parameters, prepare=None)
+
+
+def execute(args, settings, storage, definition, pipeline_name, parameters, prepare) -> int:
+    """Run one execution of ``definition``; print the summary; the exit code."""
+    from pipeline.local.execution import STOPPED, SUCCEEDED, summary_table
+    from pipeline.local.runner import PipelineRunner, RunOptions
+
+    say = _say
+    workdir = Path(args.workdir)
+    runner = PipelineRunner(definition, pipeline_name, RunOptions(
+        workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
+        use_cache=not args.no_cache, execution_parameters=parameters,
+        stub_unsupported=args.stub_unsupported))
+    say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
+        f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
+    if prepare is not None:
+        with storage_errors_are_user_errors(storage):
+            prepare()
+    with sigterm_as_interrupt():
+        try:
+            record = runner.run()
+        except KeyboardInterrupt:  # a second Ctrl-C while cleaning up
+            record = runner.record
+    say("")
+    say(summary_table(record))
+    say("")
+    say(f"run directory: {record.run_dir} (execution.json, jobs/<job>/hosts, logs, metrics)")
+    if isinstance(storage, LocalStorage):
+        say(f"object store:  {storage.root}")
+    say(f"registry:      {runner.registry.path} (trainpipe models --workdir {workdir})")
+    if record.status == SUCCEEDED:
+        say(f"Execution {record.execution_id} Succeeded")
+        return 0
+    print(f"Execution {record.execution_id} {record.status}: {record.failure_reason}",
+          file=sys.stderr, flush=True)
+    return EXIT_STOPPED if record.status == STOPPED else EXIT_FAILED
+
+
+# --- run --sagemaker-local -------------------------------------------------------------------
+def _succeeds(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def docker_problem() -> str | None:
+    """Why SageMaker's local mode cannot run here, or None."""
+    if shutil.which("docker") is None:
+        return ("--sagemaker-local needs Docker, and `docker` is not on PATH; install Docker "
+                "with the Compose plugin, or use --local, which needs neither")
+    if not _succeeds(["docker", "compose", "version"]) and shutil.which("docker-compose") is None:
+        return ("--sagemaker-local needs Docker Compose (`docker compose` or `docker-compose`), "
+                "and neither works here; install the Compose plugin, or use --local")
+    if not _succeeds(["docker", "info"]):
+        return ("--sagemaker-local needs a running Docker daemon, and `docker info` fails; "
+                "start Docker, or use --local, which needs none")
+    return None
+
+
+def run_sagemaker_local(settings, overrides) -> int:
+    problem = docker_problem()
+    if problem:
+        raise UserError(problem)
+    from sagemaker.workflow.pipeline_context import LocalPipelineSession
+
+    from pipeline.definition import parameters as P
+    from pipeline.definition.build import get_pipeline
+
+    print("note: SageMaker's local mode turns Pipe into File, refuses ShardedByS3Key and "
+          "checkpoints, and cannot run RegisterModel; `trainpipe run --local` keeps them all",
+          flush=True)
+    values = P.resolve(overrides, bucket=settings.bucket, prefix=settings.prefix)
+    storage = Boto3Storage(region=settings.region)  # local mode reads code and data from S3
+    place_code_and_data(storage, settings, values, lambda text: print(text, flush=True))
+    session = LocalPipelineSession()
+    pipeline = get_pipeline(settings, overrides, session=session)
+    pipeline.upsert(role_arn=settings.role_arn)
+    execution = pipeline.start()
+    steps = execution.list_steps()
+    for step in steps:
+        print(f"{step.get('StepName')}: {step.get('StepStatus')} {step.get('FailureReason', '')}".rstrip())
+    status = execution.describe().get("PipelineExecutionStatus")
+    print(f"Execution {status}")
+    return 0 if status == "Succeeded" else EXIT_FAILED
+
+
+# --- train --local ---------------------------------------------------------------------------
+def train_job(args: argparse.Namespace) -> int:
+    from pipeline.local.jobs.train_local import TrainSpec, run_training_job
+    from pipeline.local.jobs.training import OUTPUT_ARCHIVE
+
+    settings = settings_from_args(args)
+    storage = make_storage(args, settings.region)
+    spec = TrainSpec(
+        entry_point=args.entry_point, source_dir=args.source_dir, instances=args.instances,
+        processes_per_host=args.processes_per_host, channels=list(args.channel),
+        hyperparameters=parse_key_values(args.hyperparameter, "--hyperparameter"),
+        env=parse_key_values(args.env, "--env"), metrics=parse_key_values(args.metric, "--metric"),
+        instance_type=args.instance_type, job_name=args.job_name, output_path=args.output_path,
+        checkpoint_uri=args.checkpoint_uri, mpi_options=args.mpi_options, max_run=args.max_run,
+    )
+    with storage_errors_are_user_errors(storage):
+        result = run_training_job(spec, settings, storage, Path(args.workdir), echo=not args.quiet)
+    job = result.name
+    print(f"job directory: {result.job_dir} (hosts/<host>/ trees, logs/, job.log, metrics.json)")
+    if result.metrics:
+        finals = {k: v[-1]["value"] for k, v in result.metrics.items() if v}
+        print("metrics: " + " ".join(f"{k}={v:.4g}" for k, v in finals.items()))
+    if result.status == "Completed":
+        model = result.description["ModelArtifacts"]["S3ModelArtifacts"]
+        where = storage.local_path(model) if isinstance(storage, LocalStorage) else None
+        print(f"model:  {model}" + (f" ({where})" if where else ""))
+        output = join_uri(model.rsplit("/", 1)[0], OUTPUT_ARCHIVE)
+        if storage.exists(output):
+            print(f"output: {output}")
+        print(f"Training job {job} Completed")
+        return 0
+    print(f"Training job {job} {result.status}: {result.failure_reason}", file=sys.stderr)
+    return EXIT_STOPPED if result.status == "Stopped" else EXIT_FAILED
+
+
+# --- models ----------------------------------------------------------------------------------
+def list_models(args: argparse.Namespace) -> int:
+    from pipeline.local.store.registry import Registry
+
+    registry = Registry(Path(args.workdir) / "registry.sqlite")
+    packages = registry.list(args.group)
+    if args.json:
+        print(json.dumps([{
+            "ModelPackageGroupName": p.group, "ModelPackageVersion": p.version,
+            "ModelPackageArn": p.arn, "ModelApprovalStatus": p.approval_status,
+            "ModelDataUrl": p.model_data_url, "Metrics": p.metrics, "CreationTime": p.created,
+            "PipelineExecutionId": p.execution_id} for p in packages], indent=2))
+        return 0
+    if not packages:
+        print(f"no model packages in {registry.path}")
+        return 0
+    rows = [("GROUP", "VERSION", "STATUS", "CREATED", "METRICS", "MODEL")]
+    rows += [(p.group, str(p.version), p.approval_status, p.created, p.primary_metric(), p.model_data_url)
+             for p in packages]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:
+        print("  ".join([row[i].ljust(widths[i]) for i in range(5)] + [row[5]]).rstrip())
+    return 0

@@ -1,0 +1,76 @@
+"""Command-line options shared by the commands: build settings and ``-p`` parameters.
+
+A setting comes from its flag, else its TRAINPIPE_<NAME> environment variable, else the
+default in ``pipeline.settings.Settings``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from pipeline.definition.parameters import SPECS, parse_assignments
+from pipeline.errors import UserError
+from pipeline.settings import Settings, from_environment
+from training_entry.contract import MIXED_PRECISION_CHOICES
+
+
+def add_parameter_arguments(parser: argparse.ArgumentParser) -> None:
+    names = ", ".join(spec.name for spec in SPECS)
+    parser.add_argument(
+        "-p", "--parameter", dest="parameters", action="append", default=[],
+        metavar="Name=Value", help=f"set a pipeline parameter (repeatable); one of: {names}",
+    )
+
+
+# flag -> Settings field
+_SETTING_FLAGS = {
+    "--pipeline-name": "pipeline_name",
+    "--region": "region",
+    "--role-arn": "role_arn",
+    "--bucket": "bucket",
+    "--prefix": "prefix",
+    "--model-package-group": "model_package_group",
+    "--init-model-uri": "init_model_uri",
+    "--model-file": "model_file",
+    "--kms-key-id": "kms_key_id",
+    "--mixed-precision": "mixed_precision",
+}
+
+
+def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "build settings (fixed when the definition is built; also TRAINPIPE_<NAME> variables)"
+    )
+    for flag, field in _SETTING_FLAGS.items():
+        kwargs = {"dest": f"setting_{field}", "default": None, "help": f"default: {getattr(Settings(), field)!r}"}
+        if field == "mixed_precision":
+            kwargs["choices"] = MIXED_PRECISION_CHOICES
+        group.add_argument(flag, **kwargs)
+    group.add_argument("--fusion-threshold-bytes", dest="setting_fusion_threshold_bytes", type=int,
+                       default=None, help="Horovod tensor-fusion buffer (HOROVOD_FUSION_THRESHOLD)")
+    group.add_argument("--cycle-time-ms", dest="setting_cycle_time_ms", type=float, default=None,
+                       help="Horovod cycle time in ms (HOROVOD_CYCLE_TIME)")
+    group.add_argument("--fp16-allreduce", dest="setting_fp16_allreduce", action="store_true",
+                       default=None, help="compress gradients to fp16 for the allreduce")
+    group.add_argument("--no-network-isolation", dest="setting_network_isolation",
+                       action="store_false", default=None, help="let the jobs reach the network")
+    group.add_argument("--spot", dest="setting_use_spot", action="store_true", default=None,
+                       help="managed spot training (resumes from checkpoints)")
+
+
+def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -> Settings:
+    settings = from_environment(base)
+    changes = {
+        key[len("setting_"):]: value
+        for key, value in vars(args).items()
+        if key.startswith("setting_") and value is not None
+    }
+    try:
+        return replace(settings, **changes)
+    except (TypeError, ValueError) as error:
+        raise UserError(str(error)) from None
+
+
+def parameter_overrides(args: argparse.Namespace) -> dict[str, str]:
+    return parse_assignments(args.parameters)

@@ -1,0 +1,154 @@
+"""The advisor end to end: observations -> a fitted model per platform -> predictions for
+each candidate -> knee and recommendation -> report lines and a plot."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.costs.accounting import Options
+from pipeline.costs.advisor import fit as F
+from pipeline.costs.advisor import platforms as PL
+from pipeline.costs.advisor import plot as plotting
+from pipeline.costs.advisor.model import Platform, StepModel
+from pipeline.costs.advisor.observations import Observation, local_observations
+from pipeline.costs.advisor.recommend import Row, Workload, choose, predict, table
+from pipeline.costs.prices import PriceBook
+from pipeline.errors import UserError
+
+
+@dataclass
+class Report:
+    lines: list[str] = field(default_factory=list)
+    models: dict[str, StepModel] = field(default_factory=dict)
+    curves: dict[str, list[Row]] = field(default_factory=dict)
+    errors: dict[str, F.ErrorReport] = field(default_factory=dict)
+    choice: Row | None = None
+    plot: Path | None = None
+
+
+def observations(workdir: Path) -> tuple[list[Observation], list[str]]:
+    return local_observations(workdir)
+
+
+def one_steps_per_execution(runs: list[Observation]) -> tuple[list[Observation], str | None]:
+    """The runs at one StepsPerExecution (the one most runs used; the larger on a tie), and a
+    note when others were left out: a step's fixed cost (Keras' dispatch, paid once per call)
+    differs between them, so one model cannot fit both."""
+    counts = Counter(run.steps_per_execution for run in runs)
+    if len(counts) < 2:
+        return runs, None
+    kept = max(counts, key=lambda value: (counts[value], value))
+    others = ", ".join(f"{counts[v]} at {v}" for v in sorted(counts) if v != kept)
+    return ([r for r in runs if r.steps_per_execution == kept],
+            f"modelling the {counts[kept]} run(s) at StepsPerExecution={kept}; left out {others} "
+            f"(a step's fixed cost depends on it: run again at {kept} to use them)")
+
+
+def _platform_of(obs: Observation, workdir: Path) -> Platform | None:
+    if obs.local:
+        return PL.local_platform(obs.cores or 1, PL.load_probe(workdir))
+    return PL.cloud_platform(obs.instance_type)
+
+
+def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
+           instance_types: list[str] | None, max_workers: int, goal: str, budget: float | None,
+           deadline_hours: float | None, knee_fraction: float, batch: int | None, epochs: int,
+           samples_per_epoch: int, region: str, price_overrides: dict[str, float],
+           options: Options, pricing_client=None, plot_path: Path | None = None) -> Report:
+    if not observed:
+        raise UserError(f"no recorded training run with the advisor's metrics under {workdir}: "
+                        "run `trainpipe run --local` (Epochs >= 2) first, or pass --workdir / --cloud")
+    report = Report()
+    out = report.lines
+    groups: dict[str, list[Observation]] = defaultdict(list)
+    for obs in observed:
+        groups["local" if obs.local else obs.instance_type].append(obs)
+    out.append(f"trainpipe advise: {len(observed)} run(s) measured "
+               f"({', '.join(f'{k}: {len(v)}' for k, v in groups.items())})")
+    out += [f"  skipped {s}" for s in skipped[:10]]
+    book = PriceBook(price_overrides, pricing_client)
+    candidates: dict[str, tuple[StepModel, Platform]] = {}
+    for name, runs in list(groups.items()):
+        runs, note = one_steps_per_execution(runs)
+        if note:
+            groups[name] = runs
+            out.append(f"  {name}: {note}")
+        platform = _platform_of(runs[0], workdir)
+        if platform is None:
+            out.append(f"  {name}: no hardware figures for this type; its runs are not used")
+            continue
+        try:
+            model = F.fit(runs, platform)
+        except UserError as error:
+            out.append(f"  {name}: {error}")
+            continue
+        errors = F.error_report(runs, platform)
+        report.models[name], report.errors[name] = model, errors
+        run_batch = batch or runs[0].batch
+        out += ["", f"model for {name} (fit on {len(runs)} run(s)):", *model.describe(run_batch, platform),
+                "", f"its error on the runs it has seen ({name}):", *errors.lines()]
+        candidates[name] = (model, platform)
+    local = candidates.get("local")
+    for itype in instance_types or []:
+        if itype in candidates:
+            continue
+        platform = PL.cloud_platform(itype)
+        if platform is None:
+            out.append(f"  {itype}: no hardware figures (vCPUs, GPUs, network) for it; skipped")
+        elif platform.gpus_per_host:
+            out.append(f"  {itype}: no measured run on it (GPU compute cannot be inferred from other "
+                       f"hardware): run once with -p TrainingInstanceType={itype} "
+                       "-p TrainingInstanceCount=1 on SageMaker, then advise --cloud")
+        elif local is not None:
+            # Overlap is the software's (TF + Horovod) and carries over; comm_scale was the
+            # local links' and does not.
+            model = local[0].with_(comm_scale=1.0, notes=[*local[0].notes, f"{itype}: per-core speed assumed equal to this machine's"])
+            candidates[itype] = (model, platform)
+            out.append(f"  {itype}: predicted from the local runs, assuming this machine's per-core speed")
+    if not candidates:
+        raise UserError("no platform could be modelled: see the lines above")
+    first = next(iter(groups.values()))[0]
+    workload = Workload(batch or first.batch, samples_per_epoch, epochs)
+    out += ["", f"predictions: batch {workload.batch} per worker, {samples_per_epoch} samples per epoch, "
+                f"{epochs} epochs; knee: the last count whose added worker adds >= {knee_fraction:g} of "
+                f"one worker's throughput"]
+    notes: list[str] = []
+    for name, (model, platform) in candidates.items():
+        # Locally hosts are simulated on one machine: both shapes are a choice (1 host x N
+        # ranks, N hosts x 1 rank); a SageMaker type gets one rank per GPU (per host on CPU).
+        shapes = ({"local 1 host": max_workers, "local N hosts": 1} if name == "local"
+                  else {name: PL.ranks_per_host(name, platform)})
+        for label, per_host in shapes.items():
+            rows, also = predict(model, platform, workload, max_workers, per_host, book, region,
+                                 options, knee_fraction)
+            report.curves[label] = rows
+            notes += also
+            out += table(rows)
+    out += [f"  {n}" for n in dict.fromkeys(notes)]
+    if book.api_problem:
+        out.append(f"  {book.api_problem}")
+    everything = [r for rows in report.curves.values() for r in rows]
+    choice, why = choose(everything, goal, budget, deadline_hours)
+    report.choice = choice
+    out.append("")
+    if choice is None:
+        out.append(f"recommendation ({goal}, {why}): nothing fits; relax --budget/--deadline")
+    else:
+        where = ("run --local" if choice.platform == "local" else f"TrainingInstanceType={choice.platform}")
+        out.append(f"recommendation ({goal}, {why}): {where} TrainingInstanceCount={choice.layout.hosts} "
+                   f"x ProcessesPerHost={choice.layout.ranks_per_host} ({choice.layout.workers} workers): "
+                   f"{choice.throughput:.0f} samples/s, {choice.run_hours * 60:.2f} min per run"
+                   + (f", ${choice.cost_usd:.4f}" if choice.cost_usd is not None else "")
+                   + (f", {choice.co2e_kg:.3g} kg CO2e" if choice.co2e_kg is not None else ""))
+        curve = next(rows for rows in report.curves.values() if choice in rows)
+        knees = [r for r in curve if r.knee]
+        if knees and knees[0].layout.workers < choice.layout.workers:
+            out.append(f"  beyond the knee ({knees[0].layout.workers} workers): each added worker buys "
+                       f"less than {knee_fraction:g} of its share")
+    if plot_path is not None:
+        report.plot = plotting.save(plot_path, report.curves, observed,
+                                    f"predicted throughput and cost per run ({workload.batch}/worker)")
+        out.append(f"plot: {report.plot}")
+    return report

@@ -1,0 +1,178 @@
+"""Measured training runs, from the executions trainpipe recorded: local ``execution.json``
+files under a workdir, and (given credentials) the SageMaker jobs of a pipeline's executions.
+
+An observation is one training job's steady state: the median over its epochs after the
+first (which traces the graph) of the metric line's ``step_seconds``, ``step_spread_seconds``
+and ``cpu_seconds_per_step`` (``training_entry.contract.METRIC_KEYS``), with its layout,
+per-worker batch, parameter count, gradient tensor count and the machine it ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.costs.advisor.model import Layout
+from pipeline.definition import parameters as P
+from training_entry.contract import (
+    HP_BATCH_SIZE,
+    HP_FP16_ALLREDUCE,
+    HP_STEPS_PER_EXECUTION,
+    METRIC_KEYS,
+)
+
+# SageMaker metric names the entrypoint's line is read into (one definition: the contract).
+STEP_TIME, STEP_SPREAD, CPU_TIME = "step_time", "step_spread", "cpu_time"
+PARAMETERS, TENSORS = "parameters", "tensors"
+assert {STEP_TIME, STEP_SPREAD, CPU_TIME, PARAMETERS, TENSORS} <= set(METRIC_KEYS)
+
+
+@dataclass(frozen=True)
+class Observation:
+    source: str  # execution id / job name
+    layout: Layout
+    batch: int  # per worker
+    step_seconds: float
+    cpu_seconds: float | None  # per step, rank 0's process
+    parameters: int
+    fp16_allreduce: bool
+    instance_type: str
+    local: bool
+    cores: int | None  # the machine's, for local runs
+    epochs_used: int
+    # Gradient tensors Horovod reduces per step (the model's trainable variables); 1 where the
+    # run predates the metric: the gradients then count as one fused tensor.
+    tensors: int = 1
+    # Half the mean absolute difference of two of its steps (s); 0 where the run predates
+    # the metric (no wait for the slowest rank is modelled from it).
+    step_spread: float = 0.0
+    # Training steps per call into the graph (StepsPerExecution); 1 where the run predates the
+    # parameter (every step was a call). A step's fixed cost depends on it.
+    steps_per_execution: int = 1
+
+    @property
+    def throughput(self) -> float:
+        return self.layout.workers * self.batch / self.step_seconds
+
+
+def steady(series: list[float], skip: int = 1) -> tuple[float | None, int]:
+    """Median of the values after the first ``skip`` (all of them if there are no more)."""
+    values = series[skip:] or series
+    return (statistics.median(values) if values else None), len(values)
+
+
+def _series(job_dir: str | None, final: dict, name: str) -> list[float]:
+    if job_dir:
+        path = Path(job_dir) / "metrics.json"
+        try:
+            points = json.loads(path.read_text()).get(name) or []
+            if points:
+                return [float(p["value"]) for p in points]
+        except (OSError, ValueError):
+            pass
+    return [float(final[name])] if name in final else []
+
+
+def _hp(hps: dict, name: str, default):
+    """A hyperparameter as SageMaker passes them (JSON-encoded strings), or ``default``."""
+    if name not in hps:
+        return default
+    try:
+        return json.loads(hps[name])
+    except (TypeError, ValueError):
+        return hps[name]
+
+
+def _truthy(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def from_execution(doc: dict) -> list[Observation]:
+    """The training steps of one local ``execution.json`` that have the advisor's metrics."""
+    found = []
+    params = doc.get("parameters") or {}
+    for step in doc.get("steps") or []:
+        if step.get("type") != "Training" or step.get("status") != "Succeeded" or step.get("cache_hit"):
+            continue
+        final = step.get("metrics") or {}
+        step_series = _series(step.get("job_dir"), final, STEP_TIME)
+        if not step_series or PARAMETERS not in final:
+            continue
+        step_seconds, used = steady(step_series)
+        cpu, _ = steady(_series(step.get("job_dir"), final, CPU_TIME))
+        spread, _ = steady(_series(step.get("job_dir"), final, STEP_SPREAD))
+        cost = step.get("cost") or {}
+        machine = cost.get("machine") or {}
+        hps = (step.get("properties") or {}).get("HyperParameters") or {}
+        found.append(Observation(
+            source=f"{doc.get('execution_id')}/{step['name']}",
+            layout=Layout(int(params.get(P.TRAINING_INSTANCE_COUNT, 1)), int(params.get(P.PROCESSES_PER_HOST, 1) or 1)),
+            batch=int(_hp(hps, HP_BATCH_SIZE, params.get(P.BATCH_SIZE, 32))),
+            step_seconds=step_seconds, cpu_seconds=cpu, parameters=int(final[PARAMETERS]),
+            fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
+            instance_type=str(params.get(P.TRAINING_INSTANCE_TYPE, cost.get("instance_type", "local"))),
+            local=True, cores=int(machine.get("cores") or os.cpu_count() or 1), epochs_used=used,
+            tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
+            steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
+        ))
+    return found
+
+
+def local_observations(workdir: Path) -> tuple[list[Observation], list[str]]:
+    """Every usable training run under ``<workdir>/runs``; and why others were skipped."""
+    observations, skipped = [], []
+    for path in sorted(Path(workdir).glob("runs/*/execution.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            skipped.append(f"{path}: unreadable ({error})")
+            continue
+        got = from_execution(doc)
+        if not got:
+            skipped.append(f"{path.parent.name}: no succeeded training step with step_seconds and "
+                           "model_parameters metrics (cached, failed, or recorded before they existed)")
+        observations += got
+    return observations, skipped
+
+
+def from_training_job(described: dict) -> Observation | None:
+    """A SageMaker training job (DescribeTrainingJob): its final metric values (SageMaker keeps
+    the last epoch's, a steady one when there were two or more epochs)."""
+    final = {m["MetricName"]: float(m["Value"]) for m in described.get("FinalMetricDataList") or []}
+    if STEP_TIME not in final or PARAMETERS not in final:
+        return None
+    hps = described.get("HyperParameters") or {}
+    resources = described.get("ResourceConfig") or {}
+    ppn = _hp(hps, "sagemaker_mpi_num_of_processes_per_host", 1)
+    return Observation(
+        source=described["TrainingJobName"],
+        layout=Layout(int(resources.get("InstanceCount", 1)), int(ppn or 1)),
+        batch=int(_hp(hps, HP_BATCH_SIZE, 32)),
+        step_seconds=final[STEP_TIME], cpu_seconds=final.get(CPU_TIME), parameters=int(final[PARAMETERS]),
+        fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
+        instance_type=resources.get("InstanceType", "?"), local=False, cores=None, epochs_used=1,
+        tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
+        steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
+    )
+
+
+def cloud_observations(sagemaker, pipeline_name: str, limit: int = 50) -> tuple[list[Observation], list[str]]:
+    """The training jobs of the pipeline's latest executions."""
+    from pipeline.cloud import executions as ex
+
+    observations, skipped = [], []
+    for summary in ex.list_executions(sagemaker, pipeline_name, limit):
+        for step in ex.StepLister(sagemaker).steps(summary["PipelineExecutionArn"]) or []:
+            arn = ((step.get("Metadata") or {}).get("TrainingJob") or {}).get("Arn")
+            if not arn or step.get("StepStatus") != "Succeeded":
+                continue
+            described = sagemaker.describe_training_job(TrainingJobName=arn.rsplit("/", 1)[-1])
+            found = from_training_job(described)
+            if found is None:
+                skipped.append(f"{described['TrainingJobName']}: no step_time/parameters metrics")
+            else:
+                observations.append(found)
+    return observations, skipped

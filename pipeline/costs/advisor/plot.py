@@ -1,0 +1,56 @@
+"""The advisor's picture: predicted throughput and cost per run against workers, one line
+per platform, the measured runs as points and the knee marked (PNG, matplotlib's Agg)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.costs.advisor.observations import Observation
+from pipeline.costs.advisor.recommend import Row
+
+
+def save(path: Path, curves: dict[str, list[Row]], measured: list[Observation], title: str) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True)
+    for name, rows in curves.items():
+        xs = [r.layout.workers for r in rows]
+        line, = top.plot(xs, [r.throughput for r in rows], marker=".", label=f"{name} predicted")
+        knees = [r for r in rows if r.knee]
+        if knees:
+            top.scatter([knees[0].layout.workers], [knees[0].throughput], s=140, facecolors="none",
+                        edgecolors=line.get_color(), linewidths=2, zorder=3)
+            top.annotate("knee", (knees[0].layout.workers, knees[0].throughput),
+                         textcoords="offset points", xytext=(6, -12))
+        costs = [(r.layout.workers, r.cost_usd) for r in rows if r.cost_usd is not None]
+        if costs:
+            bottom.plot(*zip(*costs, strict=True), marker=".", color=line.get_color(), label=name)
+    for name in curves:
+        if name.startswith("local"):
+            one_host = name == "local 1 host"
+            points = [o for o in measured if o.local and (o.layout.hosts == 1) == one_host
+                      and (o.layout.workers > 1 or one_host)]
+        else:
+            points = [o for o in measured if not o.local and o.instance_type == name]
+        if points:
+            top.scatter([o.layout.workers for o in points], [o.throughput for o in points],
+                        marker="x", s=60, color="black", zorder=4,
+                        label="measured" if name == next(iter(curves)) else None)
+    top.set_ylabel("samples/s")
+    top.set_title(title)
+    top.grid(alpha=0.3)
+    top.legend(fontsize=8)
+    bottom.set_ylabel("cost per run (USD)")
+    bottom.set_xlabel("workers (Horovod ranks)")
+    bottom.grid(alpha=0.3)
+    if bottom.lines:
+        bottom.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

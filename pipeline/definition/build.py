@@ -1,0 +1,70 @@
+"""``get_pipeline()``: the only place that wires the DAG.
+
+::
+
+    PreprocessData ──> TrainModel ──> EvaluateModel ──> CheckAccuracy ─┬─ accuracy >= threshold ──> RegisterModel
+    (Processing)       (Training,      (Processing,      (Condition,    │
+     raw -> TFRecord    Horovod/MPI)    evaluation.json)  JsonGet)      └─ otherwise ──> AccuracyTooLow (Fail)
+     shards+manifest
+
+Each step has its own builder in ``pipeline/definition/steps/``. Everything the steps share is defined
+once elsewhere: step names in ``steps/names.py``, parameter names in ``parameters.py``,
+build-time settings in ``settings.py``, container paths and hyperparameter names in the
+entrypoints' ``contract.py`` / ``report.py``, code locations in ``bundles.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from sagemaker.workflow.pipeline import Pipeline
+
+from pipeline.definition.session import OfflinePipelineSession
+from pipeline.definition.steps.context import BuildContext
+from pipeline.definition.steps.evaluate import evaluate_step
+from pipeline.definition.steps.gate import accuracy_gate
+from pipeline.definition.steps.names import (
+    STEP_CONDITION,
+    STEP_EVALUATE,
+    STEP_FAIL,
+    STEP_ORDER,
+    STEP_PREPROCESS,
+    STEP_REGISTER,
+    STEP_TRAIN,
+)
+from pipeline.definition.steps.preprocess import preprocess_step
+from pipeline.definition.steps.train import train_step
+from pipeline.settings import Settings
+
+# Callers import the step names from here, the module that wires the steps.
+__all__ = [
+    "STEP_CONDITION", "STEP_EVALUATE", "STEP_FAIL", "STEP_ORDER", "STEP_PREPROCESS",
+    "STEP_REGISTER", "STEP_TRAIN", "build_definition", "get_pipeline",
+]
+
+
+def get_pipeline(
+    settings: Settings | None = None,
+    parameter_overrides: Mapping[str, object] | None = None,
+    session: OfflinePipelineSession | None = None,
+) -> Pipeline:
+    """The SageMaker pipeline; ``parameter_overrides`` become the parameters' defaults."""
+    ctx = BuildContext.create(settings, parameter_overrides, session)
+    preprocess = preprocess_step(ctx)
+    train = train_step(ctx, preprocess)
+    evaluate = evaluate_step(ctx, preprocess, train)
+    check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel | AccuracyTooLow
+    return Pipeline(
+        name=ctx.settings.pipeline_name,
+        parameters=list(ctx.params.values()),
+        steps=[preprocess, train, evaluate, check_accuracy],
+        sagemaker_session=ctx.session,
+    )
+
+
+def build_definition(
+    settings: Settings | None = None, parameter_overrides: Mapping[str, object] | None = None
+) -> dict:
+    """The definition as a dict (what ``trainpipe definition`` prints and the runner reads)."""
+    return json.loads(get_pipeline(settings, parameter_overrides).definition())

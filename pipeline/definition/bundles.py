@@ -1,0 +1,104 @@
+"""The code each container runs, packed deterministically and addressed by content.
+
+A bundle's S3 key contains the hash of its files, so two builds of the same code print
+byte-identical definitions, an upload of unchanged code can be skipped, and a step whose code
+did not change can be served from the step cache.
+
+- training: ``sourcedir.tar.gz`` holding ``train.py`` at its root (SageMaker: the training
+  toolkit runs ``python train.py`` in /opt/ml/code) next to the ``training_entry`` package.
+- processing / evaluation: the package directories as individual files under an S3 prefix,
+  copied to /opt/ml/processing/input/code and run as ``python3 -m <package>.<module>``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaluation.report import ENTRY_POINT as EVALUATION_ENTRY
+from processing.contract import ENTRY_POINT as PROCESSING_ENTRY
+from training_entry.contract import ENTRY_POINT as TRAINING_ENTRY
+from training_entry.contract import USER_MODEL_DIR
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SOURCEDIR_ARCHIVE = "sourcedir.tar.gz"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    name: str  # training | processing | evaluation
+    files: dict[str, bytes]  # path inside the bundle -> content
+    module: str | None  # python -m target for processing/evaluation
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for path in sorted(self.files):
+            h.update(path.encode() + b"\0" + hashlib.sha256(self.files[path]).digest())
+        return h.hexdigest()[:16]
+
+    def key_prefix(self, prefix: str) -> str:
+        """Content-addressed key prefix under the artifact bucket."""
+        return f"{prefix}/code/{self.name}-{self.digest}"
+
+    def archive(self) -> bytes:
+        """A reproducible tar.gz (sorted entries, zero mtimes and owners)."""
+        raw = io.BytesIO()
+        with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for path in sorted(self.files):
+                info = tarfile.TarInfo(path)
+                info.size = len(self.files[path])
+                info.mode = 0o644
+                info.mtime = 0
+                tar.addfile(info, io.BytesIO(self.files[path]))
+        out = io.BytesIO()
+        with gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as gz:
+            gz.write(raw.getvalue())
+        return out.getvalue()
+
+    def objects(self) -> dict[str, bytes]:
+        """Relative key -> bytes, as uploaded below ``key_prefix``."""
+        if self.name == "training":
+            return {SOURCEDIR_ARCHIVE: self.archive()}
+        return dict(self.files)
+
+
+def _package_files(package: str) -> dict[str, bytes]:
+    root = REPO_ROOT / package
+    return {
+        f"{package}/{p.relative_to(root).as_posix()}": p.read_bytes()
+        for p in sorted(root.rglob("*.py"))
+        if "__pycache__" not in p.parts
+    }
+
+
+def user_model_path(model_file: str) -> str:
+    """Where the user's model file sits in the training bundle (the job's --model-file)."""
+    return f"{USER_MODEL_DIR}/{Path(model_file).name}"
+
+
+def training_bundle(model_file: str | None = None) -> Bundle:
+    """``model_file``: the user's model (a build setting), shipped as ``user_model_path``."""
+    files = _package_files("training_entry")
+    files[TRAINING_ENTRY] = files[f"training_entry/{TRAINING_ENTRY}"]
+    if model_file:
+        files[user_model_path(model_file)] = Path(model_file).read_bytes()
+    return Bundle("training", files, module=None)
+
+
+def processing_bundle() -> Bundle:
+    files = {**_package_files("processing"), **_package_files("training_entry")}
+    return Bundle("processing", files, module=f"processing.{Path(PROCESSING_ENTRY).stem}")
+
+
+def evaluation_bundle() -> Bundle:
+    files = {**_package_files("evaluation"), **_package_files("training_entry")}
+    return Bundle("evaluation", files, module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
+
+
+def all_bundles(model_file: str | None = None) -> dict[str, Bundle]:
+    return {b.name: b for b in (processing_bundle(), training_bundle(model_file), evaluation_bundle())}

@@ -1,0 +1,122 @@
+"""What every step builder shares: settings, parameters, session, code bundles, cache, images.
+
+Images are a build-time choice: SageMaker needs the image before any execution exists
+(README), so the training image follows the build-time ``TrainingInstanceType`` and the
+processing image the build-time ``ProcessingInstanceType`` (GPU or CPU image).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sagemaker import image_uris
+from sagemaker.network import NetworkConfig
+from sagemaker.processing import ProcessingInput, Processor
+from sagemaker.workflow.execution_variables import ExecutionVariables
+from sagemaker.workflow.functions import Join
+from sagemaker.workflow.parameters import ParameterFloat, ParameterInteger, ParameterString
+from sagemaker.workflow.steps import CacheConfig
+
+from pipeline.data.default import DIGITS_RECORDS
+from pipeline.definition import parameters as P
+from pipeline.definition.bundles import Bundle, all_bundles
+from pipeline.definition.session import OfflinePipelineSession
+from pipeline.settings import FRAMEWORK_VERSION, INFERENCE_FRAMEWORK_VERSION, PY_VERSION, Settings
+from processing import contract as processing
+
+_SDK_PARAMETER = {str: ParameterString, int: ParameterInteger, float: ParameterFloat}
+
+
+def image(settings: Settings, instance_type: str, scope: str = "training") -> str:
+    return image_uris.retrieve(
+        framework="tensorflow",
+        region=settings.region,
+        version=FRAMEWORK_VERSION if scope == "training" else INFERENCE_FRAMEWORK_VERSION,
+        py_version=PY_VERSION if scope == "training" else None,
+        instance_type=instance_type,
+        image_scope=scope,
+    )
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    settings: Settings
+    values: Mapping[str, object]  # resolved parameter defaults
+    params: dict  # parameter name -> SDK pipeline parameter
+    session: OfflinePipelineSession
+    bundles: Mapping[str, Bundle]
+    cache: CacheConfig | None
+    processing_image: str
+
+    @classmethod
+    def create(
+        cls,
+        settings: Settings | None = None,
+        parameter_overrides: Mapping[str, object] | None = None,
+        session: OfflinePipelineSession | None = None,
+    ) -> BuildContext:
+        settings = settings or Settings()
+        values = P.resolve(
+            parameter_overrides or {},
+            bucket=settings.bucket,
+            prefix=settings.prefix,
+            default_data_records=DIGITS_RECORDS,
+        )
+        return cls(
+            settings=settings,
+            values=values,
+            params={
+                spec.name: _SDK_PARAMETER[spec.type](name=spec.name, default_value=values[spec.name])
+                for spec in P.SPECS
+            },
+            session=session or OfflinePipelineSession(settings.region, settings.bucket),
+            bundles=all_bundles(settings.model_file),
+            cache=(
+                CacheConfig(enable_caching=True, expire_after=settings.step_cache_expiry)
+                if settings.step_cache_expiry
+                else None
+            ),
+            processing_image=image(settings, values[P.PROCESSING_INSTANCE_TYPE]),
+        )
+
+    def image(self, instance_type: str, scope: str = "training") -> str:
+        return image(self.settings, instance_type, scope)
+
+    def network(self) -> NetworkConfig:
+        return NetworkConfig(
+            enable_network_isolation=self.settings.network_isolation,
+            encrypt_inter_container_traffic=True,
+        )
+
+    def processor(self, instance_count, bundle_name: str) -> Processor:
+        bundle = self.bundles[bundle_name]
+        return Processor(
+            image_uri=self.processing_image,
+            role=self.settings.role_arn,
+            instance_count=instance_count,
+            instance_type=self.params[P.PROCESSING_INSTANCE_TYPE],
+            # SageMaker: the bundle is copied to CODE_DIR; run its module from there.
+            entrypoint=["python3", "-m", bundle.module],
+            env={"PYTHONPATH": processing.CODE_DIR},
+            volume_kms_key=self.settings.kms_key_id,
+            output_kms_key=self.settings.kms_key_id,
+            network_config=self.network(),
+            sagemaker_session=self.session,
+            base_job_name=f"{self.settings.pipeline_name}-{bundle_name}",
+        )
+
+    def code_input(self, bundle_name: str) -> ProcessingInput:
+        return ProcessingInput(
+            input_name="code",
+            source=f"s3://{self.settings.bucket}/{self.bundles[bundle_name].key_prefix(self.settings.prefix)}/",
+            destination=processing.CODE_DIR,
+        )
+
+    def output_uri(self, step: str, name: str) -> Join:
+        """Per execution, under the artifact prefix (the SDK's default would use the pipeline
+        name as the prefix, outside what the execution role may write)."""
+        return Join(
+            on="/",
+            values=[self.settings.s3_uri(), ExecutionVariables.PIPELINE_EXECUTION_ID, step, "output", name],
+        )

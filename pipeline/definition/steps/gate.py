@@ -1,0 +1,68 @@
+"""CheckAccuracy (Condition): accuracy >= threshold -> RegisterModel, otherwise AccuracyTooLow."""
+
+from __future__ import annotations
+
+from sagemaker.model_metrics import MetricsSource, ModelMetrics
+from sagemaker.tensorflow import TensorFlowModel
+from sagemaker.workflow.condition_step import ConditionStep
+from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
+from sagemaker.workflow.fail_step import FailStep
+from sagemaker.workflow.functions import Join, JsonGet
+from sagemaker.workflow.model_step import ModelStep
+from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+
+from pipeline.definition import parameters as P
+from pipeline.definition.steps.context import BuildContext
+from pipeline.definition.steps.evaluate import accuracy, report_uri
+from pipeline.definition.steps.names import STEP_CONDITION, STEP_FAIL, STEP_REGISTER
+from pipeline.definition.steps.train import model_artifact
+from pipeline.settings import INFERENCE_FRAMEWORK_VERSION, INFERENCE_INSTANCE_TYPE
+
+
+def accuracy_gate(
+    ctx: BuildContext, step_train: TrainingStep, step_evaluate: ProcessingStep
+) -> ConditionStep:
+    test_accuracy = accuracy(step_evaluate)
+    return ConditionStep(
+        STEP_CONDITION,
+        conditions=[
+            ConditionGreaterThanOrEqualTo(left=test_accuracy, right=ctx.params[P.ACCURACY_THRESHOLD])
+        ],
+        if_steps=[register_step(ctx, step_train, step_evaluate)],
+        else_steps=[fail_step(ctx, test_accuracy)],
+    )
+
+
+def register_step(ctx: BuildContext, step_train: TrainingStep, step_evaluate: ProcessingStep) -> ModelStep:
+    model = TensorFlowModel(
+        model_data=model_artifact(step_train),
+        role=ctx.settings.role_arn,
+        framework_version=INFERENCE_FRAMEWORK_VERSION,
+        image_uri=ctx.image(INFERENCE_INSTANCE_TYPE, scope="inference"),
+        sagemaker_session=ctx.session,
+    )
+    register_args = model.register(
+        content_types=["application/json"],
+        response_types=["application/json"],
+        inference_instances=[INFERENCE_INSTANCE_TYPE],
+        transform_instances=[INFERENCE_INSTANCE_TYPE],
+        model_package_group_name=ctx.settings.model_package_group,
+        approval_status=ctx.params[P.MODEL_APPROVAL_STATUS],
+        model_metrics=ModelMetrics(
+            model_statistics=MetricsSource(s3_uri=report_uri(step_evaluate), content_type="application/json")
+        ),
+    )
+    return ModelStep(STEP_REGISTER, step_args=register_args)
+
+
+def fail_step(ctx: BuildContext, test_accuracy: JsonGet) -> FailStep:
+    return FailStep(
+        STEP_FAIL,
+        error_message=Join(
+            on="",
+            values=[
+                "Test accuracy ", test_accuracy, " is below ", P.ACCURACY_THRESHOLD, "=",
+                ctx.params[P.ACCURACY_THRESHOLD], "; the model was not registered.",
+            ],
+        ),
+    )

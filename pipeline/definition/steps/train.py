@@ -1,0 +1,141 @@
+"""TrainModel (Training): Horovod over MPI, ``ProcessesPerHost`` ranks on each host."""
+
+from __future__ import annotations
+
+from sagemaker.inputs import TrainingInput
+from sagemaker.tensorflow import TensorFlow
+from sagemaker.workflow.execution_variables import ExecutionVariables
+from sagemaker.workflow.functions import Join
+from sagemaker.workflow.retry import (
+    SageMakerJobExceptionTypeEnum,
+    SageMakerJobStepRetryPolicy,
+    StepExceptionTypeEnum,
+    StepRetryPolicy,
+)
+from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+
+from pipeline.definition import parameters as P
+from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, user_model_path
+from pipeline.definition.steps.context import BuildContext
+from pipeline.definition.steps.names import STEP_TRAIN
+from pipeline.definition.steps.preprocess import split_uri
+from pipeline.settings import FRAMEWORK_VERSION, PY_VERSION
+from processing import contract as processing
+from training_entry import contract as training
+
+
+def train_step(ctx: BuildContext, step_preprocess: ProcessingStep) -> TrainingStep:
+    return TrainingStep(
+        STEP_TRAIN,
+        step_args=_estimator(ctx).fit(inputs=_channels(ctx, step_preprocess)),
+        cache_config=ctx.cache,
+        retry_policies=_retry_policies(),
+    )
+
+
+def _estimator(ctx: BuildContext) -> TensorFlow:
+    settings, params = ctx.settings, ctx.params
+    training_bundle = ctx.bundles["training"]
+    return TensorFlow(
+        entry_point=training.ENTRY_POINT,
+        source_dir=(
+            f"s3://{settings.bucket}/{training_bundle.key_prefix(settings.prefix)}/{SOURCEDIR_ARCHIVE}"
+        ),
+        image_uri=ctx.image(ctx.values[P.TRAINING_INSTANCE_TYPE]),
+        framework_version=FRAMEWORK_VERSION,
+        py_version=PY_VERSION,
+        role=settings.role_arn,
+        instance_count=params[P.TRAINING_INSTANCE_COUNT],
+        instance_type=params[P.TRAINING_INSTANCE_TYPE],
+        # Horovod: SageMaker launches ProcessesPerHost ranks per host with mpirun.
+        distribution={
+            "mpi": {
+                "enabled": True,
+                "processes_per_host": params[P.PROCESSES_PER_HOST],
+                "custom_mpi_options": settings.custom_mpi_options,
+            }
+        },
+        hyperparameters={
+            training.HP_EPOCHS: params[P.EPOCHS],
+            training.HP_BATCH_SIZE: params[P.BATCH_SIZE],
+            training.HP_BASE_LEARNING_RATE: params[P.BASE_LEARNING_RATE],
+            training.HP_WARMUP_EPOCHS: params[P.WARMUP_EPOCHS],
+            training.HP_STEPS_PER_EXECUTION: params[P.STEPS_PER_EXECUTION],
+            training.HP_SEED: settings.seed,
+            training.HP_MIXED_PRECISION: settings.mixed_precision,
+            training.HP_FP16_ALLREDUCE: settings.fp16_allreduce,
+            training.HP_MODEL_ARCHITECTURE: params[P.MODEL_ARCHITECTURE],
+            training.HP_IMAGE_SIZE: params[P.IMAGE_SIZE],
+            training.HP_AUGMENTATION: params[P.AUGMENTATION],
+            training.HP_HEAD_EPOCHS: params[P.HEAD_EPOCHS],
+            training.HP_FINE_TUNE_LAYERS: params[P.FINE_TUNE_LAYERS],
+            training.HP_FINE_TUNE_LR_FACTOR: params[P.FINE_TUNE_LR_FACTOR],
+            # The user's model file, shipped in the bundle (a build setting).
+            **({training.HP_MODEL_FILE: user_model_path(settings.model_file)} if settings.model_file else {}),
+        },
+        metric_definitions=training.METRIC_DEFINITIONS,
+        output_path=settings.s3_uri("training"),
+        # Per execution: a retried job resumes; a new execution does not inherit old epochs.
+        checkpoint_s3_uri=Join(
+            on="/",
+            values=[settings.s3_uri("checkpoints"), ExecutionVariables.PIPELINE_EXECUTION_ID],
+        ),
+        checkpoint_local_path=training.CHECKPOINT_DIR,
+        enable_network_isolation=settings.network_isolation,
+        encrypt_inter_container_traffic=True,
+        volume_kms_key=settings.kms_key_id,
+        output_kms_key=settings.kms_key_id,
+        use_spot_instances=settings.use_spot,
+        max_run=settings.max_run_seconds,
+        max_wait=settings.max_run_seconds * 2 if settings.use_spot else None,
+        disable_profiler=True,
+        debugger_hook_config=False,
+        sagemaker_session=ctx.session,
+        base_job_name=f"{settings.pipeline_name}-training",
+    )
+
+
+def _channels(ctx: BuildContext, step_preprocess: ProcessingStep) -> dict[str, TrainingInput]:
+    channels = {
+        name: TrainingInput(
+            split_uri(step_preprocess, name),
+            distribution=ctx.params[P.TRAIN_DISTRIBUTION],
+            input_mode=ctx.params[P.TRAIN_INPUT_MODE],
+        )
+        for name in training.DATA_CHANNELS
+    }
+    # Every rank reads every shard's record count, to agree on steps per epoch.
+    channels[training.CHANNEL_MANIFEST] = TrainingInput(
+        split_uri(step_preprocess, processing.OUTPUT_MANIFEST),
+        distribution="FullyReplicated",
+        input_mode="File",
+    )
+    if ctx.settings.init_model_uri:
+        channels[training.CHANNEL_INIT] = TrainingInput(
+            ctx.settings.init_model_uri, distribution="FullyReplicated", input_mode="File"
+        )
+    return channels
+
+
+def _retry_policies() -> list:
+    return [
+        # Transient: capacity, throttling, service faults. A retried job resumes from the
+        # execution's checkpoints (see checkpoint_s3_uri).
+        StepRetryPolicy(
+            exception_types=[StepExceptionTypeEnum.SERVICE_FAULT, StepExceptionTypeEnum.THROTTLING],
+            interval_seconds=30, backoff_rate=2.0, max_attempts=3,
+        ),
+        SageMakerJobStepRetryPolicy(
+            exception_types=[
+                SageMakerJobExceptionTypeEnum.CAPACITY_ERROR,
+                SageMakerJobExceptionTypeEnum.INTERNAL_ERROR,
+                SageMakerJobExceptionTypeEnum.RESOURCE_LIMIT,
+            ],
+            interval_seconds=60, backoff_rate=2.0, max_attempts=3,
+        ),
+    ]
+
+
+def model_artifact(step_train: TrainingStep):
+    """The model.tar.gz the training job wrote."""
+    return step_train.properties.ModelArtifacts.S3ModelArtifacts

@@ -1,0 +1,44 @@
+"""The user's model file, checked before any job starts: a subprocess of the environment's
+Python runs ``training_entry.model.check_model`` (``pipeline`` never imports TensorFlow), building
+the model once on a placeholder input of the data's kind. The job checks again with the real
+input shape and class count in its first seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+
+from pipeline.definition import parameters as P
+from pipeline.definition.bundles import REPO_ROOT
+from pipeline.errors import UserError
+from training_entry import contract as training
+from training_entry.input.records import KIND_IMAGE
+
+# A placeholder: the real class count and feature count come from processing.
+CHECK_CLASSES = 3
+CHECK_FEATURES = 8
+CHECK_TIMEOUT_SECONDS = 300
+
+
+def uses_user_model(values: Mapping[str, object], model_file: str | None) -> bool:
+    architecture = values.get(P.MODEL_ARCHITECTURE, training.ARCH_AUTO)
+    return bool(model_file) and architecture in (training.ARCH_AUTO, training.ARCH_CUSTOM)
+
+
+def check_user_model(model_file: str, kind: str, values: Mapping[str, object]) -> str:
+    """One line saying what was built; UserError with the check's one line otherwise."""
+    shape = (["--image-size", str(values[P.IMAGE_SIZE])] if kind == KIND_IMAGE
+             else ["--features", str(CHECK_FEATURES)])
+    command = [sys.executable, "-m", "training_entry.model.check_model", os.path.abspath(model_file),
+               *shape, "--classes", str(CHECK_CLASSES)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise UserError(f"--model-file {model_file}: building the model took over {CHECK_TIMEOUT_SECONDS}s") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise UserError(f"--model-file: {lines[-1] if lines else f'check exited {done.returncode}'}")
+    return done.stdout.strip()

@@ -1,0 +1,1 @@
+"""One SageMaker job (Training or Processing) run as local processes under the container contract."""

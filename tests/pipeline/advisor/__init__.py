@@ -1,4 +1,0 @@
-"""Tests of pipeline/advisor (step model, fit, knee, recommendation, `trainpipe advise`).
-
-    PYTHONPATH=$PWD .venv/bin/pytest tests/pipeline/advisor -q
-"""

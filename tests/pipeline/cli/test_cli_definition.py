@@ -1,0 +1,77 @@
+"""``trainpipe definition`` driven as a user would: a subprocess, stdout, stderr, exit code."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline.cli.main import main
+
+
+def trainpipe(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_prints_the_definition_json_and_nothing_else():
+    result = trainpipe("definition", "-p", "Epochs=3", "-p", "TrainInputMode=Pipe")
+    assert result.returncode == 0, result.stderr
+    definition = json.loads(result.stdout)  # stdout is pure JSON
+    params = {p["Name"]: p["DefaultValue"] for p in definition["Parameters"]}
+    assert params["Epochs"] == 3 and params["TrainInputMode"] == "Pipe"
+
+
+def test_epochs_1_alone_is_a_valid_smoke_run_with_one_line_about_the_warmup():
+    result = trainpipe("definition", "-p", "Epochs=1")
+    assert result.returncode == 0, result.stderr
+    params = {p["Name"]: p["DefaultValue"] for p in json.loads(result.stdout)["Parameters"]}
+    assert (params["Epochs"], params["WarmupEpochs"]) == (1, 1)
+    assert result.stderr.strip().splitlines() == [
+        "note: WarmupEpochs defaults to 2, longer than Epochs=1: warming up over 1 epoch(s) instead"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["-p", "Epochs=0"], "Epochs=0: must be at least 1"),
+        (["-p", "Nope=1"], "unknown parameter 'Nope'"),
+        (["-p", "TrainInputMode=Stream"], "must be one of File, Pipe, FastFile"),
+        (["-p", "AccuracyThreshold=2"], "must be at most 1"),
+        (["-p", "TrainingInstanceCount=64", "-p", "ProcessesPerHost=8"], "512 shards per split"),
+        (["--init-model-uri", "/tmp/weights"], "must be an s3:// URI"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_a_non_zero_exit(argv, message, capsys):
+    assert main(["definition", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert message in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_bad_flag_value_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["definition", "--mixed-precision", "fp8"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
+
+
+def test_writes_to_a_file(tmp_path):
+    out = tmp_path / "definition.json"
+    assert main(["definition", "--bucket", "my-bucket", "--region", "eu-west-1", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "s3://my-bucket/" in text and "eu-west-1" in text
+
+
+def test_settings_from_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINPIPE_BUCKET", "env-bucket")
+    out = tmp_path / "d.json"
+    assert main(["definition", "-o", str(out)]) == 0
+    assert "s3://env-bucket/" in out.read_text()
+    # The flag wins over the environment.
+    assert main(["definition", "--bucket", "flag-bucket", "-o", str(out)]) == 0
+    assert "s3://flag-bucket/" in out.read_text() and "env-bucket" not in out.read_text()

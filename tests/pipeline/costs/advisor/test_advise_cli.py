@@ -1,0 +1,60 @@
+"""``trainpipe advise`` over a workdir of recorded runs, as a user runs it."""
+
+from __future__ import annotations
+
+from pipeline.cli.main import main
+from tests.pipeline.costs.advisor.fixtures import recorded_workdir, write_run
+
+
+def test_advise_prints_model_error_predictions_knee_recommendation_and_plot(tmp_path, capsys):
+    workdir = recorded_workdir(tmp_path / "wd")
+    plot = tmp_path / "advise.png"
+    assert main(["advise", "--workdir", str(workdir), "--instance-types", "ml.c5.xlarge", "ml.p3.2xlarge",
+                 "--max-workers", "4", "--goal", "cheapest", "--deadline", "1", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out
+    assert "3 run(s) measured (local: 3)" in out
+    assert "step(n) = compute(n) + wait(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))" in out
+    assert "gradient 17,226 parameters x 4 B (fp32 allreduce)" in out
+    assert "its error on the runs it has seen (local)" in out and "leave-1-out" in out
+    assert "<- knee" in out
+    assert "ml.p3.2xlarge: no measured run on it" in out and "-p TrainingInstanceType=ml.p3.2xlarge" in out
+    assert "recommendation (cheapest, time <= 1 h): TrainingInstanceType=ml.c5.xlarge TrainingInstanceCount=1" in out
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_advise_learns_from_every_recorded_run(tmp_path, capsys):
+    workdir = recorded_workdir(tmp_path / "wd")
+    main(["advise", "--workdir", str(workdir), "--plot", str(tmp_path / "a.png")])
+    before = capsys.readouterr().out
+    # A fourth run, 4 ranks on the 2 cores, much slower than the model so far predicts.
+    write_run(workdir, "r4", hosts=1, ppn=4, batch=32, step_seconds=[0.1, 0.012, 0.012, 0.012],
+              cpu_seconds=[0.02, 0.002, 0.002, 0.002])
+    main(["advise", "--workdir", str(workdir), "--plot", str(tmp_path / "b.png")])
+    after = capsys.readouterr().out
+    assert "fit on 4 run(s)" in after and "r4/TrainModel" in after
+    assert "refit on 3 multi-rank run(s)" in after
+    assert before.split("model for local")[1].split("its error")[0] != after.split("model for local")[1].split("its error")[0]
+
+
+def test_advise_without_runs_and_with_a_missing_price_say_what_to_do(tmp_path, capsys):
+    assert main(["advise", "--workdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "run `trainpipe run --local`" in err
+    workdir = recorded_workdir(tmp_path / "wd")
+    assert main(["advise", "--workdir", str(workdir), "--instance-types", "ml.m5.xlarge",
+                 "--region", "ap-east-1", "--plot", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "no price for ml.m5.xlarge in ap-east-1" in out and "pass --price ml.m5.xlarge=USD_PER_HOUR" in out
+
+
+def test_advise_models_the_runs_of_one_steps_per_execution(tmp_path, capsys):
+    """Runs recorded before StepsPerExecution count as 1; two runs at 16 outnumber them."""
+    workdir = recorded_workdir(tmp_path / "wd")  # 3 runs, no steps-per-execution: 1
+    for name, ppn in (("s1", 1), ("s2", 2), ("s3", 2), ("s4", 1)):
+        write_run(workdir, name, hosts=1, ppn=ppn, batch=32, step_seconds=[0.05, 0.0008, 0.0008, 0.0008],
+                  cpu_seconds=[0.02, 0.0008, 0.0008, 0.0008], steps_per_execution=16)
+    assert main(["advise", "--workdir", str(workdir), "--plot", str(tmp_path / "a.png")]) == 0
+    out = capsys.readouterr().out
+    assert ("local: modelling the 4 run(s) at StepsPerExecution=16; left out 3 at 1 (a step's fixed cost "
+            "depends on it: run again at 16 to use them)") in out
+    assert "fit on 4 run(s)" in out and "s2/TrainModel" in out and "r2/TrainModel" not in out

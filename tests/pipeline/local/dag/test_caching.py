@@ -1,0 +1,69 @@
+"""Step cache keys follow SageMaker's documented attributes; entries expire."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from pipeline.local.dag import caching
+
+
+def training_args(**changes):
+    args = {
+        "AlgorithmSpecification": {"TrainingImage": "img", "TrainingInputMode": "File"},
+        "HyperParameters": {"epochs": "3"},
+        "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": "s3://b/exec-1/train"}}}],
+        "CheckpointConfig": {"S3Uri": "s3://b/checkpoints/{Execution.PipelineExecutionId}"},
+        "OutputDataConfig": {"S3OutputPath": "s3://b/out"},
+        "ResourceConfig": {"InstanceCount": 2, "InstanceType": "ml.c5.xlarge"},
+    }
+    args.update(changes)
+    return args
+
+
+def key(args, step_type="Training", step="TrainModel"):
+    return caching.cache_key(caching.key_material("pipe", step, step_type, args))
+
+
+def test_the_key_covers_what_sagemaker_documents_and_nothing_else():
+    base = key(training_args())
+    # Not in SageMaker's list: output location, resources (and job names, never in the args).
+    assert key(training_args(OutputDataConfig={"S3OutputPath": "s3://b/elsewhere"})) == base
+    assert key(training_args(ResourceConfig={"InstanceCount": 4, "InstanceType": "ml.p3.2xlarge"})) == base
+    # In it: hyperparameters, inputs (an upstream step re-run in a new execution moves them).
+    assert key(training_args(HyperParameters={"epochs": "4"})) != base
+    assert key(training_args(InputDataConfig=[{"ChannelName": "train", "DataSource": {
+        "S3DataSource": {"S3Uri": "s3://b/exec-2/train"}}}])) != base
+    assert key(training_args(), step="Other") != base
+    processing = {"AppSpecification": {"ContainerArguments": ["--x", "1"]}, "Environment": {},
+                  "ProcessingInputs": [], "ProcessingOutputConfig": {"Outputs": [{"S3Output": {"S3Uri": "s3://b/e1"}}]}}
+    moved = json.loads(json.dumps(processing))
+    moved["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"] = "s3://b/e2"
+    assert key(processing, "Processing") == key(moved, "Processing")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("P30D", 30 * 86400), ("PT1H", 3600), ("P1DT12H", 36 * 3600), ("30d", 30 * 86400),
+    ("T16m", 16 * 60), ("P1W", 7 * 86400), ("PT90S", 90)])
+def test_iso_durations(text, seconds):
+    assert caching.parse_duration(text) == seconds
+
+
+def test_bad_durations_are_refused():
+    for text in ("", "P", "30 days", "PT1X"):
+        with pytest.raises(ValueError, match="ISO 8601"):
+            caching.parse_duration(text)
+
+
+def test_entries_are_found_until_they_expire(tmp_path, monkeypatch):
+    cache = caching.StepCache(tmp_path)
+    cache.store("k1", "TrainModel", "exec-1", {"TrainingJobName": "j"}, {"m": 1})
+    entry = cache.lookup("k1", "PT1H")
+    assert entry.execution_id == "exec-1" and entry.properties == {"TrainingJobName": "j"}
+    assert cache.lookup("k2", "PT1H") is None
+    later = time.time() + 2 * 3600
+    monkeypatch.setattr(caching.time, "time", lambda: later)
+    assert cache.lookup("k1", "PT1H") is None
+    assert cache.lookup("k1", "P1D") is not None

@@ -1,0 +1,70 @@
+"""Each simulated host's own /opt/ml and hostname (pipeline/local/hosts/namespaces.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.hosts import namespaces
+from training_entry.contract import CONTAINER_BASE_DIR
+
+AVAILABLE = namespaces.unavailable_reason() is None
+
+
+def test_the_launcher_names_the_contract_s_container_base():
+    # namespaces.py is stdlib-only (run by file path), so it spells the path itself.
+    assert namespaces.CONTAINER_BASE == CONTAINER_BASE_DIR
+
+
+def python_launcher(host, tree, cwd, argv, hosts=""):
+    """namespaces.py run by file path: what non-root users get (root gets util-linux's unshare)."""
+    return [sys.executable, "-S", "-I", namespaces.LAUNCHER, host, str(tree), cwd, hosts, "--", *argv]
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"no namespaces here: {namespaces.unavailable_reason()}")
+@pytest.mark.parametrize("launch", [namespaces.command, python_launcher], ids=["command", "python"])
+def test_a_host_sees_its_tree_at_opt_ml_and_its_name_and_nothing_leaks(tmp_path, launch):
+    tree = tmp_path / "algo-2"
+    (tree / "input" / "config").mkdir(parents=True)
+    (tree / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-2"}')
+    script = ("import json, os, socket; "
+              "print(socket.gethostname(), os.getcwd(), "
+              "json.load(open('/opt/ml/input/config/resourceconfig.json'))['current_host'], "
+              "socket.gethostbyname('algo-1'), socket.gethostbyname('algo-2')); "
+              "open('/opt/ml/written', 'w').write('x')")
+    machine_hosts = Path("/etc/hosts").read_text()
+    hosts = namespaces.hosts_file(tmp_path / "hosts", ["algo-1", "algo-2"])
+    done = subprocess.run(launch("algo-2", tree, "/opt/ml/input", [sys.executable, "-c", script], hosts=hosts),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["algo-2", "/opt/ml/input", "algo-2", "127.0.0.1", "127.0.0.1"]
+    assert Path("/etc/hosts").read_text() == machine_hosts
+    assert (tree / "written").read_text() == "x"
+    # The machine's own /opt/ml and hostname are untouched.
+    assert subprocess.run(["cat", "/proc/sys/kernel/hostname"], capture_output=True, text=True).stdout.strip() != "algo-2"
+    assert not (Path(CONTAINER_BASE_DIR) / "written").exists()
+
+
+def test_the_switch_turns_them_off_and_the_fallback_explains_a_missing_path():
+    assert namespaces.unavailable_reason({namespaces.SWITCH_ENV: "0"}) == f"{namespaces.SWITCH_ENV}=0"
+    reason = ("AlgorithmError: algo-1 exited with code 1: FileNotFoundError: [Errno 2] No such file "
+              "or directory: '/opt/ml/processing/input/raw_data_all.csv'")
+    explained = namespaces.explain_missing_path(reason)
+    assert explained.startswith(reason) and "SAGEMAKER_BASE_DIR" in explained
+    assert namespaces.explain_missing_path("AlgorithmError: ValueError: bad") == "AlgorithmError: ValueError: bad"
+
+
+def test_the_launcher_refuses_a_bad_command_line_and_a_tree_it_cannot_mount(tmp_path):
+    usage = subprocess.run([sys.executable, namespaces.LAUNCHER, "algo-1"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "usage:" in usage.stderr
+    if AVAILABLE:
+        missing = subprocess.run(python_launcher("algo-1", tmp_path / "absent", "/", ["true"]),
+                                 capture_output=True, text=True)
+        assert missing.returncode == 126
+        assert "cannot give algo-1 its own /opt/ml" in missing.stderr
+        fast = subprocess.run(namespaces.command("algo-1", tmp_path / "absent", "/", ["true"]),
+                              capture_output=True, text=True)
+        assert fast.returncode != 0 and "absent" in fast.stderr

@@ -1,0 +1,85 @@
+"""Ending a job's processes: whatever the user presses while trainpipe cleans up, no process of
+the job survives (``pipeline/local/hosts/processes.py``, ``jobs.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.hosts import mpi
+from tests.pipeline.local.helpers import leftover_processes
+
+REPO = Path(__file__).resolve().parents[4]
+
+# Ignores SIGTERM, as a script stuck in C code or with its own handler may; so does the child
+# it starts. Both write their pids for the test.
+STUBBORN = """
+    import os, pathlib, signal, subprocess, sys, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
+    child = subprocess.Popen([sys.executable, "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"])
+    out = pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"]) / f"pids-{rank}.txt"
+    out.write_text(f"{os.getpid()} {child.pid}")
+    print("started", flush=True)
+    time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("mpi_launch", [False, pytest.param(True, marks=pytest.mark.skipif(
+    mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed"))])
+def test_two_interrupts_one_second_apart_leave_no_process_of_the_job(tmp_path, mpi_launch):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "stubborn.py").write_text(textwrap.dedent(STUBBORN))
+    workdir = tmp_path / "work"
+    argv = [sys.executable, "-m", "pipeline.cli.main", "train", "--local", "--workdir", str(workdir),
+            "--entry-point", "stubborn.py", "--source-dir", str(code), "--job-name", "stubborn"]
+    if mpi_launch:
+        argv += ["--instances", "2", "--processes-per-host", "1"]
+    runner = subprocess.Popen(argv, cwd=tmp_path, start_new_session=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        expected = 2 if mpi_launch else 1
+        deadline = time.monotonic() + 90
+        pid_files: list[Path] = []
+        while len(pid_files) < expected and time.monotonic() < deadline:
+            time.sleep(0.2)
+            pid_files = list(workdir.rglob("pids-*.txt"))
+            assert runner.poll() is None, runner.stdout.read().decode()
+        assert len(pid_files) == expected, "the job never started"
+        time.sleep(0.5)
+        pids = [int(p) for f in pid_files for p in f.read_text().split()]
+        assert all(alive(p) for p in pids)
+        runner.send_signal(signal.SIGINT)  # Ctrl-C
+        time.sleep(1.0)
+        runner.send_signal(signal.SIGINT)  # and again, impatient, during the cleanup
+        output = runner.communicate(timeout=60)[0].decode()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    deadline = time.monotonic() + 5
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [p for p in pids if alive(p)] == [], output
+    assert leftover_processes(str(tmp_path)) == []
+    assert runner.returncode != 0
+    description = json.loads(next(workdir.rglob("description.json")).read_text())
+    assert description["TrainingJobStatus"] == "Stopped", output

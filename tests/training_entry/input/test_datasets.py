@@ -1,0 +1,270 @@
+"""The tf.data pipelines Keras gets, in File and Pipe mode, without Horovod."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+import types
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.training_entry.helpers import PipeFeeder
+from training_entry.config import Channel, Hosts
+from training_entry.input import data, examples, records
+
+FEATURES = 3
+
+
+def _write_split(directory, split, counts):
+    """Shard i's records have x = [i, j, 0], y = i % 2: every batch says where it came from."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shards = {}
+    for i, count in enumerate(counts):
+        name = records.shard_name(split, i, len(counts))
+        records.write_records(str(directory / name), [examples.serialize([i, j, 0], i % 2) for j in range(count)])
+        shards[name] = count
+    return records.Manifest(split, FEATURES, 2, shards)
+
+
+ONE_HOST = Hosts("algo-1", ("algo-1",))
+
+
+def _context(tmp_path, hosts=ONE_HOST):
+    return data.InputContext(hosts=hosts, fifo_dir=str(tmp_path / "fifos"), config_dir=str(tmp_path),
+                             private_dir=str(tmp_path / "private"), num_features=FEATURES, seed=1)
+
+
+def _origins(batches):
+    return sorted({(int(x[0]), int(y)) for bx, by in batches for x, y in zip(bx.numpy(), by.numpy(), strict=True)})
+
+
+def test_file_training_never_runs_out_and_reads_only_this_ranks_shards(tmp_path):
+    manifest = _write_split(tmp_path / "train", "train", [10, 12, 9, 11])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 1, 2), batch_size=4)
+    assert plan.steps == 4  # rank 0 reads shards 0+2 (19 records), rank 1 shards 1+3 (23)
+    batches = list(data.training_dataset(plan, _context(tmp_path), epochs=3).take(plan.steps * 10))
+    assert len(batches) == plan.steps * 10
+    assert batches[0][0].shape == (4, FEATURES) and batches[0][1].dtype == tf.int64
+    assert _origins(batches) == [(1, 1), (3, 1)]
+
+
+def test_file_validation_is_the_same_steps_every_time(tmp_path):
+    manifest = _write_split(tmp_path / "validation", "validation", [7, 9])
+    channel = Channel("validation", "File", "FullyReplicated", str(tmp_path / "validation"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 2), batch_size=3)
+    ds = data.validation_dataset(plan, _context(tmp_path))
+    first, second = list(ds), list(ds)
+    assert len(first) == plan.steps == 2
+    assert [b[0].numpy().tolist() for b in first] == [b[0].numpy().tolist() for b in second]
+
+
+def _pipe_setup(tmp_path, distribution, hosts, layout, counts=(20, 24, 18, 22), batch=4):
+    split_dir = tmp_path / "source"
+    manifest = _write_split(split_dir, "train", list(counts))
+    (tmp_path / "fifos").mkdir()
+    channel = Channel("train", "Pipe", distribution, str(tmp_path / "fifos" / "train"))
+    plan = data.plan_channel(channel, manifest, layout, batch)
+    objects = [split_dir / name for name, _ in plan.stream]
+    return plan, objects
+
+
+def _train_through_fifos(tmp_path, plan, objects, hosts, epochs, passes=None):
+    """Every batch of ``epochs`` epochs of the Pipe training dataset, the feeder offering
+    ``passes`` FIFOs (default one per epoch)."""
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=passes or epochs).start()
+    try:
+        return list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=epochs)), feeder
+    finally:
+        feeder.stop()
+
+
+def test_pipe_training_reads_one_fifo_per_epoch_and_keeps_its_records(tmp_path):
+    hosts = Hosts("algo-2", ("algo-1", "algo-2"))
+    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(1, 2, 0, 1))
+    assert len(objects) == 4  # FullyReplicated: every host streams every shard
+    batches, feeder = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2, passes=3)
+    assert len(batches) == 2 * plan.steps
+    assert _origins(batches) == [(1, 1), (3, 1)]  # global rank 1 reads shards 1 and 3
+    assert (feeder.fed, feeder.closed_early, feeder.errors) == (2, 0, [])
+
+
+def test_pipe_epoch_completes_before_the_next_fifo_exists(tmp_path, monkeypatch):
+    """A shuffle buffer spanning passes would wait for pass 2 before finishing epoch 1 (a
+    job held between epochs, or a feeder that creates pipes one by one, would hang)."""
+    monkeypatch.setenv("TRAINPIPE_PIPE_WAIT_SECONDS", "1")
+    hosts = Hosts("algo-1", ("algo-1",))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=1).start()
+    try:
+        iterator = iter(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
+        first_epoch = [next(iterator) for _ in range(plan.steps)]
+    finally:
+        feeder.stop()
+    assert len(first_epoch) == plan.steps == 21
+    assert feeder.fed == 1
+
+
+def test_keras_fit_opens_exactly_one_fifo_per_epoch_and_channel(tmp_path):
+    """Keras makes a second iterator when a dataset's cardinality equals its steps; for a
+    Pipe channel that would skip a FIFO or hang. Three epochs must read _0, _1, _2."""
+    hosts = Hosts("algo-1", ("algo-1",))
+    layout = data.Layout(0, 1, 0, 1)
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, layout)
+    val_manifest = _write_split(tmp_path / "vsource", "validation", [8, 8])
+    val_plan = data.plan_channel(Channel("validation", "Pipe", "ShardedByS3Key", ""), val_manifest, layout, 4)
+    ctx = _context(tmp_path, hosts)
+    feeders = [
+        PipeFeeder(tmp_path / "fifos", "train", objects, passes=4).start(),
+        PipeFeeder(tmp_path / "fifos", "validation", sorted((tmp_path / "vsource").iterdir()), passes=4).start(),
+    ]
+    model = tf.keras.Sequential([tf.keras.Input((FEATURES,), name="x"), tf.keras.layers.Dense(2, activation="softmax")])
+    model.compile(tf.keras.optimizers.legacy.SGD(0.01), "sparse_categorical_crossentropy")
+    try:
+        history = model.fit(data.training_dataset(plan, ctx, 3), steps_per_epoch=plan.steps, epochs=3,
+                            validation_data=data.validation_dataset(val_plan, ctx),
+                            validation_steps=val_plan.steps, verbose=0)
+    finally:
+        for f in feeders:
+            f.stop()
+    assert len(history.history["val_loss"]) == 3
+    assert [(f.fed, f.closed_early, f.errors) for f in feeders] == [(3, 0, []), (3, 0, [])]
+
+
+def _fake_pipe_mode_dataset(opened):
+    """Stands in for sagemaker_tensorflow.PipeModeDataset: every new iterator reads the next
+    FIFO <pipe_dir>/<channel>_<n> (the real one keeps n in state_dir)."""
+
+    def PipeModeDataset(channel, record_format, state_dir, pipe_dir, config_dir):  # noqa: N802
+        assert record_format == "TFRecord"
+
+        def generate():
+            path = f"{pipe_dir}/{channel}_{len(opened)}"
+            opened.append(path)
+            with open(path, "rb") as f:
+                yield from records.read_records(f, path)
+
+        return tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec((), tf.string))
+
+    module = types.ModuleType("sagemaker_tensorflow")
+    module.__spec__ = importlib.machinery.ModuleSpec("sagemaker_tensorflow", None)
+    module.PipeModeDataset = PipeModeDataset
+    return module
+
+
+def test_pipe_mode_dataset_when_installed_filters_to_this_ranks_records(tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setitem(sys.modules, "sagemaker_tensorflow", _fake_pipe_mode_dataset(opened))
+    assert data.pipe_mode_dataset_available()
+    hosts = Hosts("algo-1", ("algo-1", "algo-2"))
+    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(0, 2, 0, 1))
+    batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
+    assert len(batches) == 2 * plan.steps
+    assert _origins(batches) == [(0, 0), (2, 0)]
+    assert opened == [str(tmp_path / "fifos" / "train_0"), str(tmp_path / "fifos" / "train_1")]
+    # The real PipeModeDataset may open its FIFO when an iterator is made: Keras must make
+    # exactly one per pass, which it does only for datasets of unknown cardinality.
+    for ds in (data.training_dataset(plan, _context(tmp_path, hosts), epochs=1),
+               data.validation_dataset(plan, _context(tmp_path, hosts))):
+        assert tf.data.experimental.cardinality(ds) == tf.data.experimental.UNKNOWN_CARDINALITY
+
+
+def test_pipe_mode_dataset_stream_too_short_fails_instead_of_running_short(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "sagemaker_tensorflow", _fake_pipe_mode_dataset([]))
+    hosts = Hosts("algo-1", ("algo-1",))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects[:2], passes=1).start()
+    try:
+        with pytest.raises(tf.errors.FailedPreconditionError, match="expected to contain 84 elements"):
+            list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=1))
+    finally:
+        feeder.stop()
+
+
+def test_batches_parse_to_float_features():
+    ds = tf.data.Dataset.from_tensor_slices([examples.serialize(np.arange(FEATURES), 1)] * 4)
+    plan = types.SimpleNamespace(batch_size=2)
+    x, y = next(iter(data._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES, image_size=None))))
+    assert x.dtype == tf.float32 and x.numpy().tolist() == [[0, 1, 2]] * 2 and y.numpy().tolist() == [1, 1]
+
+
+def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once(tmp_path):
+    hosts = Hosts("algo-1", ("algo-1",))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
+    assert all(bx.shape == (4, FEATURES) for bx, _ in batches)
+    epochs = [[tuple(x[:2]) for bx, _ in batches[e * plan.steps:(e + 1) * plan.steps] for x in bx.numpy().tolist()]
+              for e in range(2)]
+    stream = [(float(i), float(j)) for i, count in enumerate((20, 24, 18, 22)) for j in range(count)]
+    for epoch in epochs:  # 84 records = 21 batches of 4: every record once per pass, shuffled
+        assert sorted(epoch) == sorted(stream) and epoch != stream
+    assert epochs[0] != epochs[1]
+
+
+def test_pipe_image_records_are_decoded_per_record_from_the_handed_batches(tmp_path):
+    png = tf.io.encode_png(tf.zeros([5, 7, 1], tf.uint8)).numpy()
+    serialized = [examples.serialize_image(png, label, "c", 5, 7) for label in range(6)]
+    blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3]))
+    plan = types.SimpleNamespace(batch_size=3)
+    ctx = types.SimpleNamespace(image_size=8, augmentation="none", num_features=0)
+    got = list(data._batches(blob, plan, ctx, batched=True))
+    assert [tuple(x.shape) for x, _ in got] == [(3, 8, 8, 3)] * 2
+    assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
+
+
+def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
+    serialized = [examples.serialize([i, i + 0.5, -i], i) for i in range(6)]
+    blocks = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.constant(serialized), [1, 2, 3]))
+    plan = types.SimpleNamespace(batch_size=3)
+    ctx = types.SimpleNamespace(image_size=None, num_features=FEATURES)
+    got = list(data._batches(blocks, plan, ctx, batched=True))
+    assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
+    assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
+    assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
+
+
+def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutation(tmp_path, monkeypatch):
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
+    assert plan.steps == 5  # 22 records, 5 batches of 4 per pass
+    held = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert data._in_memory_table(plan, _context(tmp_path)) is not None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")  # 0: always stream, as a large table does
+    assert data._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, str(22 * (4 * FEATURES + 8) / 2**20 / 2))  # half of what it needs
+    assert data._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "lots")  # a bad value names the variable and the fix
+    with pytest.raises(data.DataError, match=f"{data.IN_MEMORY_ENV}='lots': must be a number of MiB"):
+        data.training_dataset(plan, _context(tmp_path), epochs=3)
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
+    streamed = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert held.element_spec == streamed.element_spec  # Keras sees the same batches either way
+    rows = [(int(x[0]), int(x[1]), int(y))
+            for bx, by in held.take(plan.steps * 8) for x, y in zip(bx.numpy(), by.numpy(), strict=True)]
+    passes = [rows[k:k + plan.quota] for k in range(0, len(rows), plan.quota)]
+    for records_of_pass in passes:
+        assert len(set(records_of_pass)) == 20  # no record twice within a pass
+        assert all(y == i % 2 for i, _, y in records_of_pass)  # features and label stay together
+    assert len({tuple(p) for p in passes}) == 8  # every pass in its own order
+    assert set().union(*map(set, passes)) == {(i, j, i % 2) for i, n in enumerate([10, 12]) for j in range(n)}
+    # The same seed, the same passes (a re-run reproduces its order).
+    monkeypatch.delenv(data.IN_MEMORY_ENV)
+    again = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert [b[0].numpy().tolist() for b in again.take(plan.steps)] == [b[0].numpy().tolist() for b in held.take(plan.steps)]
+
+
+def test_the_datasets_keras_gets_have_no_autotune_thread_to_wait_for(tmp_path, monkeypatch):
+    # Deleting an iterator waits out its autotune thread's sleep: seconds at the end of a fit.
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
+    held = data.training_dataset(plan, _context(tmp_path), epochs=2)
+    validation = data.validation_dataset(plan, _context(tmp_path))
+    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
+    streamed = data.training_dataset(plan, _context(tmp_path), epochs=2)
+    for ds in (held, validation, streamed):
+        assert ds.options().autotune.enabled is False
+        assert len(list(ds.take(3))) == 3

@@ -1,0 +1,90 @@
+"""The network: a small MLP over the feature vector, softmax probabilities out.
+
+Evaluation and TF Serving consume its output as class probabilities, so the last layer is a
+softmax, not logits. Under a mixed-precision policy the hidden layers compute in float16 or
+bfloat16; the softmax is forced to float32 so the probabilities sum to 1 and the loss is
+computed in full precision. Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from training_entry import contract
+from training_entry.input import images
+from training_entry.input.records import FEATURE_X
+
+INPUT_NAME = FEATURE_X  # the serving signature's input key: {"x": [[...features...]]}
+OUTPUT_NAME = contract.SERVING_OUTPUT  # the serving signature's output key
+HIDDEN_UNITS = (128, 64)
+DROPOUT = 0.2
+
+
+def build_model(
+    num_features: int,
+    num_classes: int,
+    feature_mean: Sequence[float] | None = None,
+    feature_std: Sequence[float] | None = None,
+) -> tf.keras.Model:
+    """``feature_mean``/``feature_std`` (the train split's, from the manifest) standardise the
+    raw input inside the model, so evaluation and serving feed raw features as well."""
+    if num_features < 1 or num_classes < 2:
+        raise ValueError(f"need >= 1 feature and >= 2 classes, got {num_features} and {num_classes}")
+    inputs = tf.keras.Input(shape=(num_features,), name=INPUT_NAME, dtype=tf.float32)
+    hidden = inputs
+    if feature_mean is not None and feature_std is not None:
+        hidden = tf.keras.layers.Normalization(
+            mean=list(feature_mean), variance=[s * s for s in feature_std], name="standardize"
+        )(hidden)
+    for i, units in enumerate(HIDDEN_UNITS):
+        hidden = tf.keras.layers.Dense(units, activation="relu", name=f"dense_{i}")(hidden)
+        hidden = tf.keras.layers.Dropout(DROPOUT, name=f"dropout_{i}")(hidden)
+    logits = tf.keras.layers.Dense(num_classes, name="logits")(hidden)
+    probabilities = tf.keras.layers.Activation("softmax", dtype="float32", name=OUTPUT_NAME)(logits)
+    return tf.keras.Model(inputs=inputs, outputs=probabilities, name="digits_mlp")
+
+
+def image_signatures(model: tf.keras.Model, image_size: int) -> dict:
+    """``serving_default``: float32 images [None, S, S, 3] in 0..255; ``serving_bytes``: the
+    encoded files (what an endpoint client sends), decoded and resized as in training
+    (``images``, without augmentation). Both return {"probabilities": [None, classes]}."""
+    spec = tf.TensorSpec([None, image_size, image_size, images.CHANNELS], tf.float32)
+
+    # The arguments' names are the signatures' input keys (contract.SERVING_INPUT_IMAGES,
+    # SERVING_INPUT_IMAGE_BYTES; tests/training_entry/model/test_export.py holds them equal).
+    @tf.function(input_signature=[spec])
+    def serve_images(images):
+        return {contract.SERVING_OUTPUT: model(images, training=False)}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve_bytes(image_bytes):
+        decoded = images.decode_batch(image_bytes, image_size)
+        return {contract.SERVING_OUTPUT: model(decoded, training=False)}
+
+    return {contract.SIGNATURE_DEFAULT: serve_images, contract.SIGNATURE_BYTES: serve_bytes}
+
+
+def save_for_serving(
+    model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None
+) -> str:
+    """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
+    written beside and renamed into place so no reader sees half a model. Without the
+    optimizer: Horovod's optimizer class would not deserialize where Horovod is absent.
+    ``image_size``: an image model, exported with ``image_signatures``."""
+    signatures = image_signatures(model, image_size) if image_size else None
+    os.makedirs(model_dir, exist_ok=True)
+    final = os.path.join(model_dir, version)
+    partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)
+    try:
+        model.save(partial, include_optimizer=False, save_format="tf", signatures=signatures)
+        if os.path.exists(final):  # a reused local tree
+            shutil.rmtree(final)
+        os.rename(partial, final)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return final
