@@ -95,7 +95,7 @@ PROGRAM = textwrap.dedent("""
 
     import horovod.tensorflow.keras as hvd
     import tensorflow as tf
-    from training_entry import flat_allreduce as F
+    from training_entry.run import flat_allreduce as F
 
     hvd.init()
     r = float(hvd.rank())
