@@ -37,6 +37,8 @@ BENCHMARKS = {
            "P2 Pipe reader vs TFRecordDataset, File channel"),
     "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
     "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
+    "mfu": ("benchmarks.mfu", ["--repeats", "2"],
+            "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
     "p5": ("benchmarks.p5_advisor", ["--repeats", "3", "--epochs", "3"],
            "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs (medians of 3 interleaved)"),
     "p6": ("benchmarks.p6_namespaces", ["--repeats", "5"],
@@ -44,6 +46,9 @@ BENCHMARKS = {
     "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),
     "images": ("benchmarks.image_processing", [],
                "Image tree processing: images/s and peak memory vs data size (1,250 to 20,000 images)"),
+    "tables": ("benchmarks.tables", [],
+               "Typed-column tables: processing rows/s and peak memory on a 1,000,000-row mixed CSV; "
+               "training input rate mixed / numeric"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 

@@ -1,7 +1,7 @@
 """P2: the Pipe-mode reader fed by the local runner's feeder vs TFRecordDataset on the same shards.
 
 The same training shards (digits x N, written by ``processing.preprocess``) reach one rank
-two ways, each measured as what the entrypoint hands Keras, ``data.training_dataset`` (one
+two ways, each measured as what the entrypoint hands Keras, ``datasets.training_dataset`` (one
 pass: shuffle, batch, parse), drained in-graph so no Python loop is timed:
 
 - File: ``tf.data.TFRecordDataset`` on the shards on disk (the entrypoint's File/FastFile
@@ -49,7 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     from pipeline.local.store import channels as ch
     from pipeline.local.store.storage import LocalStorage
     from training_entry.config import Channel, Hosts
-    from training_entry.input import data, pipe, records
+    from training_entry.input import datasets, pipe, records
+    from training_entry.input.context import InputContext
+    from training_entry.input.plan import Layout, plan_channel
 
     work = h.work_dir("p2")
     splits = h.preprocess(work, args.replicate, args.shards)
@@ -59,18 +61,18 @@ def main(argv: list[str] | None = None) -> int:
     total = manifest.total_records
     size_mb = sum(p.stat().st_size for p in shards) / 1e6
     hosts = Hosts("algo-1", ("algo-1",))
-    layout = data.Layout(host_index=0, host_count=1, local_rank=0, local_size=1)
+    layout = Layout(host_index=0, host_count=1, local_rank=0, local_size=1)
     fifo_dir = work / "fifo"
     file_channel = Channel("train", "File", "ShardedByS3Key", str(train_dir))
     pipe_channel = Channel("train", "Pipe", "ShardedByS3Key", str(fifo_dir / "train"))
-    file_plan = data.plan_channel(file_channel, manifest, layout, args.batch)
-    pipe_plan = data.plan_channel(pipe_channel, manifest, layout, args.batch)
+    file_plan = plan_channel(file_channel, manifest, layout, args.batch)
+    pipe_plan = plan_channel(pipe_channel, manifest, layout, args.batch)
     quota = file_plan.quota  # records one pass hands Keras (whole batches)
 
-    def context() -> data.InputContext:
-        return data.InputContext(hosts=hosts, fifo_dir=str(fifo_dir), config_dir=str(work),
-                                 private_dir=str(work / "private"),
-                                 num_features=manifest.num_features, seed=1)
+    def context() -> InputContext:
+        return InputContext(hosts=hosts, fifo_dir=str(fifo_dir), config_dir=str(work),
+                            private_dir=str(work / "private"),
+                            num_features=manifest.num_features, seed=1)
 
     def drain_batches(ds) -> int:
         # In-graph: no Python per batch, as when Keras pulls the dataset.
@@ -97,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def file_dataset() -> float:
         started = time.perf_counter()
-        ds = data.training_dataset(file_plan, context(), 1).take(file_plan.steps)
+        ds = datasets.training_dataset(file_plan, context(), 1).take(file_plan.steps)
         got = drain_batches(ds)
         assert got == quota, (got, quota)
         return got / (time.perf_counter() - started)
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     def pipe_dataset() -> float:
         with Feeding():
             started = time.perf_counter()
-            got = drain_batches(data.training_dataset(pipe_plan, context(), 1))
+            got = drain_batches(datasets.training_dataset(pipe_plan, context(), 1))
             seconds = time.perf_counter() - started
         assert got == quota, (got, quota)
         return got / seconds
@@ -179,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(target.parent, ignore_errors=True)
         started = time.perf_counter()
         ch.stage_files(store, objects, target, ch.FILE)
-        plan = data.plan_channel(Channel("train", "File", "ShardedByS3Key", str(target)),
+        plan = plan_channel(Channel("train", "File", "ShardedByS3Key", str(target)),
                                  manifest, layout, args.batch)
-        got = drain_batches(data.training_dataset(plan, context(), 1).take(plan.steps))
+        got = drain_batches(datasets.training_dataset(plan, context(), 1).take(plan.steps))
         return got / (time.perf_counter() - started)
 
     end_to_end = h.interleave({"file_channel": file_channel_end_to_end, "pipe_dataset": pipe_dataset},

@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from evaluation import images, report
+from evaluation import images, report, tables
 from evaluation.metrics import Scores
 from training_entry import archives
 from training_entry.contract import container_path
@@ -259,7 +259,52 @@ def _first_line(error: BaseException | str) -> str:
 
 
 # --- The step --------------------------------------------------------------------------------
-def score_image_model(version_dir: str, archive: str, shards: list[str], batch_size: int, output_dir: str) -> dict:
+def manifest_class_names(directory: str) -> tuple[str, ...] | None:
+    """The class names of the test manifest, when the step has the manifest input."""
+    path = os.path.join(directory, records.manifest_name("test"))
+    if not os.path.isfile(path):
+        return None
+    try:
+        return records.Manifest.load(path).class_names
+    except ValueError as e:
+        raise EvaluationError(f"{_first_line(e)}") from None
+
+
+def _typed(shard: str) -> bool:
+    payload = next(records.read_file_records(shard), None)
+    return payload is not None and tables.is_typed(payload)
+
+
+def score_typed_model(
+    version_dir: str, archive: str, shards: list[str], batch_size: int, class_names: tuple[str, ...] | None
+) -> dict:
+    """A table of typed columns, scored through ``serving_default`` (``evaluation.tables``)."""
+    try:
+        function, _ = tables.load_columns_signature(version_dir, archive)
+        scores = Scores()
+        for shard, first, batch in batches(shards, batch_size):
+            try:
+                probabilities, labels = function(batch)
+            except (tf.errors.InvalidArgumentError, ValueError, TypeError) as e:
+                raise EvaluationError(
+                    f"{shard}: records {first}..{first + len(batch) - 1} do not match the model's inputs "
+                    f"({_first_line(getattr(e, 'message', e))}); evaluate with the test split of the "
+                    f"data this model was trained on"
+                ) from None
+            check_probabilities(probabilities, labels, shard)
+            scores.add(labels, probabilities)
+    except tables.TableModelError as e:
+        raise EvaluationError(str(e)) from None
+    if scores.records == 0:
+        raise EvaluationError(f"the test shards ({', '.join(os.path.basename(s) for s in shards[:5])}) hold no "
+                              f"records; re-run PreprocessData")
+    return scores.to_report(class_names=list(class_names) if class_names else None)
+
+
+def score_image_model(
+    version_dir: str, archive: str, shards: list[str], batch_size: int, output_dir: str,
+    known_names: tuple[str, ...] | None = None,
+) -> dict:
     """The image path: score through ``serving_bytes``, save the most confident mistakes
     under ``output_dir``; returns the report."""
     try:
@@ -274,6 +319,8 @@ def score_image_model(version_dir: str, archive: str, shards: list[str], batch_s
             f"the test shards ({', '.join(os.path.basename(s) for s in shards[:5])}) hold no "
             f"records; re-run PreprocessData"
         )
+    if known_names and len(known_names) == scores.confusion.shape[0]:
+        class_names = list(known_names)  # a class the test split lacks keeps its name (support 0)
     saved = images.save_mistakes(mistakes, class_names, output_dir)
     return scores.to_report(report.KIND_IMAGE, class_names, saved)
 
@@ -286,13 +333,18 @@ def evaluate(batch_size: int | None = None) -> dict:
         extract_archive(archive, extracted)
         version_dir = find_saved_model(extracted, archive)
         shards = list_test_shards(container_path(report.TEST_INPUT_DIR))  # before the slow load
+        class_names = manifest_class_names(container_path(report.MANIFEST_INPUT_DIR))
         if record_kind(shards[0]) == records.KIND_IMAGE:
             document = score_image_model(
-                version_dir, archive, shards, batch_size or images.DEFAULT_IMAGE_BATCH_SIZE, output_dir
+                version_dir, archive, shards, batch_size or images.DEFAULT_IMAGE_BATCH_SIZE, output_dir,
+                class_names,
             )
+        elif _typed(shards[0]):
+            document = score_typed_model(version_dir, archive, shards, batch_size or DEFAULT_BATCH_SIZE, class_names)
         else:
             model = load_model(version_dir, archive)
-            document = score(model, shards, batch_size or DEFAULT_BATCH_SIZE).to_report()
+            document = score(model, shards, batch_size or DEFAULT_BATCH_SIZE).to_report(
+                class_names=list(class_names) if class_names else None)
     path = write_report(document, output_dir)
     top_k = document["metrics"]["top_k_accuracy"]
     print(

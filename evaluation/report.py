@@ -14,6 +14,9 @@ ENTRY_POINT = "evaluate.py"
 # SageMaker: processing paths live under /opt/ml/processing/.
 MODEL_INPUT_DIR = "/opt/ml/processing/input/model"  # holds model.tar.gz
 TEST_INPUT_DIR = "/opt/ml/processing/input/test"  # holds the test TFRecord shards
+# The PreprocessData step's manifests (test.json): the class names, every class even one the
+# test split lacks (reported with support 0). Optional: without it, names come from the records.
+MANIFEST_INPUT_DIR = "/opt/ml/processing/input/manifest"
 OUTPUT_DIR = "/opt/ml/processing/output/evaluation"
 OUTPUT_NAME = "evaluation"
 REPORT_FILE = "evaluation.json"
@@ -23,6 +26,11 @@ MODEL_ARCHIVE = "model.tar.gz"
 ACCURACY_JSON_PATH = "metrics.accuracy.value"
 LOSS_JSON_PATH = "metrics.loss.value"
 TOP_K_JSON_PATH = "metrics.top_k_accuracy.value"  # with "k" beside "value"
+# The class names as one string (a JSON list, at most METADATA_VALUE_CHARS characters): what
+# RegisterModel puts in the model package's CustomerMetadataProperties (string values only).
+CLASS_NAMES_JSON_PATH = "class_names_metadata"
+METADATA_KEY_CLASS_NAMES = "class_names"
+METADATA_VALUE_CHARS = 256
 # Top-k accuracy uses k = min(TOP_K, classes - 1): with k = classes it would always be 1.
 TOP_K = 5
 
@@ -57,12 +65,27 @@ def build_report(
     report = {"kind": kind, "metrics": metrics, "records": int(records), "per_class": per_class}
     if class_names is not None:
         report["class_names"] = list(class_names)
+    names = list(class_names) if class_names is not None else [str(i) for i in range(len(per_class))]
+    report[CLASS_NAMES_JSON_PATH] = class_names_metadata(names)
     if confusion_matrix is not None:
         report["confusion_matrix"] = [[int(v) for v in row] for row in confusion_matrix]
     if misclassified is not None:
         report["misclassified"] = misclassified
     assert read_json_path(report, ACCURACY_JSON_PATH) == float(accuracy)
     return report
+
+
+def class_names_metadata(names: list[str]) -> str:
+    """``names`` as a JSON list of at most METADATA_VALUE_CHARS characters: the names that fit,
+    then "... N more" for the rest."""
+    import json
+
+    text = json.dumps(names, ensure_ascii=False)
+    shown = len(names)
+    while len(text) > METADATA_VALUE_CHARS and shown > 0:
+        shown -= 1
+        text = json.dumps(names[:shown] + [f"... {len(names) - shown} more"], ensure_ascii=False)
+    return text
 
 
 def read_json_path(document: dict, path: str):

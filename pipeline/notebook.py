@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation import report
+from pipeline.workdir import resolve_workdir
 from training_entry.contract import METRIC_LINE_PREFIX, parse_metric_line
 
 # Step type -> box colour in the DAG picture.
@@ -329,6 +330,15 @@ class RunResults:
         if not self.evaluation:
             return None
         return float(report.read_json_path(self.evaluation, report.ACCURACY_JSON_PATH))
+
+
+def workdir(flag: str | Path | None = None) -> str:
+    """The workdir local runs use, by the command line's rules (``pipeline/workdir.py``), after
+    printing which one and why: a notebook started in ``notebooks/`` keeps its runs where
+    ``trainpipe models`` and ``trainpipe executions --local`` look from the repository root."""
+    chosen = resolve_workdir(flag)
+    print(chosen.line())  # stdout: Jupyter shows stderr as a warning
+    return str(chosen.path)
 
 
 def latest_local_execution(workdir: str | Path) -> Path:

@@ -14,7 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 
-from training_entry.contract import MIXED_PRECISION_CHOICES
+from training_entry.contract import (
+    MIXED_PRECISION_CHOICES,
+    STRATEGIES,
+    STRATEGY_HOROVOD,
+    STRATEGY_MIRRORED,
+    STRATEGY_PARAMETER_SERVER,
+)
 
 # Placeholders that make `trainpipe definition` work with no account; upsert replaces them.
 PLACEHOLDER_ACCOUNT = "111122223333"
@@ -41,6 +47,9 @@ class Settings:
     cycle_time_ms: float | None = None
     mixed_precision: str = "off"
     fp16_allreduce: bool = False
+    # How the workers share the training: horovod (MPI allreduce), parameter_server (async
+    # updates through parameter servers) or mirrored (TF's MultiWorkerMirroredStrategy).
+    distribution: str = STRATEGY_HOROVOD
     seed: int = 42
     # s3:// URI of starting weights (a model.tar.gz or a prefix); adds the `init` channel.
     init_model_uri: str | None = None
@@ -61,6 +70,16 @@ class Settings:
                 f"mixed_precision={self.mixed_precision!r}: must be one of "
                 f"{', '.join(MIXED_PRECISION_CHOICES)}"
             )
+        if self.distribution not in STRATEGIES:
+            raise ValueError(f"distribution={self.distribution!r}: must be one of {', '.join(STRATEGIES)}")
+        if self.distribution != STRATEGY_HOROVOD:
+            horovod_only = [name for name, on in (
+                ("--fp16-allreduce", self.fp16_allreduce),
+                ("--fusion-threshold-bytes", self.fusion_threshold_bytes is not None),
+                ("--cycle-time-ms", self.cycle_time_ms is not None)) if on]
+            if horovod_only:
+                raise ValueError(f"{', '.join(horovod_only)} tune Horovod's allreduce and do nothing with "
+                                 f"--distribution {self.distribution}; drop them or use --distribution horovod")
         if self.init_model_uri is not None and not self.init_model_uri.startswith("s3://"):
             raise ValueError(f"init_model_uri={self.init_model_uri!r}: must be an s3:// URI")
         if self.model_file is not None and not (
@@ -83,6 +102,15 @@ class Settings:
         if self.cycle_time_ms is not None:
             options.append(f"-x {HOROVOD_CYCLE_TIME_ENV}={self.cycle_time_ms:g}")
         return " ".join(options)
+
+    @property
+    def estimator_distribution(self) -> dict:
+        """SageMaker: the TensorFlow estimator's ``distribution`` for this strategy."""
+        if self.distribution == STRATEGY_PARAMETER_SERVER:
+            return {"parameter_server": {"enabled": True}}
+        if self.distribution == STRATEGY_MIRRORED:
+            return {"multi_worker_mirrored_strategy": {"enabled": True}}
+        raise ValueError("horovod's distribution (mpi) takes pipeline parameters: see steps/train.py")
 
     def s3_uri(self, *parts: str) -> str:
         return "s3://" + "/".join([self.bucket, self.prefix, *parts])

@@ -19,6 +19,13 @@ RAW_DATA_DIR = "/opt/ml/processing/input/data"
 RESOURCE_CONFIG = "/opt/ml/config/resourceconfig.json"
 
 SPLITS = ("train", "validation", "test")
+# Given splits: a folder (images, or tables inside it) or a table file's stem whose name,
+# case-insensitive, is one of these is that split (torchvision, Kaggle and Hugging Face names).
+SPLIT_ALIASES = {
+    "train": "train", "training": "train",
+    "val": "validation", "valid": "validation", "validation": "validation", "dev": "validation",
+    "test": "test", "testing": "test", "eval": "test",
+}
 # Output name -> in-container directory; the output names are also the ProcessingOutput names
 # that later steps reference (Steps.PreprocessData.ProcessingOutputConfig.Outputs['train']).
 OUTPUT_MANIFEST = "manifest"
@@ -36,15 +43,19 @@ ARG_PROCESSES_PER_HOST = "--processes-per-host"
 ARG_SEED = "--seed"
 ARG_VALIDATION_FRACTION = "--validation-fraction"
 ARG_TEST_FRACTION = "--test-fraction"
+ARG_LABEL_COLUMN = "--label-column"
 
 DEFAULT_SEED = 42
 DEFAULT_VALIDATION_FRACTION = 0.15
 DEFAULT_TEST_FRACTION = 0.15
 
-# Raw input formats the script accepts (one file in RAW_DATA_DIR): CSV with a header whose
-# last column is the integer label, or NPZ with arrays "x" (n, features) and "y" (n,).
+# Raw input formats the script accepts (one file in RAW_DATA_DIR, or one per given split):
+# CSV with a header naming the label column (LabelColumn, any position), or NPZ with arrays
+# "x" (n, features) and "y" (n,).
 RAW_SUFFIXES = (".csv", ".npz")
-LABEL_COLUMN = "label"
+LABEL_COLUMN = "label"  # LabelColumn's default
+# Named in messages (pipeline/definition/parameters.py defines it; a test keeps them equal).
+LABEL_COLUMN_PARAMETER = "LabelColumn"
 
 # --- What kind of data InputDataUri holds --------------------------------------------------
 # An image tree is ``<class name>/<file>`` (files may sit deeper below their class folder,
@@ -65,20 +76,10 @@ def data_kind(keys: Iterable[str]) -> str:
     starting with '.', at any depth) are ignored, as the processing step ignores them.
 
     Raises ``DataKindError`` (one line naming a file and the fix) for nothing usable, table
-    files next to images, images outside a class folder, or other files in an image tree.
+    files next to images, images outside a class folder, other files in an image tree, or a
+    refused split layout (``given_splits``).
     """
-    tables, images, others = [], [], []
-    for key in keys:
-        parts = [p for p in key.strip("/").split("/") if p]
-        if not parts or any(p.startswith(".") for p in parts):
-            continue
-        suffix = _suffix(parts[-1])
-        if suffix in RAW_SUFFIXES:
-            tables.append(key)
-        elif suffix in IMAGE_EXTENSIONS:
-            images.append(parts)
-        else:
-            others.append(key)
+    tables, images, others = _sorted_keys(keys)
     if tables and images:
         raise DataKindError(
             f"{_INPUT_PARAMETER} mixes table data ({_show(tables)}) with {len(images)} image(s) "
@@ -86,6 +87,7 @@ def data_kind(keys: Iterable[str]) -> str:
             f"{' or '.join(RAW_SUFFIXES)} file or an image tree <class name>/<image>"
         )
     if tables:
+        table_splits([t.strip("/").split("/") for t in tables])
         return KIND_TABLE
     if not images:
         seen = f" (it holds only {_show(others)})" if others else " (it is empty)"
@@ -94,6 +96,7 @@ def data_kind(keys: Iterable[str]) -> str:
             f"{' or '.join(RAW_SUFFIXES)} file or an image tree <class name>/<image> "
             f"({'/'.join(IMAGE_EXTENSIONS)})"
         )
+    given = image_splits(images)
     loose = [parts for parts in images if len(parts) == 1]
     if loose:
         raise DataKindError(
@@ -101,6 +104,14 @@ def data_kind(keys: Iterable[str]) -> str:
             f"of {_INPUT_PARAMETER}); move each image into a folder named for its class: "
             f"<class name>/{loose[0][0]}"
         )
+    if given:
+        direct = [parts for parts in images if len(parts) == 2]
+        if direct:
+            raise DataKindError(
+                f"image {'/'.join(direct[0])} sits directly in split folder {direct[0][0]}/ "
+                f"({len(direct)} such image(s)); a split folder holds class folders: move it to "
+                f"{direct[0][0]}/<class name>/{direct[0][1]}"
+            )
     if others:
         raise DataKindError(
             f"{others[0]} is not a {'/'.join(IMAGE_EXTENSIONS)} image but sits in the image tree "
@@ -109,9 +120,106 @@ def data_kind(keys: Iterable[str]) -> str:
     return KIND_IMAGE
 
 
-def class_of(key: str) -> str:
-    """An image's class: the first folder of its key below InputDataUri."""
-    return key.strip("/").split("/", 1)[0]
+def _sorted_keys(keys: Iterable[str]) -> tuple[list[str], list[list[str]], list[str]]:
+    """(table keys, image keys as parts, other keys), hidden entries left out."""
+    tables, images, others = [], [], []
+    for key in keys:
+        parts = [p for p in key.strip("/").split("/") if p]
+        if not parts or any(p.startswith(".") for p in parts):
+            continue
+        suffix = _suffix(parts[-1])
+        if suffix in RAW_SUFFIXES:
+            tables.append("/".join(parts))
+        elif suffix in IMAGE_EXTENSIONS:
+            images.append(parts)
+        else:
+            others.append(key)
+    return tables, images, others
+
+
+def split_of(name: str) -> str | None:
+    """The split a folder name (or a file's stem) names, case-insensitive; None if none."""
+    return SPLIT_ALIASES.get(name.strip().lower())
+
+
+def image_splits(images: list[list[str]]) -> bool:
+    """Whether an image tree's top level is given splits (every top folder a split name).
+    ``DataKindError`` for a top level that mixes split folders with other folders."""
+    folders = sorted({parts[0] for parts in images if len(parts) > 1})
+    named = [f for f in folders if split_of(f)]
+    if not named:
+        return False
+    other = [f for f in folders if not split_of(f)]
+    if other:
+        raise DataKindError(
+            f"{_INPUT_PARAMETER} mixes split folders ({', '.join(f + '/' for f in named)}) with other "
+            f"folders ({_show([f + '/' for f in other])}); either put every class folder inside "
+            f"split folders (train/<class>/, val/<class>/) or use no split folders at all"
+        )
+    by_split: dict[str, list[str]] = {}
+    for folder in named:
+        by_split.setdefault(split_of(folder), []).append(folder)
+    _refuse_duplicate_splits({s: [f + "/" for f in fs] for s, fs in by_split.items()})
+    return True
+
+
+def table_splits(tables: list[list[str]]) -> dict[str, str]:
+    """Split -> table key when the table files are given splits (``train.csv``,
+    ``validation.csv``, ``test.csv``, under any alias, or any table inside a split folder);
+    {} for one table with no split name (read as today). ``DataKindError`` for several tables
+    that are not all given splits, or two tables for one split."""
+    by_split: dict[str, list[str]] = {}
+    unnamed = []
+    for parts in tables:
+        split = split_of(parts[0]) if len(parts) > 1 else None
+        split = split or split_of(_stem(parts[-1]))
+        if split:
+            by_split.setdefault(split, []).append("/".join(parts))
+        else:
+            unnamed.append("/".join(parts))
+    if not by_split:
+        if len(unnamed) > 1:
+            raise DataKindError(
+                f"{len(unnamed)} table files under {_INPUT_PARAMETER} ({_show(unnamed)}); point it at a "
+                f"prefix holding one, or name them for their splits (train.csv, validation.csv, test.csv)"
+            )
+        return {}
+    if unnamed:
+        raise DataKindError(
+            f"{_INPUT_PARAMETER} holds split tables ({_show(sorted(k for v in by_split.values() for k in v))}) "
+            f"and {_show(unnamed)}, which names no split; rename it train/validation/test.csv or move it out"
+        )
+    _refuse_duplicate_splits(by_split)
+    return {split: keys[0] for split, keys in by_split.items()}
+
+
+def _refuse_duplicate_splits(by_split: dict[str, list[str]]) -> None:
+    for split, names in sorted(by_split.items()):
+        if len(names) > 1:
+            raise DataKindError(
+                f"{_INPUT_PARAMETER} gives the {split} split twice ({', '.join(sorted(names))}); "
+                f"keep one of them"
+            )
+
+
+def class_of(key: str, given_splits: bool = False) -> str:
+    """An image's class: the first folder of its key below InputDataUri (below its split
+    folder when the tree has given splits)."""
+    parts = key.strip("/").split("/")
+    return parts[1] if given_splits else parts[0]
+
+
+def image_classes(keys: Iterable[str]) -> tuple[str, ...]:
+    """The sorted class names of an image tree's listing (the union over given splits):
+    what the training job's model will output, known before any job starts."""
+    _, images, _ = _sorted_keys(keys)
+    given = image_splits(images)
+    return tuple(sorted({class_of("/".join(p), given) for p in images if len(p) > (2 if given else 1)}))
+
+
+def _stem(name: str) -> str:
+    dot = name.rfind(".")
+    return name[:dot] if dot > 0 else name
 
 
 def _suffix(name: str) -> str:

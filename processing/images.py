@@ -46,6 +46,8 @@ class ImageTree:
     class_names: tuple[str, ...]  # sorted; label i is class_names[i]
     paths: tuple[str, ...]  # relative to root, '/'-separated, sorted
     labels: np.ndarray  # (images,) int64
+    # Given splits (``<split>/<class>/<file>``): split -> image indices; None: one tree to split.
+    given: dict[str, np.ndarray] | None = None
 
     @property
     def num_classes(self) -> int:
@@ -73,34 +75,34 @@ def _keys(directory: str) -> Iterable[str]:
 def list_image_tree(directory: str) -> ImageTree:
     """Walk ``directory``; refuse anything that is not a usable image tree (before reading
     any image): a mix with table files, loose or non-image files, an empty or too small
-    class, a single class."""
+    class, a single class, a refused split layout (``contract.data_kind``)."""
     keys = list(_keys(directory))
     try:
         kind = contract.data_kind(keys)
+        given = contract.image_splits([k.split("/") for k in keys])
     except contract.DataKindError as e:
         raise DataError(f"{directory}: {e}") from None
     if kind != records.KIND_IMAGE:  # pragma: no cover - the caller checked has_images
         raise DataError(f"{directory} holds a table, not an image tree")
-    folders = sorted(
-        name for name in os.listdir(directory)
-        if not name.startswith(".") and os.path.isdir(os.path.join(directory, name))
-    )
-    by_class: dict[str, int] = {name: 0 for name in folders}
+    by_class: dict[str, int] = {}
+    for top in _folders(directory):
+        for folder in (_folders(os.path.join(directory, top)) if given else [top]):
+            by_class.setdefault(folder, 0)
+            where = f"{top}/{folder}" if given else folder
+            if not any(k.startswith(where + "/") for k in keys):
+                raise DataError(
+                    f"class folder {directory}/{where} holds no {'/'.join(contract.IMAGE_EXTENSIONS)} "
+                    f"images; add images of '{folder}' or remove the folder"
+                )
     for key in keys:
-        by_class[contract.class_of(key)] += 1
-    for name, count in by_class.items():
-        if count == 0:
-            raise DataError(
-                f"class folder {directory}/{name} holds no {'/'.join(contract.IMAGE_EXTENSIONS)} "
-                f"images; add images of '{name}' or remove the folder"
-            )
+        by_class[contract.class_of(key, given)] += 1
     class_names = tuple(sorted(by_class))
     if len(class_names) < 2:
         raise DataError(
             f"{directory} has a single class folder ('{class_names[0]}'); a classifier needs at "
             f"least 2: add a folder of images for each class"
         )
-    for name in class_names:
+    for name in class_names if not given else ():  # given splits: checked when carving
         if by_class[name] < MIN_RECORDS_PER_CLASS:
             raise DataError(
                 f"class '{name}' ({directory}/{name}) has {by_class[name]} image(s), too few to "
@@ -108,8 +110,19 @@ def list_image_tree(directory: str) -> ImageTree:
                 f"{MIN_RECORDS_PER_CLASS}: add images of '{name}' or remove the folder"
             )
     label_of = {name: i for i, name in enumerate(class_names)}
-    labels = np.fromiter((label_of[contract.class_of(k)] for k in keys), dtype=np.int64, count=len(keys))
-    return ImageTree(directory, class_names, tuple(keys), labels)
+    labels = np.fromiter((label_of[contract.class_of(k, given)] for k in keys), dtype=np.int64, count=len(keys))
+    splits = None
+    if given:
+        of_key = np.array([contract.split_of(k.split("/", 1)[0]) for k in keys])
+        splits = {split: np.flatnonzero(of_key == split) for split in SPLITS if (of_key == split).any()}
+    return ImageTree(directory, class_names, tuple(keys), labels, splits)
+
+
+def _folders(directory: str) -> list[str]:
+    return sorted(
+        name for name in os.listdir(directory)
+        if not name.startswith(".") and os.path.isdir(os.path.join(directory, name))
+    )
 
 
 # --- Checking: every image decodes ----------------------------------------------------------

@@ -11,7 +11,12 @@ and locally, with the /opt/ml tree moved::
     SAGEMAKER_BASE_DIR=/tmp/ml python -m processing.preprocess --instance-count 1 --processes-per-host 2
 
 RAW_DATA_DIR holds either one table (a .csv or .npz file) or an image tree
-``<class name>/<image>.{jpg,jpeg,png}`` (``processing.images``; never both). Each split gets
+``<class name>/<image>.{jpg,jpeg,png}`` (``processing.images``; never both), or the same
+published with its splits (``train/``, ``val/``, ``test/`` folders, ``train.csv``...;
+``processing.layout``): given splits are kept, a missing validation/test split is carved
+from train. A CSV's label is the --label-column (LabelColumn) in any position; a CSV whose
+features are not all numbers, or have gaps, is written as typed columns
+(``processing.columns_step``), other tables as float vectors. Each split gets
 instance-count x processes-per-host shards (one per Horovod rank of the
 training job), equal in size +-1. With several processing instances every host computes the
 same split and writes only the shards whose index % hosts is its own; host 0 writes the
@@ -36,9 +41,17 @@ from contextlib import contextmanager
 import numpy as np
 import tensorflow as tf
 
-from processing import contract, images
-from processing.rawdata import DataError, RawData, find_raw_file, load_raw
-from processing.split import check_fractions, check_shards_fit, shard_bounds, stratified_split
+from processing import columns_step, contract, images
+from processing.layout import load_given_tables, split_order
+from processing.rawdata import (
+    DataError,
+    NotNumeric,
+    RawData,
+    find_raw_file,
+    find_split_files,
+    load_raw,
+)
+from processing.split import check_fractions, check_shards_fit, shard_bounds
 from training_entry.contract import container_path
 from training_entry.failure import report_exit_message
 from training_entry.input import examples, records
@@ -65,6 +78,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(contract.ARG_VALIDATION_FRACTION, type=float,
                         default=contract.DEFAULT_VALIDATION_FRACTION)
     parser.add_argument(contract.ARG_TEST_FRACTION, type=float, default=contract.DEFAULT_TEST_FRACTION)
+    parser.add_argument(contract.ARG_LABEL_COLUMN, default=contract.LABEL_COLUMN,
+                        help="the CSV column holding the label (LabelColumn), in any position")
     args = parser.parse_args(argv)
     for flag, value, least in ((contract.ARG_INSTANCE_COUNT, args.instance_count, 1),
                                (contract.ARG_PROCESSES_PER_HOST, args.processes_per_host, 1),
@@ -178,11 +193,16 @@ def preprocess(args: argparse.Namespace) -> dict[str, dict[str, int]]:
     raw_dir = container_path(contract.RAW_DATA_DIR)
     if images.has_images(raw_dir):
         return preprocess_images(args, raw_dir, output_dirs, host, hosts, started)
-    data = load_raw(find_raw_file(raw_dir))
+    files = find_split_files(raw_dir)
+    try:
+        if files:
+            data, given = load_given_tables(files, args.label_column)
+        else:
+            data, given = load_raw(find_raw_file(raw_dir), args.label_column), None
+    except NotNumeric:
+        return columns_step.preprocess_columns(args, raw_dir, files, output_dirs, host, hosts, started, staged_outputs)
     shard_count = args.instance_count * args.processes_per_host
-    order = stratified_split(
-        data.y, args.validation_fraction, args.test_fraction, args.seed, source=data.path
-    )
+    order, origin = split_order(data.y, given, _class_names(data), args, data.path)
     check_shards_fit(
         {split: len(indices) for split, indices in order.items()},
         shard_count,
@@ -199,7 +219,7 @@ def preprocess(args: argparse.Namespace) -> dict[str, dict[str, int]]:
             )
         if host == 0:  # one writer per manifest: every host would upload the same key
             mean, std = feature_statistics(data.x[order["train"]])
-            write_manifests(staged[contract.OUTPUT_MANIFEST], data, shards, mean, std)
+            write_manifests(staged[contract.OUTPUT_MANIFEST], data, shards, mean, std, origin)
     print_summary(data, shards, sorted(mine), host, hosts, time.perf_counter() - started)
     return shards
 
@@ -216,9 +236,7 @@ def preprocess_images(
     this host writes, and only then write its shards (streaming the files' bytes)."""
     tree = images.list_image_tree(raw_dir)
     shard_count = args.instance_count * args.processes_per_host
-    order = stratified_split(
-        tree.labels, args.validation_fraction, args.test_fraction, args.seed, source=raw_dir
-    )
+    order, origin = split_order(tree.labels, tree.given, tree.class_names, args, raw_dir)
     check_shards_fit(
         {split: len(indices) for split, indices in order.items()},
         shard_count,
@@ -242,6 +260,7 @@ def preprocess_images(
                 manifest = records.Manifest(
                     split, 0, tree.num_classes, counts,
                     kind=records.KIND_IMAGE, class_names=tree.class_names,
+                    origin=origin[split] if origin else None,
                 )
                 with open(os.path.join(staged[contract.OUTPUT_MANIFEST], records.manifest_name(split)), "w") as f:
                     f.write(manifest.to_json())
@@ -255,6 +274,10 @@ def preprocess_images(
         flush=True,
     )
     return shards
+
+
+def _class_names(data: RawData) -> tuple[str, ...]:
+    return data.class_names or tuple(str(i) for i in range(data.num_classes))
 
 
 def _clip_names(names: tuple[str, ...], shown: int = 5) -> str:
@@ -276,10 +299,13 @@ def write_manifests(
     shards: dict[str, dict[str, int]],
     feature_mean: tuple[float, ...],
     feature_std: tuple[float, ...],
+    origin: dict[str, str] | None = None,
 ) -> None:
     for split, counts in shards.items():
         manifest = records.Manifest(
-            split, data.num_features, data.num_classes, counts, feature_mean, feature_std
+            split, data.num_features, data.num_classes, counts, feature_mean, feature_std,
+            class_names=data.class_names, origin=origin[split] if origin else None,
+            label_column=data.label_column,
         )
         with open(os.path.join(directory, records.manifest_name(split)), "w") as f:
             f.write(manifest.to_json())

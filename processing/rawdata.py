@@ -15,7 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from processing.contract import LABEL_COLUMN, RAW_SUFFIXES
+from processing.contract import (
+    LABEL_COLUMN,
+    LABEL_COLUMN_PARAMETER,
+    RAW_SUFFIXES,
+    DataKindError,
+    table_splits,
+)
 
 # Shown in messages: the pipeline parameter that decides what lands in RAW_DATA_DIR (a test
 # keeps it in step with pipeline/definition/parameters.py, which container code must not import).
@@ -28,11 +34,19 @@ class DataError(ValueError):
     """The raw data (or the way the step was asked to split it) cannot be used as given."""
 
 
+class NotNumeric(Exception):
+    """A CSV whose feature columns are not all finite numbers: read as typed columns
+    (``processing.columns``), not as a float matrix."""
+
+
 @dataclass(frozen=True)
 class RawData:
     path: str
     x: np.ndarray  # (records, features) float32, all finite
     y: np.ndarray  # (records,) int64, labels 0..num_classes-1, every class present
+    # The label values by class id when they were not already 0..K-1 (LabelColumn by name).
+    class_names: tuple[str, ...] | None = None
+    label_column: str | None = None
 
     @property
     def num_features(self) -> int:
@@ -40,7 +54,7 @@ class RawData:
 
     @property
     def num_classes(self) -> int:
-        return int(self.y.max()) + 1
+        return len(self.class_names) if self.class_names else int(self.y.max()) + 1
 
 
 def find_raw_file(directory: str) -> str:
@@ -68,24 +82,156 @@ def find_raw_file(directory: str) -> str:
     return found[0]
 
 
+def find_split_files(directory: str) -> dict[str, str]:
+    """Split -> raw file when the tables below ``directory`` are given splits (train.csv,
+    validation.csv, test.csv or any alias; or inside split folders); {} for one table with
+    no split name. ``DataError`` for a layout ``contract.table_splits`` refuses."""
+    keys = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        relative = os.path.relpath(root, directory)
+        keys += [name if relative == "." else f"{relative.replace(os.sep, '/')}/{name}"
+                 for name in sorted(files) if not name.startswith(".") and name.lower().endswith(RAW_SUFFIXES)]
+    try:
+        given = table_splits([k.split("/") for k in keys])
+    except DataKindError as e:
+        raise DataError(f"{directory}: {e}") from None
+    return {split: os.path.join(directory, *key.split("/")) for split, key in given.items()}
+
+
 def _names(paths: list[str]) -> str:
     shown = ", ".join(os.path.basename(p) for p in paths[:_LISTED_NAMES])
     return shown + (f", ... {len(paths) - _LISTED_NAMES} more" if len(paths) > _LISTED_NAMES else "")
 
 
-def load_raw(path: str) -> RawData:
-    """Read ``path`` (by its suffix) and check every record; raise ``DataError`` if unusable."""
+def load_raw(path: str, label_column: str = LABEL_COLUMN, min_classes: int = 2) -> RawData:
+    """Read ``path`` (by its suffix) and check every record; raise ``DataError`` if unusable,
+    ``NotNumeric`` for a CSV to read as typed columns.
+
+    A CSV whose last column is ``label_column`` and holds integers 0..K-1 over finite
+    numbers is read as it always was; one with the label elsewhere, or labels of any other
+    values (the classes are then their sorted distinct values), over numeric features gives
+    the same float matrix with ``class_names``."""
     if path.lower().endswith(".npz"):
         x, y = _read_npz(path)
-    else:
-        x, y = _read_csv(path)
-    return RawData(path, _check_features(path, x), _check_labels(path, y))
+        return RawData(path, _check_features(path, x), _check_labels(path, y))
+    header = read_header(path)
+    index = label_index(path, header, label_column)
+    _refuse_typed_early(path, header, index)
+    if index == len(header) - 1:
+        try:
+            x, y = _read_csv(path, header)
+            return RawData(path, _check_features(path, x), _check_labels(path, y))
+        except DataError:
+            pass  # not today's numeric table: read the columns one by one below
+    x = _numeric_features(path, header, index)
+    labels = _read_column(path, index)
+    keep = ~is_missing(labels)
+    if not keep.all():
+        print(f"preprocess: {path}: dropped {int((~keep).sum())} row(s) whose '{header[index]}' "
+              f"is missing (first at data row {int(np.argmin(keep)) + 1})", flush=True)
+    names, y = label_classes(path, header[index], labels[keep], min_classes)
+    return RawData(path, _check_features(path, x[keep]), y, names, header[index])
+
+
+MISSING = ("", "na", "n/a", "nan", "null", "?")
+_PEEK_ROWS = 1000
+
+
+def _refuse_typed_early(path: str, header: list[str], index: int) -> None:
+    """``NotNumeric`` when the first rows already show a text or missing feature cell (or a
+    ragged row): the float-matrix readers below hold the whole table, the typed reader streams."""
+    with open(path, newline="", encoding=_ENCODING) as f:
+        reader = csv.reader(f)
+        next(reader, None)
+        for number, row in enumerate(reader):
+            if number >= _PEEK_ROWS:
+                return
+            if row and len(row) != len(header):
+                raise NotNumeric(path)
+            for i, cell in enumerate(row):
+                if i == index:
+                    continue
+                if cell.strip().lower() in MISSING:
+                    raise NotNumeric(path)
+                try:
+                    float(cell)
+                except ValueError:
+                    raise NotNumeric(path) from None
+
+
+def is_missing(values: np.ndarray) -> np.ndarray:
+    """Which (string) cells are missing: empty, NA, N/A, NaN, null or ?, any case."""
+    lowered = np.char.lower(np.char.strip(np.asarray(values, dtype=str)))
+    return np.isin(lowered, MISSING)
+
+
+def label_index(path: str, header: list[str], label_column: str) -> int:
+    if label_column not in header:
+        raise DataError(
+            f"{path} has no '{label_column}' column (header: {_clip(','.join(header), 200)}); set "
+            f"-p {LABEL_COLUMN_PARAMETER}=<one of those names> to say which column holds the label"
+        )
+    if len(header) < 2:
+        raise DataError(f"{path} has a '{label_column}' column but no feature columns; add at least one")
+    return header.index(label_column)
+
+
+def label_classes(
+    path: str, column: str, labels: np.ndarray, min_classes: int = 2
+) -> tuple[tuple[str, ...] | None, np.ndarray]:
+    """(class names or None, class ids): integers 0..K-1 stay as they are (names None);
+    other values become classes in sorted order (numerically when every value is a number)."""
+    labels = np.char.strip(np.asarray(labels, dtype=str))
+    distinct = np.unique(labels)
+    if len(distinct) < min_classes or not len(distinct):
+        raise DataError(
+            f"{path}: every row has {column} = {_clip(str(distinct[0]) if len(distinct) else 'nothing')!r}; "
+            f"a classifier needs at least 2 classes: check {LABEL_COLUMN_PARAMETER} names the label column"
+        )
+    try:
+        numbers = distinct.astype(np.float64)
+    except ValueError:
+        numbers = None
+    if numbers is not None:
+        order = np.argsort(numbers, kind="stable")
+        distinct, numbers = distinct[order], numbers[order]
+        if np.array_equal(numbers, np.arange(len(numbers))):
+            return None, labels.astype(np.float64).astype(np.int64)
+    ids = {name: i for i, name in enumerate(distinct.tolist())}
+    return tuple(ids), np.fromiter((ids[v] for v in labels.tolist()), dtype=np.int64, count=len(labels))
+
+
+def _numeric_features(path: str, header: list[str], index: int) -> np.ndarray:
+    columns = [i for i in range(len(header)) if i != index]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            x = np.loadtxt(path, delimiter=",", skiprows=1, dtype=np.float64, ndmin=2, usecols=columns,
+                           encoding=_ENCODING, comments=None, quotechar='"')
+    except UnicodeDecodeError as e:
+        raise DataError(_unreadable(path, e)) from None
+    except (ValueError, IndexError):
+        raise NotNumeric(path) from None
+    if x.shape[0] == 0:
+        raise DataError(f"{path} has a header but no records; add at least one record per class")
+    if not np.isfinite(x).all():
+        raise NotNumeric(path)  # NaN cells are missing values: the typed columns impute them
+    return x
+
+
+def _read_column(path: str, index: int) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return np.loadtxt(path, delimiter=",", skiprows=1, dtype=str, ndmin=1, usecols=[index],
+                              encoding=_ENCODING, comments=None, quotechar='"')
+    except (ValueError, IndexError):
+        raise NotNumeric(path) from None  # a ragged row: the typed-columns reader names it
 
 
 # --- CSV -------------------------------------------------------------------------------------
-def _read_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
-    header = _read_header(path)
-    _check_header(path, header)
+def _read_csv(path: str, header: list[str]) -> tuple[np.ndarray, np.ndarray]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "input contained no data": see below
@@ -107,14 +253,14 @@ def _read_csv(path: str) -> tuple[np.ndarray, np.ndarray]:
     return table[:, :-1], table[:, -1]
 
 
-def _read_header(path: str) -> list[str]:
+def read_header(path: str) -> list[str]:
     try:
         with open(path, newline="", encoding=_ENCODING) as f:
             first = next(csv.reader(f), None)
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise DataError(_unreadable(path, e)) from None
     if first is None:
-        raise DataError(f"{path} is empty; it needs a header row ending in '{LABEL_COLUMN}' and records")
+        raise DataError(f"{path} is empty; it needs a header row naming the columns, and records")
     return [name.strip() for name in first]
 
 
@@ -148,21 +294,6 @@ def _diagnose(path: str, header: list[str], error: ValueError) -> str:
                         f"not a number; every feature and the '{LABEL_COLUMN}' must be numeric"
                     )
     return f"{path} is not a numeric CSV table ({_first_line(error)}); every column must be numeric"
-
-
-def _check_header(path: str, header: list[str]) -> None:
-    if LABEL_COLUMN not in header:
-        raise DataError(
-            f"{path} has no '{LABEL_COLUMN}' column (header: {_clip(','.join(header))}); "
-            f"the first row must name the columns, the last one '{LABEL_COLUMN}'"
-        )
-    if header[-1] != LABEL_COLUMN:
-        raise DataError(
-            f"{path}: the '{LABEL_COLUMN}' column is column {header.index(LABEL_COLUMN) + 1} of "
-            f"{len(header)}; move it to the end (features first, '{LABEL_COLUMN}' last)"
-        )
-    if len(header) < 2:
-        raise DataError(f"{path} has a '{LABEL_COLUMN}' column but no feature columns; add at least one")
 
 
 # --- NPZ -------------------------------------------------------------------------------------

@@ -112,3 +112,94 @@ def check_shards_fit(
             f"{source}: the {name} split gets {smallest} {unit} but {shards} shards are needed "
             f"({reason}); use fewer training workers ({' x '.join(WORKER_PARAMETERS)}) or more data"
         )
+
+
+# --- Given splits ----------------------------------------------------------------------------
+def given_split(
+    labels: np.ndarray,
+    given: dict[str, np.ndarray],
+    class_names: tuple[str, ...],
+    validation_fraction: float,
+    test_fraction: float,
+    seed: int,
+    source: str = "the raw data",
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """(split name -> record indices, split name -> "given" or "carved") for data published
+    with its splits: ``given`` maps each given split to its records' indices. A missing
+    validation or test split is carved from train, seeded and stratified as
+    ``stratified_split``; no record moves between given splits. Every split's order is
+    shuffled with ``seed``. Raises ``DataError`` for a class with no training record, or a
+    training split whose classes are too small to carve from."""
+    if TRAIN not in given:
+        raise DataError(
+            f"{source}: given splits {', '.join(sorted(given))} but no train split; add a train "
+            f"split (train/ or train.csv) holding examples of every class"
+        )
+    train = given[TRAIN]
+    present = np.bincount(labels[train], minlength=len(class_names))
+    for split, indices in sorted(given.items()):
+        seen = np.bincount(labels[indices], minlength=len(class_names))
+        orphan = np.flatnonzero((seen > 0) & (present == 0))
+        if len(orphan):
+            raise DataError(
+                f"{source}: class '{class_names[orphan[0]]}' has {int(seen[orphan[0]])} example(s) in "
+                f"the {split} split but none in train; add training examples of it or remove it "
+                f"from {split}"
+            )
+    carve = [name for name in (VALIDATION, TEST) if name not in given]
+    rng = np.random.default_rng(seed)
+    origin = {name: ("given" if name in given else "carved") for name in SPLITS}
+    if len(carve) == 2:
+        parts = stratified_split(labels[train], validation_fraction, test_fraction, seed, source)
+        order = {name: train[parts[name]] for name in SPLITS}
+    else:
+        order = {name: rng.permutation(given[name]) for name in given}
+        if carve:
+            fraction = validation_fraction if carve[0] == VALIDATION else test_fraction
+            kept, carved = _carve(labels[train], fraction, rng, source, carve[0])
+            order[TRAIN], order[carve[0]] = train[kept], train[carved]
+    return {name: order[name] for name in SPLITS}, origin
+
+
+def _carve(labels: np.ndarray, fraction: float, rng, source: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Two stratified parts of one split: (the rest, ``fraction`` of each class), shuffled."""
+    classes, counts = np.unique(labels, return_counts=True)
+    small = counts < 2
+    if small.any():
+        i = int(np.argmax(small))
+        raise DataError(
+            f"{source}: class {classes[i]} has {counts[i]} training record(s), too few to carve a "
+            f"{name} split from; give a {name} split or add training records of that class"
+        )
+    taken = _apportion(counts, fraction, cap=counts - 1)
+    kept, carved = [], []
+    for label, n in zip(classes, taken, strict=True):
+        members = rng.permutation(np.flatnonzero(labels == label))
+        carved.append(members[:n])
+        kept.append(members[n:])
+    return rng.permutation(np.concatenate(kept)), rng.permutation(np.concatenate(carved))
+
+
+def describe_origin(origin: dict[str, str], sizes: dict[str, int], source: str) -> str:
+    """The one line saying which splits were given and which carved from train."""
+    given = [name for name in SPLITS if origin[name] == "given"]
+    carved = [name for name in SPLITS if origin[name] == "carved"]
+    return (
+        f"preprocess: {source}: splits given: {', '.join(given)}"
+        + (f"; carved from train (seeded, stratified): {', '.join(carved)}" if carved else "; none carved")
+        + f" -> {', '.join(f'{name} {sizes[name]}' for name in SPLITS)}"
+    )
+
+
+def absent_classes(labels: np.ndarray, order: dict[str, np.ndarray], class_names: tuple[str, ...]) -> list[str]:
+    """One line per given evaluation split that lacks a class (evaluation reports it with support 0)."""
+    lines = []
+    for split in (VALIDATION, TEST):
+        seen = np.bincount(labels[order[split]], minlength=len(class_names))
+        missing = [class_names[i] for i in np.flatnonzero(seen == 0)]
+        if missing:
+            lines.append(
+                f"preprocess: the given {split} split has no example of class(es) "
+                f"{', '.join(repr(m) for m in missing)}; they are trained on and reported with support 0"
+            )
+    return lines

@@ -1,9 +1,10 @@
 """What a test actually printed or raised, recorded for tests/test_readme.py.
 
-The README's failure table quotes messages "verbatim, from a run" and names the test that
-checks each one. test_readme.py runs those tests with ``README_MESSAGES_FILE`` set; while it
-is set (and only then), every message a test sees is appended to that file: exceptions caught
-by ``pytest.raises``, what ``capsys.readouterr()`` returns, and what a test hands to
+The failure table (docs/troubleshooting.md, linked from the README) quotes messages
+"verbatim, from a run" and names the test that checks each one. test_readme.py runs those
+tests with ``README_MESSAGES_FILE`` set; while it is set (and only then), every message a
+test sees is appended to that file: exceptions caught by ``pytest.raises``, what
+``capsys.readouterr()`` returns, and what a test hands to
 ``record`` (messages it reads from a failure file or a subprocess). The table's row must then
 equal one of them, so it cannot drift from what the code says.
 """

@@ -50,6 +50,7 @@ class Hyperparameters:
     fine_tune_lr_factor: float = contract.DEFAULT_FINE_TUNE_LR_FACTOR
     augmentation: str = contract.DEFAULT_AUGMENTATION
     model_file: str | None = None  # relative to the code directory (the bundle's root)
+    distribution: str = contract.STRATEGY_HOROVOD  # training_entry/run/strategies.py
 
 
 def parse_bool(text: str) -> bool:
@@ -94,6 +95,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(f"--{contract.HP_AUGMENTATION}", dest="augmentation", choices=contract.AUGMENTATIONS,
                    default=d.augmentation)
     p.add_argument(f"--{contract.HP_MODEL_FILE}", dest="model_file", default=d.model_file)
+    p.add_argument(f"--{contract.HP_DISTRIBUTION}", dest="distribution", choices=contract.STRATEGIES,
+                   default=d.distribution)
     # SageMaker: the TensorFlow estimator always adds model_dir (/opt/ml/model under MPI, an
     # s3:// URI otherwise). We save where SM_MODEL_DIR points, which is what gets uploaded.
     p.add_argument("--model_dir", dest="model_dir", default=None)

@@ -18,6 +18,10 @@ from training_entry.input.records import KIND_TABLE
 # own tree, and our processing and evaluation scripts honour it the same way.
 BASE_DIR_ENV = "SAGEMAKER_BASE_DIR"
 CONTAINER_BASE_DIR = "/opt/ml"
+# Raise the limits of training_entry/archives.py (sourcedir, model.tar.gz, the init channel's
+# archive) in the environment that extracts it: uncompressed GiB, and members.
+ARCHIVE_MAX_GIB_ENV = "TRAINPIPE_ARCHIVE_MAX_GIB"
+ARCHIVE_MAX_MEMBERS_ENV = "TRAINPIPE_ARCHIVE_MAX_MEMBERS"
 
 
 def container_path(path: str) -> str:
@@ -70,7 +74,20 @@ DEFAULT_STEPS_PER_EXECUTION = 16
 # "0": Horovod's per-tensor allreduce instead of one flat allreduce of a small model's
 # gradients (training_entry/run/flat_allreduce.py); for measuring, in the job's environment.
 FLAT_ALLREDUCE_ENV = "TRAINPIPE_FLAT_ALLREDUCE"
+# Threads of tf.data's private pool for a rank's datasets (training_entry/input/datasets.py);
+# unset or 0: tf.data's shared pool (one thread per core). The local runner sets it with the
+# rank's intra-op threads (pipeline/local/hosts/tuning.py, RANK_THREADS_ENV overrides both).
+TF_DATA_THREADS_ENV = "TRAINPIPE_TF_DATA_THREADS"
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
+# How the workers share the training (build setting --distribution; training_entry/run/
+# strategies.py): Horovod over MPI (the default, no hyperparameter), TensorFlow's
+# ParameterServerStrategy, or its MultiWorkerMirroredStrategy. The estimator's `distribution`
+# says which to SageMaker; this hyperparameter says it to the script.
+HP_DISTRIBUTION = "distribution"
+STRATEGY_HOROVOD = "horovod"
+STRATEGY_PARAMETER_SERVER = "parameter_server"
+STRATEGY_MIRRORED = "mirrored"
+STRATEGIES = (STRATEGY_HOROVOD, STRATEGY_PARAMETER_SERVER, STRATEGY_MIRRORED)
 
 # Images and transfer learning (see training_entry/model/architectures.py, images.py).
 HP_MODEL_ARCHITECTURE = "model-architecture"

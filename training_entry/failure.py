@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import time
 import traceback
@@ -44,6 +45,21 @@ def describe(error: BaseException, where: str = "") -> str:
     text = " ".join(str(error).split()) or "(no message)"
     reason = text if isinstance(error, UserError) else f"{type(error).__name__}: {text}"
     return f"{reason} [{where}]" if where else reason
+
+
+# ``describe``'s suffix: "[rank R of N on algo-K]", "[rank R of N]" or "[algo-K]" (SageMaker's
+# host names; a bare "[word]" at the end of someone else's reason is not taken for one).
+_WHERE_RE = re.compile(r"\s*\[(?:rank (\d+) of \d+(?: on ([^\]\s]+))?|(algo-\d+))\]$")
+
+
+def split_where(reason: str) -> tuple[str, int | None, str | None]:
+    """``describe``'s text back as (reason, rank, host); rank and host are None where the
+    text does not say (a reason some other program wrote)."""
+    match = _WHERE_RE.search(reason)
+    if match is None:
+        return reason, None, None
+    rank = int(match.group(1)) if match.group(1) is not None else None
+    return reason[: match.start()], rank, match.group(2) or match.group(3)
 
 
 def truncate_utf8(text: str, limit: int = FAILURE_LIMIT_BYTES) -> bytes:

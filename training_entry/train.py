@@ -41,17 +41,23 @@ import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
 
-from training_entry import config, contract, failure
-from training_entry.input import data, records
-from training_entry.model import architectures, init_weights, transfer
+from training_entry import config, contract, failure, strategy_train
+from training_entry.input import datasets, pipe_source, records
+from training_entry.input.context import InputContext
+from training_entry.input.plan import layout_from_peers, load_manifest, plan_channel
+from training_entry.model import architectures, init_weights, tabular, transfer
 from training_entry.model.network import save_for_serving
-from training_entry.run import checkpoints, flat_allreduce, runtime
+from training_entry.run import checkpoints, flat_allreduce, runtime, strategies
 from training_entry.run.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
 from training_entry.run.fault_injection import injected_failures
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
+    # ParameterServer: / MultiWorkerMirrored: TensorFlow's strategies (--distribution) run
+    # their own order (strategy_train.py); everything below is Horovod's.
+    if strategies.chosen(argv) != contract.STRATEGY_HOROVOD:
+        return strategy_train.main(argv)
     # Horovod: initialize; one process per GPU (per slot on CPU), all started by mpirun.
     hvd.init()
     # Horovod: pin this process to the GPU of its local rank (CPU when there is none).
@@ -72,14 +78,14 @@ def main(argv: list[str] | None = None) -> None:
     # Horovod: where each rank sits among the SageMaker hosts decides the shards it reads;
     # every rank derives the same steps per epoch (from the manifest, and under
     # ShardedByS3Key from what the hosts hold, agreed through an allgather).
-    layout = data.layout_from_peers(cfg.hosts, hvd.rank(), allgather_object(cfg.hosts.current))
-    manifest = data.load_manifest(cfg.manifest, cfg.train.name)
-    train_plan = data.plan_channel(cfg.train, manifest, layout, hp.batch_size, gather=allgather_object)
+    layout = layout_from_peers(cfg.hosts, hvd.rank(), allgather_object(cfg.hosts.current))
+    manifest = load_manifest(cfg.manifest, cfg.train.name)
+    train_plan = plan_channel(cfg.train, manifest, layout, hp.batch_size, gather=allgather_object)
     val_plan = None
     if cfg.validation is not None:
-        val_manifest = data.load_manifest(cfg.manifest, cfg.validation.name)
-        val_plan = data.plan_channel(cfg.validation, val_manifest, layout, hp.batch_size,
-                                     gather=allgather_object)
+        val_manifest = load_manifest(cfg.manifest, cfg.validation.name)
+        val_plan = plan_channel(cfg.validation, val_manifest, layout, hp.batch_size,
+                                gather=allgather_object)
     # Horovod: one id for the job, naming the directory where a host's local rank 0 hands
     # the other local ranks their share of a Pipe stream.
     run_id = broadcast_object(secrets.token_hex(6), root_rank=0)
@@ -87,18 +93,24 @@ def main(argv: list[str] | None = None) -> None:
     image_size = hp.image_size if manifest.kind == records.KIND_IMAGE else None
     user_model_file = _user_model_path(hp.model_file)
     architecture = architectures.resolve(hp.model_architecture, manifest.kind, user_model_file)
-    inputs = data.InputContext(
+    inputs = InputContext(
         hosts=cfg.hosts,
         fifo_dir=cfg.fifo_dir,
         config_dir=cfg.config_dir,
-        private_dir=data.private_pipe_dir(run_id, cfg.hosts.current),
+        private_dir=pipe_source.private_pipe_dir(run_id, cfg.hosts.current),
         num_features=manifest.num_features,
         seed=hp.seed + hvd.rank(),  # Horovod: each rank shuffles its records differently
         image_size=image_size,
         augmentation=hp.augmentation,
+        columns=manifest.columns,
     )
 
-    model = architectures.build(
+    # A table of typed columns: its encoding lives inside the model (training_entry/model/tabular.py).
+    if manifest.columns and architecture != contract.ARCH_MLP:
+        raise ValueError(
+            f"model {architecture} takes a float vector, but {manifest.label_column!r}'s table has categorical "
+            f"columns or missing values (typed columns); train it with ModelArchitecture=mlp (or auto)")
+    model = tabular.build_tabular_model(manifest.columns, manifest.num_classes) if manifest.columns else architectures.build(
         architecture,
         num_classes=manifest.num_classes,
         image_size=image_size,
@@ -130,7 +142,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{hp.batch_size} per rank per epoch"
         + (f"; validation {val_plan.steps} steps" if val_plan else "")
         + f"; epochs {initial_epoch + 1}..{hp.epochs}"
-        + (f"; Pipe reader: {data.pipe_reader_name(train_plan)}" if cfg.train.is_pipe else "")
+        + (f"; Pipe reader: {pipe_source.pipe_reader_name(train_plan)}" if cfg.train.is_pipe else "")
         + f"; model {architecture}"
         + (f" on {image_size}x{image_size} images" if image_size else "")
     )
@@ -186,11 +198,11 @@ def main(argv: list[str] | None = None) -> None:
         if start >= phase.end_epoch:
             continue
         model.fit(
-            data.training_dataset(train_plan, inputs, phase.end_epoch - start),
+            datasets.training_dataset(train_plan, inputs, phase.end_epoch - start),
             steps_per_epoch=train_plan.steps,
             epochs=phase.end_epoch,
             initial_epoch=start,
-            validation_data=data.validation_dataset(val_plan, inputs) if val_plan else None,
+            validation_data=datasets.validation_dataset(val_plan, inputs) if val_plan else None,
             validation_steps=val_plan.steps if val_plan else None,
             callbacks=callbacks,
             verbose=0,
@@ -198,7 +210,9 @@ def main(argv: list[str] | None = None) -> None:
 
     if chief:
         # SageMaker: /opt/ml/model is packed into model.tar.gz; TF Serving loads model/1.
-        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size)}")
+        signatures = (tabular.tabular_signatures(model, manifest.columns, manifest.class_names)
+                      if manifest.columns else None)
+        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size, signatures)}")
     if layout.local_rank == 0:
         inputs.cleanup()
 

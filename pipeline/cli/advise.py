@@ -16,16 +16,16 @@ import argparse
 from pathlib import Path
 
 from pipeline.cli.cloud import _add_cost_arguments, cost_options
-from pipeline.cli.local import DEFAULT_WORKDIR, absolute_path
+from pipeline.cli.local import absolute_path
 from pipeline.errors import UserError
+from pipeline.workdir import HELP as WORKDIR_HELP
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "advise", help="predict time, cost and CO2e for 1..N workers and recommend a layout",
         description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR),
-                        help="where `trainpipe run --local` recorded its runs (default .trainpipe)")
+    parser.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     parser.add_argument("--cloud", action="store_true",
                         help="also learn from the pipeline's SageMaker training jobs (credentials needed)")
     parser.add_argument("--instance-types", nargs="*", default=None, metavar="TYPE",

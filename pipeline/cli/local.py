@@ -4,11 +4,15 @@
                           [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
         Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
         e.g. one built with the plain SDK and pipeline.local.store.session.LocalStoreSession) and run
-        it on this machine: no Docker, no AWS account. Artifacts go to DIR (default ./.trainpipe):
+        it on this machine: no Docker, no AWS account. Artifacts go to DIR (default
+        $TRAINPIPE_WORKDIR, else .trainpipe at the project root, else ./.trainpipe; one line on
+        stderr says which):
         runs/<execution>/, store/ (the s3:// object store: s3://bucket/key is store/bucket/key;
         see `trainpipe store`), cache/, registry.sqlite. An s3:// parameter also takes a local path.
         Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
-        stopped (Ctrl-C, SIGTERM), 2 for bad input; the reason is on the last line.
+        stopped (Ctrl-C, SIGTERM, SIGHUP), 2 for bad input; the reason is on the last line. An
+        execution whose runner died (SIGKILL, out of memory) is marked Failed, and what its
+        jobs left running is ended, by the next `run --local` in the same DIR.
     trainpipe run --sagemaker-local [-p Name=Value ...]
         The same pipeline through the SageMaker SDK's own local mode (needs Docker + Compose).
     trainpipe train --local --entry-point FILE [--source-dir DIR] [--instances N]
@@ -37,7 +41,7 @@ from pipeline.cli.options import (
     settings_from_args,
 )
 from pipeline.errors import UserError
-from pipeline.local.hosts.processes import sigterm_as_interrupt
+from pipeline.local.hosts.processes import stop_signals_as_interrupt
 from pipeline.local.store.storage import (
     Boto3Storage,
     LocalStorage,
@@ -46,9 +50,8 @@ from pipeline.local.store.storage import (
     StorageError,
     join_uri,
 )
+from pipeline.workdir import HELP as WORKDIR_HELP
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
-
-DEFAULT_WORKDIR = Path(".trainpipe")
 
 
 def absolute_path(text: str) -> Path:
@@ -60,9 +63,7 @@ EXIT_FAILED, EXIT_STOPPED = 1, 130
 
 # --- Shared options --------------------------------------------------------------------------
 def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR),
-                        help="where runs, the local object store and the registry live "
-                             "(default: ./.trainpipe)")
+    parser.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--s3-endpoint", metavar="URL",
                        help="read and write s3:// through boto3 at this endpoint (MinIO, moto) "
@@ -161,7 +162,7 @@ def register(subparsers) -> None:
     train.set_defaults(func=train_job)
 
     models = subparsers.add_parser("models", help="list the model packages registered locally")
-    models.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR))
+    models.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     models.add_argument("--group", help="only this model package group")
     models.add_argument("--json", action="store_true", help="print JSON instead of a table")
     models.set_defaults(func=list_models)
@@ -252,6 +253,7 @@ def run_definition_file(args, settings) -> int:
 def execute(args, settings, storage, definition, pipeline_name, parameters, prepare) -> int:
     """Run one execution of ``definition``; print the summary; the exit code."""
     from pipeline.local.execution import STOPPED, SUCCEEDED, summary_table
+    from pipeline.local.hosts.namespaces import mode_line
     from pipeline.local.runner import PipelineRunner, RunOptions
 
     say = _say
@@ -260,12 +262,16 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
         use_cache=not args.no_cache, execution_parameters=parameters,
         stub_unsupported=args.stub_unsupported))
+    print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
     say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
         f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
-    if prepare is not None:
-        with storage_errors_are_user_errors(storage):
-            prepare()
-    with sigterm_as_interrupt():
+    say(mode_line())  # whether each host gets its own /opt/ml (namespaces.py)
+    # SIGTERM and SIGHUP (the terminal closed) stop the run as Ctrl-C does: the jobs'
+    # processes live in sessions of their own, and only this process can end them.
+    with stop_signals_as_interrupt():
+        if prepare is not None:
+            with storage_errors_are_user_errors(storage):
+                prepare()
         try:
             record = runner.run()
         except KeyboardInterrupt:  # a second Ctrl-C while cleaning up
@@ -277,6 +283,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     if isinstance(storage, LocalStorage):
         say(f"object store:  {storage.root}")
     say(f"registry:      {runner.registry.path} (trainpipe models --workdir {workdir})")
+    say(mode_line())
     if record.status == SUCCEEDED:
         say(f"Execution {record.execution_id} Succeeded")
         return 0
@@ -352,6 +359,8 @@ def train_job(args: argparse.Namespace) -> int:
     with storage_errors_are_user_errors(storage):
         result = run_training_job(spec, settings, storage, Path(args.workdir), echo=not args.quiet)
     job = result.name
+    # After the job, not before: bad flags must stay the one line on stderr.
+    print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
     print(f"job directory: {result.job_dir} (hosts/<host>/ trees, logs/, job.log, metrics.json)")
     if result.metrics:
         finals = {k: v[-1]["value"] for k, v in result.metrics.items() if v}
@@ -363,7 +372,9 @@ def train_job(args: argparse.Namespace) -> int:
         output = join_uri(model.rsplit("/", 1)[0], OUTPUT_ARCHIVE)
         if storage.exists(output):
             print(f"output: {output}")
-        print(f"Training job {job} Completed")
+        for warning in result.warnings:  # Completed, but not as it should be (an empty model)
+            print(f"warning: {warning}")
+        print(f"Training job {job} Completed" + (" (with warnings)" if result.warnings else ""))
         return 0
     print(f"Training job {job} {result.status}: {result.failure_reason}", file=sys.stderr)
     return EXIT_STOPPED if result.status == "Stopped" else EXIT_FAILED

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.local import execution as ex
-
-DEFAULT_WORKDIR = Path(".trainpipe")
+from pipeline.workdir import HELP as WORKDIR_HELP
+from pipeline.workdir import resolve_workdir
 
 
 def add_local_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_local_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--local", action="store_true",
                        help="the executions `trainpipe run --local` made, not SageMaker's")
     group.add_argument("--workdir", type=lambda t: Path(t).resolve(), default=None,
-                       help="with --local: where the runs are (default: ./.trainpipe)")
+                       help="with --local: " + WORKDIR_HELP)
 
 
 def _table(headers: list[str], rows: list[list[str]], max_width: int = 100) -> str:
@@ -32,7 +32,8 @@ def _table(headers: list[str], rows: list[list[str]], max_width: int = 100) -> s
 
 
 def _workdir(args: argparse.Namespace) -> Path:
-    return Path(args.workdir or DEFAULT_WORKDIR.resolve())
+    # pipeline.cli.main resolved it (pipeline/workdir.py); called directly, the same rules.
+    return resolve_workdir(args.workdir).path
 
 
 def run_executions(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import sys
 import traceback
 
 from pipeline.errors import UserError
+from pipeline.workdir import resolve_workdir
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
 COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local",
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(name)s: %(levelname)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
+        if "workdir" in vars(args):  # every command that keeps or reads local runs
+            args.workdir_chosen = resolve_workdir(args.workdir)  # run/train print its line
+            args.workdir = args.workdir_chosen.path
         return int(args.func(args) or 0)
     except UserError as error:
         print(f"trainpipe {args.command}: error: {error}", file=sys.stderr)

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pipeline.definition.parameters import SPECS, parse_assignments
 from pipeline.errors import UserError
 from pipeline.settings import Settings, from_environment
-from training_entry.contract import MIXED_PRECISION_CHOICES
+from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
 
 
 def add_parameter_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +35,7 @@ _SETTING_FLAGS = {
     "--model-file": "model_file",
     "--kms-key-id": "kms_key_id",
     "--mixed-precision": "mixed_precision",
+    "--distribution": "distribution",
 }
 
 
@@ -46,6 +47,9 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"dest": f"setting_{field}", "default": None, "help": f"default: {getattr(Settings(), field)!r}"}
         if field == "mixed_precision":
             kwargs["choices"] = MIXED_PRECISION_CHOICES
+        if field == "distribution":
+            kwargs["choices"] = STRATEGIES
+            kwargs["help"] += " (how the workers share the training; see docs: Distribution strategies)"
         group.add_argument(flag, **kwargs)
     group.add_argument("--fusion-threshold-bytes", dest="setting_fusion_threshold_bytes", type=int,
                        default=None, help="Horovod tensor-fusion buffer (HOROVOD_FUSION_THRESHOLD)")

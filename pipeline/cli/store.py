@@ -17,14 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.local import (
-    DEFAULT_WORKDIR,
-    absolute_path,
-    make_storage,
-    storage_errors_are_user_errors,
-)
+from pipeline.cli.local import absolute_path, make_storage, storage_errors_are_user_errors
 from pipeline.errors import UserError
 from pipeline.local.store.storage import LocalStorage, S3Uri, join_uri
+from pipeline.workdir import HELP as WORKDIR_HELP
 
 
 def register(subparsers) -> None:
@@ -34,8 +30,8 @@ def register(subparsers) -> None:
     actions = store.add_subparsers(dest="action", required=True, metavar="ACTION")
 
     def common(parser):
-        parser.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR),
-                            help="the local store is <DIR>/store (default: ./.trainpipe)")
+        parser.add_argument("--workdir", type=absolute_path,
+                            help="the local store is <DIR>/store; DIR is " + WORKDIR_HELP)
         where = parser.add_mutually_exclusive_group()
         where.add_argument("--s3-endpoint", metavar="URL", help="an S3-compatible server instead")
         where.add_argument("--aws-s3", action="store_true", help="real S3 instead")
@@ -51,7 +47,7 @@ def register(subparsers) -> None:
     common(ls)
     ls.set_defaults(func=list_objects)
     path = actions.add_parser("path", help="print where the local store is")
-    path.add_argument("--workdir", type=absolute_path, default=str(DEFAULT_WORKDIR))
+    path.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     path.set_defaults(func=print_path)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from pipeline.definition.instances import gpus_per_instance
 from pipeline.errors import UserError
+from processing import contract as processing_contract
 from training_entry import contract as training
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 from training_entry.input.records import KIND_TABLE
@@ -60,6 +61,7 @@ class ParameterSpec:
 
 
 INPUT_DATA_URI = "InputDataUri"
+LABEL_COLUMN = "LabelColumn"
 PROCESSING_INSTANCE_TYPE = "ProcessingInstanceType"
 PROCESSING_INSTANCE_COUNT = "ProcessingInstanceCount"
 TRAINING_INSTANCE_TYPE = "TrainingInstanceType"
@@ -87,6 +89,9 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file, or an image "
                   "tree <class name>/<image>.jpg|.png); "
                   "default: the embedded digits data in the artifact bucket"),
+    ParameterSpec(LABEL_COLUMN, str, "the CSV column holding the label, in any position; its values "
+                  "may be 0..K-1 or any names (the classes are their sorted distinct values)",
+                  processing_contract.LABEL_COLUMN),
     ParameterSpec(PROCESSING_INSTANCE_TYPE, str, "instance type of the processing and evaluation jobs",
                   "ml.m5.xlarge"),
     ParameterSpec(PROCESSING_INSTANCE_COUNT, int, "instances of the processing job", 1, minimum=1),

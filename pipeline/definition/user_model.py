@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping
 
 from pipeline.definition import parameters as P
 from pipeline.definition.bundles import REPO_ROOT
+from pipeline.environment import scrubbed
 from pipeline.errors import UserError
 from training_entry import contract as training
 from training_entry.input.records import KIND_IMAGE
@@ -33,11 +35,17 @@ def check_user_model(model_file: str, kind: str, values: Mapping[str, object]) -
              else ["--features", str(CHECK_FEATURES)])
     command = [sys.executable, "-m", "training_entry.model.check_model", os.path.abspath(model_file),
                *shape, "--classes", str(CHECK_CLASSES)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=CHECK_TIMEOUT_SECONDS)
-    except subprocess.TimeoutExpired:
-        raise UserError(f"--model-file {model_file}: building the model took over {CHECK_TIMEOUT_SECONDS}s") from None
+    # The user's code gets what a job's would (pipeline/environment.py): no credential, a
+    # HOME of its own (not ~/.aws), trainpipe's code on the path and nothing else of ours.
+    with tempfile.TemporaryDirectory(prefix="trainpipe-model-check-") as home:
+        env = {**scrubbed(os.environ), "HOME": home, "PYTHONPATH": str(REPO_ROOT)}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=home,
+                                  timeout=CHECK_TIMEOUT_SECONDS)
+        except subprocess.TimeoutExpired:
+            raise UserError(f"--model-file {model_file}: building the model took over "
+                            f"{CHECK_TIMEOUT_SECONDS}s") from None
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         raise UserError(f"--model-file: {lines[-1] if lines else f'check exited {done.returncode}'}")

@@ -19,12 +19,10 @@ chain). The first failed step fails the execution; nothing after it starts.
 from __future__ import annotations
 
 import json
-import secrets
 import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 from pipeline.costs import accounting
@@ -50,13 +48,18 @@ from pipeline.local.execution import (
     ExecutionRecord,
     RunnerLock,
     StepRecord,
+    new_execution_id,
+    recover_dead_runners,
+    reserve,
     timestamp,
 )
-from pipeline.local.hosts.processes import interrupts_deferred
+from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.jobs.failures import CLIENT_ERROR
+from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
 from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError
 
@@ -75,10 +78,6 @@ class RunOptions:
     execution_parameters: Mapping[str, object] = field(default_factory=dict)
     # What to do with step types the runner cannot execute (stubs.py): None refuses them.
     stub_unsupported: str | None = None
-
-
-def new_execution_id() -> str:
-    return f"{datetime.now().strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
 def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
@@ -107,6 +106,7 @@ class PipelineRunner:
         self.nodes = interpreter.plan(definition, allow_unsupported=True)
         self.parameters = interpreter.resolve_parameters(definition, options.execution_parameters)
         self.execution_id = execution_id or new_execution_id()
+        # Taken (created) when the run starts: ``reserve`` refuses one that exists.
         self.run_dir = self.workdir / "runs" / self.execution_id
         self.registry = Registry(self.workdir / "registry.sqlite")
         self.cache = caching.StepCache(self.workdir / "cache" / pipeline_name)
@@ -140,8 +140,11 @@ class PipelineRunner:
 
     def say(self, text: str) -> None:
         stream = self.options.stream or sys.stdout
-        stream.write(text + "\n")
-        stream.flush()
+        try:
+            stream.write(text + "\n")
+            stream.flush()
+        except OSError:  # its terminal hung up (EIO): the run goes on, execution.json says it all
+            pass
 
     # --- before anything runs --------------------------------------------------------------
     def preflight(self) -> None:
@@ -154,10 +157,18 @@ class PipelineRunner:
         preflight.check(self.nodes, self.ctx, self.storage)
 
     # --- the execution ---------------------------------------------------------------------
+    def sweep_dead_runners(self) -> None:
+        """Executions in this workdir whose runner died (SIGKILL, out of memory) are recorded
+        as Failed and what their jobs left running is ended, before this one starts."""
+        for doc in recover_dead_runners(self.workdir):
+            self.say(f"execution {doc.get('execution_id')} was left Executing by a runner that died: "
+                     f"recorded as Failed; {doc['swept_processes']} leftover process(es) of its jobs ended")
+
     def run(self) -> ExecutionRecord:
         """Run the execution; bad input raises (a UserError) before anything is written."""
         self.preflight()
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        reserve(self.run_dir)
+        self.sweep_dead_runners()
         # Held until the record is final: a reader that finds it free while the record says
         # Executing knows this process died (execution.load).
         lock = RunnerLock(self.run_dir)
@@ -168,7 +179,8 @@ class PipelineRunner:
             lock.release()
 
     def _execute(self) -> ExecutionRecord:
-        (self.run_dir / "definition.json").write_text(json.dumps(self.definition, indent=2))
+        # Private: the definition holds the steps' Environment and hyperparameters.
+        write_private(self.run_dir / "definition.json", json.dumps(self.definition, indent=2))
         self.record.save()
         current: StepRecord | None = None
         runnable = self.nodes
@@ -211,8 +223,8 @@ class PipelineRunner:
                 if current is not None and current.status == EXECUTING:
                     current.status = STOPPED
                     current.end = timestamp()
-                    current.failure_reason = current.failure_reason or "stopped by the user"
-                self.record.finish(STOPPED, "stopped by the user (Ctrl-C / SIGTERM)")
+                    current.failure_reason = current.failure_reason or stop_reason()
+                self.record.finish(STOPPED, stop_reason())
         except Exception as error:
             if current is not None and current.status == EXECUTING:
                 current.status = FAILED
@@ -326,6 +338,8 @@ class PipelineRunner:
             record.status = SUCCEEDED
             if node.type == STEP_TRAINING:
                 record.detail = f"model {result.description['ModelArtifacts']['S3ModelArtifacts']}"
+            if result.warnings:  # Completed, but not as it should be (an empty model)
+                record.detail = "; ".join(filter(None, [record.detail, *(f"warning: {w}" for w in result.warnings)]))
             if keyed is not None:
                 self.cache.store(keyed[0], node.name, self.execution_id, result.description, keyed[1])
             self.ctx.properties[node.name] = result.description
@@ -358,7 +372,8 @@ class PipelineRunner:
             try:
                 job = job_class(request, name, self.storage, Path(record.job_dir),
                                 region=self.options.region, echo=self.options.echo,
-                                stream=self.options.stream)
+                                stream=self.options.stream,
+                                environments=self.workdir / JOB_ENVIRONMENTS)
                 result = job.run()
             except JobStopped as stopped:
                 record.properties = stopped.result.description

@@ -28,6 +28,7 @@ from pipeline.notebook import (
     reduced_edges,
     training_curves,
     training_log,
+    workdir,
 )
 from tests.moto_aws import MOTO_CFN_WARNING, aws, deploy_stack, moto_url  # noqa: F401
 from training_entry.contract import format_metric_line
@@ -154,6 +155,19 @@ def test_local_results(tmp_path):
     assert [m["version"] for m in results.models] == [1] and results.models[0]["accuracy"] == 0.93
     assert training_curves(results.training_log)["val_accuracy"][-1][0] == 2
     assert [s["step"] for s in results.steps] == [STEP_TRAIN, STEP_EVALUATE]
+
+
+def test_the_notebooks_workdir_is_the_projects_and_says_so(tmp_path, monkeypatch, capsys):
+    """Started in notebooks/, the notebook keeps its runs where `trainpipe models` looks from
+    the repository root."""
+    monkeypatch.delenv("TRAINPIPE_WORKDIR", raising=False)
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    assert workdir() == str(tmp_path / ".trainpipe")
+    assert capsys.readouterr().out == (f"workdir: {tmp_path / '.trainpipe'} "
+                                       "(from the project root, where pyproject.toml is)\n")
+    assert workdir("here") == str(tmp_path / "notebooks" / "here")
 
 
 def test_no_local_run_yet(tmp_path):

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from processing.contract import DataKindError, class_of, data_kind
+from processing.contract import (
+    DataKindError,
+    class_of,
+    data_kind,
+    image_classes,
+    split_of,
+    table_splits,
+)
 from training_entry.input.records import KIND_IMAGE, KIND_TABLE
 
 
@@ -58,3 +65,71 @@ def test_the_parameter_named_in_messages_is_the_pipelines():
     from processing import contract
 
     assert contract._INPUT_PARAMETER == parameters.INPUT_DATA_URI
+
+
+# --- Given splits ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "keys",
+    [
+        ["train/ants/a.jpg", "val/bees/b.jpg", "train/bees/c.jpg"],
+        ["TRAINING/ants/a.jpg", "Valid/ants/b.jpg", "Testing/ants/c.jpg", "train/bees/d.jpg"],  # one split twice
+    ],
+)
+def test_split_folders_are_splits_not_classes(keys):
+    if any(k.startswith("TRAINING") for k in keys):
+        with pytest.raises(DataKindError, match=r"gives the train split twice \(TRAINING/, train/\); keep one of them"):
+            data_kind(keys)
+        return
+    assert data_kind(keys) == KIND_IMAGE
+    assert image_classes(keys) == ("ants", "bees")
+    assert class_of("train/ants/a.jpg", given_splits=True) == "ants"
+
+
+def test_classes_without_split_folders_are_the_top_folders():
+    assert image_classes(["cat/a.jpg", "dog/x/b.png", "dog/c.jpg"]) == ("cat", "dog")
+
+
+@pytest.mark.parametrize("name, split", [("train", "train"), ("Training", "train"), ("VAL", "validation"),
+                                         ("valid", "validation"), ("dev", "validation"), ("Test", "test"),
+                                         ("testing", "test"), ("eval", "test"), ("cats", None)])
+def test_split_names_are_case_insensitive(name, split):
+    assert split_of(name) == split
+
+
+@pytest.mark.parametrize(
+    "keys, given",
+    [
+        (["train.csv", "test.csv"], {"train": "train.csv", "test": "test.csv"}),
+        (["Train.CSV", "validation.npz"], {"train": "Train.CSV", "validation": "validation.npz"}),
+        (["train/data.csv", "dev/data.csv", "eval/data.csv"],
+         {"train": "train/data.csv", "validation": "dev/data.csv", "test": "eval/data.csv"}),
+        (["penguins.csv"], {}),
+    ],
+)
+def test_table_splits(keys, given):
+    assert data_kind(keys) == KIND_TABLE
+    assert table_splits([k.split("/") for k in keys]) == given
+
+
+SPLIT_REFUSALS = [
+    (["train/ants/a.jpg", "cats/b.jpg"], r"^InputDataUri mixes split folders \(train/\) with other folders \(cats/\); either put every class folder inside split folders"),
+    (["train/a.jpg", "train/b.jpg", "val/ants/c.jpg"], r"^image train/a\.jpg sits directly in split folder train/ \(2 such image\(s\)\); a split folder holds class folders: move it to train/<class name>/a\.jpg$"),
+    (["train.csv", "extra.csv"], r"^InputDataUri holds split tables \(train\.csv\) and extra\.csv, which names no split"),
+    (["a.csv", "b.csv"], r"^2 table files under InputDataUri \(a\.csv, b\.csv\)"),
+    (["train.csv", "training/data.csv"], r"gives the train split twice"),
+]
+
+
+@pytest.mark.parametrize("keys, message", SPLIT_REFUSALS)
+def test_refused_split_layouts_are_one_line(keys, message):
+    with pytest.raises(DataKindError, match=message) as caught:
+        data_kind(keys)
+    assert "\n" not in str(caught.value)
+
+
+def test_the_label_column_parameter_is_named_as_the_pipeline_names_it():
+    from pipeline.definition import parameters
+    from processing import contract
+
+    assert contract.LABEL_COLUMN_PARAMETER == parameters.LABEL_COLUMN
+    assert parameters.BY_NAME[parameters.LABEL_COLUMN].default == contract.LABEL_COLUMN

@@ -66,3 +66,13 @@ def test_a_successful_main_exits_zero_and_writes_nothing(tmp_path):
     proc = _run("from training_entry import failure\nfailure.run_and_report(lambda: None)\n", tmp_path)
     assert proc.returncode == 0
     assert not (tmp_path / "output" / "failure").exists()
+
+
+def test_the_rank_suffix_reads_back():
+    reason = failure.describe(ValueError("bad"), "rank 1 of 2 on algo-2")
+    assert failure.split_where(reason) == ("ValueError: bad", 1, "algo-2")
+    assert failure.split_where(failure.describe(ValueError("bad"), "rank 1 of 2")) == ("ValueError: bad", 1, None)
+    assert failure.split_where(failure.describe(ValueError("bad"), "algo-1")) == ("ValueError: bad", None, "algo-1")
+    assert failure.split_where("no suffix [here") == ("no suffix [here", None, None)
+    assert failure.split_where("a [list] in the middle") == ("a [list] in the middle", None, None)
+    assert failure.split_where("KeyError: [x]") == ("KeyError: [x]", None, None)

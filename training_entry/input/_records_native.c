@@ -9,14 +9,17 @@
  * Built by scripts/build_native.sh (scripts/install.sh runs it at install time and caches the
  * result); when it is absent, records.py falls back to the Python reader.
  *
- *   split(data, limit, verify) -> (payloads, consumed, error)
+ *   split(data, limit, verify, max_length) -> (payloads, consumed, error)
  *       Frames from the start of ``data`` (any buffer): at most ``limit`` whole records.
  *       ``consumed``: bytes of ``data`` those records span. ``error``: None, or
- *       ("length" | "data", byte offset within data) for the first record whose length CRC
- *       or data CRC does not match (the records before it are returned). An incomplete
- *       record at the end is not an error: the caller reads more, or decides at EOF.
+ *       ("length" | "data" | "size", byte offset within data) for the first record whose
+ *       length CRC or data CRC does not match, or whose length (its CRC checked first, when
+ *       verifying) is over ``max_length`` (records.MAX_RECORD_BYTES); the records before it
+ *       are returned. An incomplete record at the end is not an error: the caller reads
+ *       more, or decides at EOF.
  *   frame(payloads) -> bytes
- *       The TFRecord framing of every payload, back to back.
+ *       The TFRecord framing of every payload (a sequence of bytes), back to back.
+ *   api: 2 (split takes max_length); records.py uses a module of its own API only.
  *   masked_crc32c(data, portable=False) -> int
  *       portable: the table implementation even where SSE4.2 is present (for the tests).
  */
@@ -99,13 +102,15 @@ static void store_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++
 static void store_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
 
 /* --- split ---------------------------------------------------------------------------------- */
-enum { OK = 0, BAD_LENGTH = 1, BAD_DATA = 2 };
+enum { OK = 0, BAD_LENGTH = 1, BAD_DATA = 2, TOO_LONG = 3 };
+#define NATIVE_API 2
 
 static PyObject *split(PyObject *self, PyObject *args) {
     Py_buffer view;
-    Py_ssize_t limit;
+    Py_ssize_t limit, max_length;
     int verify;
-    if (!PyArg_ParseTuple(args, "y*np:split", &view, &limit, &verify)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*npn:split", &view, &limit, &verify, &max_length)) return NULL;
+    uint64_t longest = max_length > 0 ? (uint64_t)max_length : 0;
     const unsigned char *data = view.buf;
     size_t size = (size_t)view.len;
     size_t cap = limit > 0 ? (size_t)limit : 0;
@@ -130,6 +135,7 @@ static PyObject *split(PyObject *self, PyObject *args) {
         const unsigned char *header = data + offset;
         uint64_t length = load_u64(header);
         if (verify && load_u32(header + 8) != masked(header, 8)) { status = BAD_LENGTH; bad_at = offset; break; }
+        if (length > longest) { status = TOO_LONG; bad_at = offset; break; }
         if (length > size - offset - 12 || size - offset - 12 - length < 4) break; /* incomplete */
         if (verify && load_u32(header + 12 + length) != masked(header + 12, (size_t)length)) {
             status = BAD_DATA;
@@ -153,15 +159,17 @@ static PyObject *split(PyObject *self, PyObject *args) {
     PyBuffer_Release(&view);
     if (!list) return NULL;
     if (status == OK) return Py_BuildValue("(NnO)", list, (Py_ssize_t)offset, Py_None);
-    return Py_BuildValue("(Nn(sn))", list, (Py_ssize_t)offset, status == BAD_LENGTH ? "length" : "data",
-                         (Py_ssize_t)bad_at);
+    const char *what = status == BAD_LENGTH ? "length" : status == BAD_DATA ? "data" : "size";
+    return Py_BuildValue("(Nn(sn))", list, (Py_ssize_t)offset, what, (Py_ssize_t)bad_at);
 }
 
 /* --- frame ---------------------------------------------------------------------------------- */
 static PyObject *frame(PyObject *self, PyObject *payloads) {
-    PyObject *seq = PySequence_Fast(payloads, "frame() takes a sequence of bytes");
+    /* A tuple of our own: it holds a reference to every payload while the GIL is released,
+     * whatever another thread does to the caller's list meanwhile. */
+    PyObject *seq = PySequence_Tuple(payloads);
     if (!seq) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     PyObject **items = PySequence_Fast_ITEMS(seq);
     size_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -170,12 +178,18 @@ static PyObject *frame(PyObject *self, PyObject *payloads) {
             PyErr_SetString(PyExc_TypeError, "frame() takes a sequence of bytes");
             return NULL;
         }
-        total += 16 + (size_t)PyBytes_GET_SIZE(items[i]);
+        size_t length = (size_t)PyBytes_GET_SIZE(items[i]);
+        if (length > (size_t)PY_SSIZE_T_MAX - 16 - total) {
+            Py_DECREF(seq);
+            PyErr_SetString(PyExc_OverflowError, "frame(): the framed payloads would not fit in one bytes");
+            return NULL;
+        }
+        total += 16 + length;
     }
     PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
     if (!out) { Py_DECREF(seq); return NULL; }
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(out);
-    /* The payloads are immutable bytes held by seq: safe without the GIL. */
+    /* The payloads are immutable bytes held by our tuple: safe without the GIL. */
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         size_t length = (size_t)PyBytes_GET_SIZE(items[i]);
@@ -206,7 +220,7 @@ static PyObject *masked_crc(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"split", split, METH_VARARGS, "split(data, limit, verify) -> (payloads, consumed, error)"},
+    {"split", split, METH_VARARGS, "split(data, limit, verify, max_length) -> (payloads, consumed, error)"},
     {"frame", frame, METH_O, "frame(payloads) -> bytes"},
     {"masked_crc32c", masked_crc, METH_VARARGS, "masked_crc32c(data, portable=False) -> int"},
     {NULL, NULL, 0, NULL},
@@ -227,6 +241,7 @@ PyMODINIT_FUNC PyInit__trainpipe_records(void) {
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     if (PyModule_AddStringConstant(m, "source_sha256", TRAINPIPE_SOURCE_SHA256) < 0 ||
+        PyModule_AddIntConstant(m, "api", NATIVE_API) < 0 ||
         PyModule_AddStringConstant(m, "crc", have_sse42 ? "sse4.2" : "slice-by-8") < 0) {
         Py_DECREF(m);
         return NULL;

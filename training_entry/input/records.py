@@ -106,13 +106,21 @@ class Manifest:
     feature_mean: tuple[float, ...] | None = None
     feature_std: tuple[float, ...] | None = None
     kind: str = KIND_TABLE
-    # Images: the class folder names, sorted; label i is class_names[i].
+    # Images: the class folder names, sorted; label i is class_names[i]. Tables: the label
+    # column's distinct values, sorted (None: labels were already 0..K-1 integers).
     class_names: tuple[str, ...] | None = None
+    # "given" (published with the data) or "carved" (from train by the processing step).
+    origin: str | None = None
+    # Tables of typed columns (``training_entry.input.columns``): the label column's name, and
+    # per feature column its name, record key, type and the train split's statistics or
+    # vocabulary. None: the records hold a float vector (FEATURE_X).
+    label_column: str | None = None
+    columns: tuple[dict, ...] | None = None
 
     def __post_init__(self):
         if self.kind not in DATA_KINDS:
             raise ValueError(f"manifest kind {self.kind!r} is not one of {DATA_KINDS}")
-        if self.kind == KIND_IMAGE and (
+        if (self.kind == KIND_IMAGE or self.class_names is not None) and (
             self.class_names is None or len(self.class_names) != self.num_classes
         ):
             raise ValueError(f"an image manifest needs {self.num_classes} class names, got {self.class_names!r}")
@@ -136,6 +144,9 @@ class Manifest:
                     if self.feature_mean is not None and self.feature_std is not None
                     else {}
                 ),
+                **({"origin": self.origin} if self.origin is not None else {}),
+                **({"label_column": self.label_column} if self.label_column is not None else {}),
+                **({"columns": list(self.columns)} if self.columns is not None else {}),
             },
             indent=2,
         )
@@ -157,6 +168,9 @@ class Manifest:
                 class_names=(
                     None if doc.get("class_names") is None else tuple(str(c) for c in doc["class_names"])
                 ),
+                origin=doc.get("origin"),
+                label_column=doc.get("label_column"),
+                columns=None if doc.get("columns") is None else tuple(dict(c) for c in doc["columns"]),
             )
         except FileNotFoundError:
             raise FileNotFoundError(
@@ -209,6 +223,16 @@ def masked_crc32c(data: bytes) -> int:
 # --- TFRecord framing ------------------------------------------------------------------------
 _LEN = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
+# The longest record either reader accepts. A record is one serialized tf.train.Example, and
+# protobuf cannot serialize or parse a message of 2 GiB or more (its sizes are int32), so no
+# shard of ours holds a longer one, nor does TensorFlow's reader hand one to ParseExample. A
+# longer length with a valid CRC comes from a foreign or crafted file: refused by its offset
+# before any buffer of that size is asked for (Python raised OverflowError or MemoryError,
+# the native path buffered the rest of the stream).
+MAX_RECORD_BYTES = (1 << 31) - 1
+# The most one read asks for: a record's body is read in pieces of this size, so a length
+# that the stream does not back costs no more memory than the stream holds.
+_MAX_READ = 64 << 20
 
 
 class RecordError(ValueError):
@@ -247,6 +271,8 @@ def read_records(stream, source: str, verify: bool = True) -> Iterator[bytes]:
         (length,) = _LEN.unpack_from(header)
         if verify and _CRC.unpack_from(header, 8)[0] != masked_crc32c(header[:8]):
             raise RecordError(f"{source}: corrupt record length (CRC mismatch) at byte offset {offset}")
+        if length > MAX_RECORD_BYTES:
+            raise RecordError(_too_long(source, length, offset))
         body = _read_exactly(read, length + 4)
         if len(body) < length + 4:
             raise RecordError(
@@ -260,15 +286,22 @@ def read_records(stream, source: str, verify: bool = True) -> Iterator[bytes]:
         offset += length + 16
 
 
+def _too_long(source: str, length: int, offset: int) -> str:
+    return (f"{source}: record length {length} at byte offset {offset} is over the "
+            f"{MAX_RECORD_BYTES}-byte limit of a record (a tf.train.Example is under 2 GiB): "
+            f"the file is corrupt or not TFRecord; re-run the step that wrote it")
+
+
 def _read_exactly(read, size: int) -> bytes:
-    """``read`` until ``size`` bytes or EOF: a pipe returns short reads."""
-    chunk = read(size)
+    """``read`` until ``size`` bytes or EOF: a pipe returns short reads. At most ``_MAX_READ``
+    per call, so what is allocated follows what the stream holds, not what it claims."""
+    chunk = read(min(size, _MAX_READ))
     if len(chunk) == size or not chunk:
         return chunk
     parts = [chunk]
     got = len(chunk)
     while got < size:
-        chunk = read(size - got)
+        chunk = read(min(size - got, _MAX_READ))
         if not chunk:
             break
         parts.append(chunk)
@@ -279,6 +312,7 @@ def _read_exactly(read, size: int) -> bytes:
 # --- Native reader (whole buffers per call) -------------------------------------------------------
 NATIVE_MODULE = "_trainpipe_records"
 NATIVE_ENV = "TRAINPIPE_NATIVE_RECORDS"  # "0": use the Python reader even where the native one is built
+NATIVE_API = 2  # the module's ``api``: a build of older source (another split()) is not used
 CHUNK_RECORDS = 1024  # at most this many records per chunk
 _READ_SIZE = 1 << 20
 
@@ -288,9 +322,10 @@ def load_native():
     if os.environ.get(NATIVE_ENV, "1") == "0":
         return None
     try:
-        return importlib.import_module(NATIVE_MODULE)
+        module = importlib.import_module(NATIVE_MODULE)
     except Exception:  # ImportError, or a build for another Python / TF image
         return None
+    return module if getattr(module, "api", 1) == NATIVE_API else None
 
 
 native = load_native()
@@ -330,40 +365,51 @@ def read_record_chunks(stream, source: str, verify: bool = True) -> Iterator[lis
 
 def _native_chunks(lib, stream, source: str, verify: bool) -> Iterator[list[bytes]]:
     read = stream.read
-    buffer = b""  # bytes not yet framed; buffer[0] is at byte offset ``offset`` of the stream
+    # Bytes read and not yet framed are buffer[start:], at byte offset ``offset`` of the
+    # stream. The native split reads them through a memoryview (no copy per chunk); the
+    # consumed head is dropped once per read, and reads are appended in place, so a long
+    # record costs linear copying, not a new buffer per read.
+    buffer = bytearray()
+    start = 0
     offset = 0
     eof = False
     while True:
-        chunk, used, error = lib.split(buffer, CHUNK_RECORDS, verify)
-        start = offset
-        if used:
-            buffer = buffer[used:]
-            offset += used
+        with memoryview(buffer) as view:
+            chunk, used, error = lib.split(view[start:], CHUNK_RECORDS, verify, MAX_RECORD_BYTES)
+        at_chunk = offset
+        start += used
+        offset += used
         if chunk:
             yield chunk
         if error is not None:
             kind, at = error
+            if kind == "size":
+                (length,) = _LEN.unpack_from(buffer, start - used + at)
+                raise RecordError(_too_long(source, length, at_chunk + at))
             what = "record length" if kind == "length" else "record data"
-            raise RecordError(f"{source}: corrupt {what} (CRC mismatch) at byte offset {start + at}")
+            raise RecordError(f"{source}: corrupt {what} (CRC mismatch) at byte offset {at_chunk + at}")
         if len(chunk) == CHUNK_RECORDS:
             continue  # more whole records may be buffered
         # What is left is one incomplete record (or nothing).
+        left = len(buffer) - start
         if eof:
-            if not buffer:
+            if not left:
                 return
-            if len(buffer) < 12:
+            if left < 12:
                 raise RecordError(f"{source}: truncated record header at byte offset {offset}")
-            (length,) = _LEN.unpack_from(buffer)
+            (length,) = _LEN.unpack_from(buffer, start)
             raise RecordError(
                 f"{source}: truncated record at byte offset {offset} "
-                f"(expected {length + 16} bytes, got {len(buffer)})"
+                f"(expected {length + 16} bytes, got {left})"
             )
         size = _READ_SIZE
-        if len(buffer) >= 12:  # the length is checked (or unchecked by choice): read up to it
-            size = max(size, min(_LEN.unpack_from(buffer)[0] + 16 - len(buffer), 64 * _READ_SIZE))
+        if left >= 12:  # the length is checked (or unchecked by choice) and capped: read up to it
+            size = max(size, min(_LEN.unpack_from(buffer, start)[0] + 16 - left, 64 * _READ_SIZE))
+        del buffer[:start]
+        start = 0
         more = read(size)
         if more:
-            buffer = buffer + more if buffer else more
+            buffer += more
         else:
             eof = True
 

@@ -70,13 +70,16 @@ def image_signatures(model: tf.keras.Model, image_size: int) -> dict:
 
 
 def save_for_serving(
-    model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None
+    model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None,
+    signatures: dict | None = None,
 ) -> str:
     """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
     written beside and renamed into place so no reader sees half a model. Without the
     optimizer: Horovod's optimizer class would not deserialize where Horovod is absent.
-    ``image_size``: an image model, exported with ``image_signatures``."""
-    signatures = image_signatures(model, image_size) if image_size else None
+    ``image_size``: an image model, exported with ``image_signatures``; ``signatures``: a
+    model's own (a table of typed columns: ``tabular.tabular_signatures``)."""
+    if image_size:
+        signatures = image_signatures(model, image_size)
     os.makedirs(model_dir, exist_ok=True)
     final = os.path.join(model_dir, version)
     partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)

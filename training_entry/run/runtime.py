@@ -9,10 +9,13 @@ import os
 
 import tensorflow as tf
 
+from training_entry.contract import TF_DATA_THREADS_ENV
 from training_entry.failure import UserError
 
 # Performance hook: how many threads TensorFlow may use per process. Unset: TF's default
-# (all cores per rank, which oversubscribes a host running several ranks on CPU).
+# (all cores per rank, which oversubscribes a host running several ranks on CPU). The local
+# runner sets both, and tf.data's private pool (TF_DATA_THREADS_ENV, read where the datasets
+# are built), from the rank's share of the cores (pipeline/local/hosts/tuning.py).
 INTRA_OP_THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_OP_THREADS_ENV = "TF_NUM_INTEROP_THREADS"
 
@@ -34,18 +37,26 @@ def pin_gpu(local_rank: int) -> str:
     return gpus[local_rank].name
 
 
-def set_threads_from_env(env=None) -> tuple[int, int]:
-    """Honour TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (0 = TensorFlow decides)."""
+def thread_counts(env=None) -> tuple[int, int, int]:
+    """(intra-op, inter-op, tf.data private pool) threads from the environment; 0 = the
+    library decides. A value that is not a whole number is the user's error, named."""
     env = os.environ if env is None else env
     values = []
-    for name in (INTRA_OP_THREADS_ENV, INTER_OP_THREADS_ENV):
+    for name in (INTRA_OP_THREADS_ENV, INTER_OP_THREADS_ENV, TF_DATA_THREADS_ENV):
         raw = env.get(name, "0") or "0"
         try:
             value = int(raw)
         except ValueError:
             raise UserError(f"{name}={raw!r} is not a whole number of threads") from None
         values.append(max(value, 0))
-    intra, inter = values
+    intra, inter, data = values
+    return intra, inter, data
+
+
+def set_threads_from_env(env=None) -> tuple[int, int]:
+    """Honour TF_NUM_INTRAOP_THREADS / TF_NUM_INTEROP_THREADS (0 = TensorFlow decides), and
+    check TF_DATA_THREADS_ENV here, before any dataset is built (datasets.py reads it)."""
+    intra, inter, _ = thread_counts(env)
     if intra:
         tf.config.threading.set_intra_op_parallelism_threads(intra)
     if inter:

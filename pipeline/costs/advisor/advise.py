@@ -13,7 +13,7 @@ from pipeline.costs.advisor import platforms as PL
 from pipeline.costs.advisor import plot as plotting
 from pipeline.costs.advisor.model import Platform, StepModel
 from pipeline.costs.advisor.observations import Observation, local_observations
-from pipeline.costs.advisor.recommend import Row, Workload, choose, predict, table
+from pipeline.costs.advisor.recommend import Row, Workload, choose, duration, predict, table
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
 
@@ -52,6 +52,9 @@ def _platform_of(obs: Observation, workdir: Path) -> Platform | None:
     return PL.cloud_platform(obs.instance_type)
 
 
+Candidates = dict[str, tuple[StepModel, Platform]]
+
+
 def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
            instance_types: list[str] | None, max_workers: int, goal: str, budget: float | None,
            deadline_hours: float | None, knee_fraction: float, batch: int | None, epochs: int,
@@ -61,15 +64,34 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
         raise UserError(f"no recorded training run with the advisor's metrics under {workdir}: "
                         "run `trainpipe run --local` (Epochs >= 2) first, or pass --workdir / --cloud")
     report = Report()
-    out = report.lines
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observed:
         groups["local" if obs.local else obs.instance_type].append(obs)
-    out.append(f"trainpipe advise: {len(observed)} run(s) measured "
-               f"({', '.join(f'{k}: {len(v)}' for k, v in groups.items())})")
-    out += [f"  skipped {s}" for s in skipped[:10]]
+    report.lines.append(f"trainpipe advise: {len(observed)} run(s) measured "
+                        f"({', '.join(f'{k}: {len(v)}' for k, v in groups.items())})")
+    report.lines += [f"  skipped {s}" for s in skipped[:10]]
     book = PriceBook(price_overrides, pricing_client)
-    candidates: dict[str, tuple[StepModel, Platform]] = {}
+    candidates = _fit_measured(report, groups, workdir, batch)
+    _add_unmeasured(report, candidates, instance_types or [])
+    if not candidates:
+        raise UserError("no platform could be modelled: see the lines above")
+    first = next(iter(groups.values()))[0]
+    workload = Workload(batch or first.batch, samples_per_epoch, epochs)
+    _predict(report, candidates, workload, max_workers, book, region, options, knee_fraction)
+    _recommend(report, goal, budget, deadline_hours, knee_fraction)
+    if plot_path is not None:
+        report.plot = plotting.save(plot_path, report.curves, observed,
+                                    f"predicted throughput and cost per run ({workload.batch}/worker)")
+        report.lines.append(f"plot: {report.plot}")
+    return report
+
+
+def _fit_measured(report: Report, groups: dict[str, list[Observation]], workdir: Path,
+                  batch: int | None) -> Candidates:
+    """A model per platform with measured runs (``groups`` keeps only the runs it fit on);
+    a platform that cannot be modelled gets a line saying why."""
+    out = report.lines
+    candidates: Candidates = {}
     for name, runs in list(groups.items()):
         runs, note = one_steps_per_execution(runs)
         if note:
@@ -90,8 +112,15 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
         out += ["", f"model for {name} (fit on {len(runs)} run(s)):", *model.describe(run_batch, platform),
                 "", f"its error on the runs it has seen ({name}):", *errors.lines()]
         candidates[name] = (model, platform)
+    return candidates
+
+
+def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list[str]) -> None:
+    """CPU instance types asked for without a run of their own, predicted from the local
+    model; a GPU type, or one without hardware figures, gets a line saying what to do."""
+    out = report.lines
     local = candidates.get("local")
-    for itype in instance_types or []:
+    for itype in instance_types:
         if itype in candidates:
             continue
         platform = PL.cloud_platform(itype)
@@ -107,12 +136,14 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
             model = local[0].with_(comm_scale=1.0, notes=[*local[0].notes, f"{itype}: per-core speed assumed equal to this machine's"])
             candidates[itype] = (model, platform)
             out.append(f"  {itype}: predicted from the local runs, assuming this machine's per-core speed")
-    if not candidates:
-        raise UserError("no platform could be modelled: see the lines above")
-    first = next(iter(groups.values()))[0]
-    workload = Workload(batch or first.batch, samples_per_epoch, epochs)
-    out += ["", f"predictions: batch {workload.batch} per worker, {samples_per_epoch} samples per epoch, "
-                f"{epochs} epochs; knee: the last count whose added worker adds >= {knee_fraction:g} of "
+
+
+def _predict(report: Report, candidates: Candidates, workload: Workload, max_workers: int,
+             book: PriceBook, region: str, options: Options, knee_fraction: float) -> None:
+    """A curve (a row per worker count) for every shape of every candidate, as tables."""
+    out = report.lines
+    out += ["", f"predictions: batch {workload.batch} per worker, {workload.samples_per_epoch} samples per epoch, "
+                f"{workload.epochs} epochs; knee: the last count whose added worker adds >= {knee_fraction:g} of "
                 f"one worker's throughput"]
     notes: list[str] = []
     for name, (model, platform) in candidates.items():
@@ -129,26 +160,27 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
     out += [f"  {n}" for n in dict.fromkeys(notes)]
     if book.api_problem:
         out.append(f"  {book.api_problem}")
+
+
+def _recommend(report: Report, goal: str, budget: float | None, deadline_hours: float | None,
+               knee_fraction: float) -> None:
+    """The row that best meets ``goal`` within the budget and deadline, over every curve."""
+    out = report.lines
     everything = [r for rows in report.curves.values() for r in rows]
     choice, why = choose(everything, goal, budget, deadline_hours)
     report.choice = choice
     out.append("")
     if choice is None:
         out.append(f"recommendation ({goal}, {why}): nothing fits; relax --budget/--deadline")
-    else:
-        where = ("run --local" if choice.platform == "local" else f"TrainingInstanceType={choice.platform}")
-        out.append(f"recommendation ({goal}, {why}): {where} TrainingInstanceCount={choice.layout.hosts} "
-                   f"x ProcessesPerHost={choice.layout.ranks_per_host} ({choice.layout.workers} workers): "
-                   f"{choice.throughput:.0f} samples/s, {choice.run_hours * 60:.2f} min per run"
-                   + (f", ${choice.cost_usd:.4f}" if choice.cost_usd is not None else "")
-                   + (f", {choice.co2e_kg:.3g} kg CO2e" if choice.co2e_kg is not None else ""))
-        curve = next(rows for rows in report.curves.values() if choice in rows)
-        knees = [r for r in curve if r.knee]
-        if knees and knees[0].layout.workers < choice.layout.workers:
-            out.append(f"  beyond the knee ({knees[0].layout.workers} workers): each added worker buys "
-                       f"less than {knee_fraction:g} of its share")
-    if plot_path is not None:
-        report.plot = plotting.save(plot_path, report.curves, observed,
-                                    f"predicted throughput and cost per run ({workload.batch}/worker)")
-        out.append(f"plot: {report.plot}")
-    return report
+        return
+    where = ("run --local" if choice.platform == "local" else f"TrainingInstanceType={choice.platform}")
+    out.append(f"recommendation ({goal}, {why}): {where} TrainingInstanceCount={choice.layout.hosts} "
+               f"x ProcessesPerHost={choice.layout.ranks_per_host} ({choice.layout.workers} workers): "
+               f"{choice.throughput:.0f} samples/s, {duration(choice.run_hours)} per run"
+               + (f", ${choice.cost_usd:.4f}" if choice.cost_usd is not None else "")
+               + (f", {choice.co2e_kg:.3g} kg CO2e" if choice.co2e_kg is not None else ""))
+    curve = next(rows for rows in report.curves.values() if choice in rows)
+    knees = [r for r in curve if r.knee]
+    if knees and knees[0].layout.workers < choice.layout.workers:
+        out.append(f"  beyond the knee ({knees[0].layout.workers} workers): each added worker buys "
+                   f"less than {knee_fraction:g} of its share")

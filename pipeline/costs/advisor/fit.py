@@ -38,6 +38,21 @@ def _as_single(run: Observation, platform: Platform) -> Observation:
     return replace(run, layout=Layout(1, 1), step_seconds=t1, cpu_seconds=t1)
 
 
+def call_spread(run: Observation) -> float:
+    """The spread the wait term scales: that of the calls' mean step, undoing the metric's
+    sqrt(steps per call). The metric (``callbacks.execution_step_spread``) times the spread
+    of k-step calls' means by sqrt(k) to recover independent single steps; but what makes a
+    rank wait on a shared machine is not independent per-step noise (each step is the same
+    kernels on a pinned core) but spells that span steps: a scheduler slice given to another
+    process (milliseconds, several steps of a small model) and the Python between calls
+    (dispatch, callbacks, garbage collection), paid once per call. For a delay spanning a
+    call, the other rank waits once per call for the difference of the calls' totals, i.e.
+    per step for the difference of their means: the call spread, unscaled. sqrt(k) counted it
+    4x at 16 steps per call (benchmarks/notes.md, P5: the 0.14 of the MLP, every prediction
+    low). With one step per call both readings agree."""
+    return run.step_spread / math.sqrt(max(run.steps_per_execution, 1))
+
+
 def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -> StepModel:
     """The compute terms from 1-rank runs (any number, any batch sizes); without one, and
     given the platform, from the multi-rank runs with their modelled allreduce taken out."""
@@ -79,7 +94,7 @@ def fit_compute(runs: Sequence[Observation], platform: Platform | None = None) -
     parallelism = statistics.median(ratios) if ratios else 1.0
     parameters = statistics.median(r.parameters for r in runs)
     tensors = statistics.median(r.tensors for r in runs)
-    spreads = [r.step_spread for r in single if r.step_spread]
+    spreads = [call_spread(r) for r in single if r.step_spread]
     spread = statistics.median(spreads) if spreads else 0.0
     if not spreads:
         notes.append("no step_spread_seconds metric in the 1-rank runs: no wait for the slowest rank "

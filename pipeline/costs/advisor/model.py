@@ -18,9 +18,10 @@ For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step
     exposed(n)  = max(0, allreduce(n) - overlap x backward(n)),  backward = 2/3 of compute
     wait(n)     = spread x E[max of n] / E[max of 2]   (0 for one worker)   ranks synchronise
                   every step (the allreduce), so each waits for the slowest of n: ``spread``
-                  is half the mean absolute difference of two 1-rank steps (the metric line's
-                  ``step_spread_seconds``), which is E[max(X, Y)] - E[X] for two ranks; E[max
-                  of n] is that of n standard normals (0.564 at 2, 1.03 at 4, 1.42 at 8)
+                  is half the mean absolute difference of two 1-rank calls' mean steps (the
+                  metric line's ``step_spread_seconds`` less its sqrt(steps per call):
+                  ``fit.call_spread`` says why), which is E[max(X, Y)] - E[X] for two ranks;
+                  E[max of n] is that of n standard normals (0.564 at 2, 1.03 at 4, 1.42 at 8)
     step(n)     = compute(n) + wait(n) + exposed(n)
     throughput  = n x batch / step(n)
 
@@ -116,8 +117,8 @@ class StepModel:
     # Measured by the allreduce probe (benchmarks/advisor_probe.py); 1 when not measured.
     contention: float = 1.0
     tensors: int = 1  # gradient tensors per step (the model's trainable variables)
-    # Half the mean absolute difference of two 1-rank steps (s): what one of two synchronised
-    # ranks waits for the other per step. 0 where not measured (runs before the metric).
+    # Half the mean absolute difference of two 1-rank calls' mean steps (s): what one of two
+    # synchronised ranks waits for the other per step. 0 where not measured (runs before the metric).
     spread: float = 0.0
     notes: list[str] = field(default_factory=list)
 
@@ -177,7 +178,7 @@ class StepModel:
             f"    {self.tensors} gradient tensor(s), {platform.per_tensor_s * 1e6:.3g} us per tensor past the "
             f"first  [{platform.per_tensor_source}]",
             f"  wait for the slowest rank = spread x E[max of n] / E[max of 2]: spread {self.spread * 1e3:.3g} ms "
-            f"(half the mean |difference| of two 1-rank steps; 0 = not measured), "
+            f"(half the mean |difference| of two 1-rank calls' mean steps; 0 = not measured), "
             f"{self.wait(Layout(1, 2)) * 1e3:.3g} ms at 2 workers, {self.wait(Layout(1, 8)) * 1e3:.3g} ms at 8",
             f"  overlap with the backward pass {self.overlap:.2f} (bounded by the measured compute)",
             *[f"  note: {n}" for n in self.notes],

@@ -57,3 +57,21 @@ def cloud_platform(instance_type: str) -> Platform | None:
 def ranks_per_host(instance_type: str, platform: Platform) -> int:
     """Horovod's usual layout: one rank per GPU; one per host on CPU types."""
     return platform.gpus_per_host or 1
+
+
+def published_prediction(machine: dict, parameters: int, bytes_per_parameter: int = 4) -> float:
+    """The advisor's samples/s for ``machine["gpus"]`` GPUs of one host, calibrated on the
+    1-GPU figure only (the whole step per sample, as from one batch size) and given the
+    interconnect (``link_gbytes_per_s`` per direction, ``link_latency_s``): the check of the
+    model against a published scaling table (tests/pipeline/costs/advisor/published_scaling.json).
+    No overlap of the allreduce with the backward pass and no wait term: nothing published
+    measures them, so the prediction is the model's upper bound of the loss."""
+    from pipeline.costs.advisor.model import Layout, StepModel
+
+    batch = int(machine["batch_per_gpu"])
+    link = Link(float(machine["link_gbytes_per_s"]), float(machine["link_latency_s"]), machine["link_source"])
+    platform = Platform(name=machine["name"], cores_per_host=1.0, gpus_per_host=int(machine["gpus"]),
+                        intra=link, inter=link)
+    model = StepModel(per_sample=1.0 / float(machine["images_per_s_1"]), fixed=0.0, parallelism=1.0,
+                      parameters=parameters, fp16_allreduce=bytes_per_parameter == 2)
+    return model.throughput(batch, Layout(1, int(machine["gpus"])), platform)

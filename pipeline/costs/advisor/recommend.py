@@ -17,6 +17,17 @@ from pipeline.errors import UserError
 GOALS = ("fastest", "cheapest", "greenest")
 
 
+def duration(hours: float) -> str:
+    """A run's length as a person reads it: seconds below a minute (a local run of the
+    digits is ~10 s, which "0.00 min" hid), minutes below an hour, then hours."""
+    seconds = hours * 3600
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{hours:.2f} h"
+
+
 @dataclass
 class Row:
     platform: str

@@ -29,6 +29,11 @@ def evaluate_step(
             ProcessingInput(
                 input_name="test", source=split_uri(step_preprocess, "test"), destination=report.TEST_INPUT_DIR
             ),
+            # The class names (a class the test split lacks is still reported, support 0).
+            ProcessingInput(
+                input_name="manifest", source=split_uri(step_preprocess, "manifest"),
+                destination=report.MANIFEST_INPUT_DIR,
+            ),
         ],
         outputs=[
             ProcessingOutput(
@@ -48,6 +53,14 @@ def accuracy(step_evaluate: ProcessingStep) -> JsonGet:
     (evaluation_report,) = step_evaluate.property_files
     return JsonGet(
         step_name=step_evaluate.name, property_file=evaluation_report, json_path=report.ACCURACY_JSON_PATH
+    )
+
+
+def class_names(step_evaluate: ProcessingStep) -> JsonGet:
+    """The class names in the evaluation report, as one JSON-list string (model metadata)."""
+    (evaluation_report,) = step_evaluate.property_files
+    return JsonGet(
+        step_name=step_evaluate.name, property_file=evaluation_report, json_path=report.CLASS_NAMES_JSON_PATH
     )
 
 

@@ -11,9 +11,10 @@ from sagemaker.workflow.functions import Join, JsonGet
 from sagemaker.workflow.model_step import ModelStep
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
+from evaluation import report
 from pipeline.definition import parameters as P
 from pipeline.definition.steps.context import BuildContext
-from pipeline.definition.steps.evaluate import accuracy, report_uri
+from pipeline.definition.steps.evaluate import accuracy, class_names, report_uri
 from pipeline.definition.steps.names import STEP_CONDITION, STEP_FAIL, STEP_REGISTER
 from pipeline.definition.steps.train import model_artifact
 from pipeline.settings import INFERENCE_FRAMEWORK_VERSION, INFERENCE_INSTANCE_TYPE
@@ -51,6 +52,8 @@ def register_step(ctx: BuildContext, step_train: TrainingStep, step_evaluate: Pr
         model_metrics=ModelMetrics(
             model_statistics=MetricsSource(s3_uri=report_uri(step_evaluate), content_type="application/json")
         ),
+        # The classes by name, index = the model's output position (evaluation.json's list).
+        customer_metadata_properties={report.METADATA_KEY_CLASS_NAMES: class_names(step_evaluate)},
     )
     return ModelStep(STEP_REGISTER, step_args=register_args)
 

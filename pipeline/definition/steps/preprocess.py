@@ -30,6 +30,7 @@ def preprocess_step(ctx: BuildContext) -> ProcessingStep:
             processing.ARG_INSTANCE_COUNT, params[P.TRAINING_INSTANCE_COUNT].to_string(),
             processing.ARG_PROCESSES_PER_HOST, params[P.PROCESSES_PER_HOST].to_string(),
             processing.ARG_SEED, str(ctx.settings.seed),
+            processing.ARG_LABEL_COLUMN, params[P.LABEL_COLUMN],
         ],
     )
     return ProcessingStep(STEP_PREPROCESS, step_args=step_args, cache_config=ctx.cache)

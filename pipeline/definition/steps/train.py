@@ -1,4 +1,6 @@
-"""TrainModel (Training): Horovod over MPI, ``ProcessesPerHost`` ranks on each host."""
+"""TrainModel (Training): Horovod over MPI, ``ProcessesPerHost`` ranks on each host (the
+default), or one process per host with TensorFlow's parameter-server or multi-worker mirrored
+strategy (build setting ``--distribution``)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, user_model_path
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.names import STEP_TRAIN
 from pipeline.definition.steps.preprocess import split_uri
-from pipeline.settings import FRAMEWORK_VERSION, PY_VERSION
+from pipeline.errors import UserError
+from pipeline.settings import FRAMEWORK_VERSION, PY_VERSION, Settings
 from processing import contract as processing
 from training_entry import contract as training
 
@@ -33,8 +36,50 @@ def train_step(ctx: BuildContext, step_preprocess: ProcessingStep) -> TrainingSt
     )
 
 
+def check_strategy(settings: Settings, values) -> None:
+    """Refuse, in one line, a parameter value the chosen strategy cannot run with (values:
+    the resolved parameters; SageMaker would start the job and fail, or quietly drop data)."""
+    strategy = settings.distribution
+    if strategy == training.STRATEGY_HOROVOD:
+        return
+    flag = f"--distribution {strategy}"
+    if int(values[P.PROCESSES_PER_HOST]) != 1:
+        # SageMaker: the TensorFlow toolkit runs the script once per host for these (no mpirun);
+        # MultiWorkerMirroredStrategy uses every GPU of the host from that one process.
+        raise UserError(f"{P.PROCESSES_PER_HOST}={values[P.PROCESSES_PER_HOST]} with {flag}: SageMaker "
+                        f"starts one training process per host for it; pass -p {P.PROCESSES_PER_HOST}=1")
+    if strategy != training.STRATEGY_PARAMETER_SERVER or int(values[P.TRAINING_INSTANCE_COUNT]) == 1:
+        return  # SageMaker: one host runs no parameter servers, just the script
+    if values[P.TRAIN_DISTRIBUTION] == "ShardedByS3Key":
+        # The first host coordinates and reads no data: its share of the objects would be lost.
+        raise UserError(f"{P.TRAIN_DISTRIBUTION}=ShardedByS3Key with {flag}: the first host only "
+                        f"coordinates, so its share of the data would never be read; pass "
+                        f"-p {P.TRAIN_DISTRIBUTION}=FullyReplicated (the workers split the records)")
+    if values[P.TRAIN_INPUT_MODE] == "Pipe":
+        # The workers' input runs as a graph the coordinator sends them; a Pipe FIFO is read
+        # by Python in the process that opens it, and the coordinator host's would stay unread.
+        raise UserError(f"{P.TRAIN_INPUT_MODE}=Pipe with {flag}: the workers' input is a TensorFlow "
+                        f"graph sent by the coordinator and cannot read Pipe FIFOs; pass "
+                        f"-p {P.TRAIN_INPUT_MODE}=File or FastFile")
+
+
+def _distribution(ctx: BuildContext) -> dict:
+    if ctx.settings.distribution != training.STRATEGY_HOROVOD:
+        # SageMaker: the toolkit writes TF_CONFIG and starts the parameter servers itself.
+        return ctx.settings.estimator_distribution
+    # Horovod: SageMaker launches ProcessesPerHost ranks per host with mpirun.
+    return {
+        "mpi": {
+            "enabled": True,
+            "processes_per_host": ctx.params[P.PROCESSES_PER_HOST],
+            "custom_mpi_options": ctx.settings.custom_mpi_options,
+        }
+    }
+
+
 def _estimator(ctx: BuildContext) -> TensorFlow:
     settings, params = ctx.settings, ctx.params
+    check_strategy(settings, ctx.values)
     training_bundle = ctx.bundles["training"]
     return TensorFlow(
         entry_point=training.ENTRY_POINT,
@@ -47,14 +92,7 @@ def _estimator(ctx: BuildContext) -> TensorFlow:
         role=settings.role_arn,
         instance_count=params[P.TRAINING_INSTANCE_COUNT],
         instance_type=params[P.TRAINING_INSTANCE_TYPE],
-        # Horovod: SageMaker launches ProcessesPerHost ranks per host with mpirun.
-        distribution={
-            "mpi": {
-                "enabled": True,
-                "processes_per_host": params[P.PROCESSES_PER_HOST],
-                "custom_mpi_options": settings.custom_mpi_options,
-            }
-        },
+        distribution=_distribution(ctx),
         hyperparameters={
             training.HP_EPOCHS: params[P.EPOCHS],
             training.HP_BATCH_SIZE: params[P.BATCH_SIZE],
@@ -72,6 +110,9 @@ def _estimator(ctx: BuildContext) -> TensorFlow:
             training.HP_FINE_TUNE_LR_FACTOR: params[P.FINE_TUNE_LR_FACTOR],
             # The user's model file, shipped in the bundle (a build setting).
             **({training.HP_MODEL_FILE: user_model_path(settings.model_file)} if settings.model_file else {}),
+            # The strategy, for the script (absent for Horovod: the default definition unchanged).
+            **({training.HP_DISTRIBUTION: settings.distribution}
+               if settings.distribution != training.STRATEGY_HOROVOD else {}),
         },
         metric_definitions=training.METRIC_DEFINITIONS,
         output_path=settings.s3_uri("training"),

@@ -189,7 +189,8 @@ def _per_rank_spec(host: str, spec: dict, shim: Path, tree: Path | None, hosts_f
     argv = ["env", f"LD_PRELOAD={preload}", *spec["argv"]]
     if tree is None:
         return {**spec, "argv": argv}
-    return {**spec, "cwd": "/", "argv": namespaces.command(host, tree, spec["cwd"], argv, python, hosts_file)}
+    return {**spec, "cwd": "/", "argv": namespaces.command(host, tree, spec["cwd"], argv, python, hosts_file,
+                                                          env=spec.get("env"))}
 
 
 def remove_specs(launch: MpiLaunch) -> None:

@@ -15,14 +15,22 @@ the runner still sees and ends them.
 
 As root this takes ``unshare(2)`` and ``mount(2)``; as another user it first enters a user
 namespace of its own (where the kernel allows unprivileged ones) mapping the user to itself,
-so the script keeps its identity. ``/opt/ml`` must exist as an (empty) mount point: created
-when missing, which needs root. Where none of this is possible the runner falls back to
-moving container paths under the host's directory (``SAGEMAKER_BASE_DIR``) and says so.
+so the script keeps its identity. ``/opt/ml`` must exist as an (empty) mount point. The
+probe tries all of this on a mount point of its own first, and creates ``/opt/ml`` (which
+needs root) only once it knows that every job will mount its hosts' trees over it: where
+namespaces cannot work it never creates it, so a script that names ``/opt/ml`` cannot quietly
+write into one folder shared by every host and every later job.
+
+Where none of this is possible the runner falls back to moving container paths under the
+host's directory (``SAGEMAKER_BASE_DIR``), says so at the start of the run and in its summary
+(``mode_line``), and refuses, before it starts, a job whose code names ``/opt/ml`` itself
+(``pipeline/local/jobs/lifecycle.py``).
 
 Standard library only, and run by file path (like ``rank_exec.py``):
 
-    python namespaces.py HOST TREE CWD HOSTS_FILE -- COMMAND [ARG ...]     (HOSTS_FILE may be "")
+    python namespaces.py HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]
 
+(HOSTS_FILE may be ""; TARGET, where the tree is mounted, is /opt/ml unless given.)
 ``TRAINPIPE_NAMESPACES=0`` in the runner's environment turns the namespaces off.
 """
 
@@ -31,10 +39,12 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from functools import lru_cache
 
 # SageMaker: where the container's tree is (training_entry/contract.py names it too; this file
@@ -82,16 +92,11 @@ def hosts_file(path, hosts: list[str]) -> str:
     return str(path)
 
 
-def enter(host: str, tree: str, hosts: str = "") -> None:
-    """Make this process (and what it execs) see ``tree`` at /opt/ml, hostname ``host``,
-    and ``hosts`` (when given) at /etc/hosts."""
-    if not os.path.isdir(CONTAINER_BASE):
-        try:
-            os.makedirs(CONTAINER_BASE, exist_ok=True)
-        except OSError as error:
-            raise NamespaceError(error.errno, f"{CONTAINER_BASE} does not exist and cannot be "
-                                 f"created ({error.strerror}); create it once as root: "
-                                 f"mkdir -p {CONTAINER_BASE}") from None
+def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE) -> None:
+    """Make this process (and what it execs) see ``tree`` at ``target`` (/opt/ml), hostname
+    ``host``, and ``hosts`` (when given) at /etc/hosts. The mount point must exist (``probe``)."""
+    if not os.path.isdir(target):
+        raise NamespaceError(2, f"{target} does not exist: {missing_mount_point_fix()}")
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
     flags = _CLONE_NEWNS | _CLONE_NEWUTS | (_CLONE_NEWUSER if uid != 0 else 0)
@@ -104,8 +109,8 @@ def enter(host: str, tree: str, hosts: str = "") -> None:
         _write("/proc/self/gid_map", f"{gid} {gid} 1")
     # Private first: the bind mount must not propagate back to the machine's namespace.
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
-    _check(libc.mount(os.fsencode(tree), os.fsencode(CONTAINER_BASE), None, _MS_BIND | _MS_REC, None),
-           f"mount --bind {tree} {CONTAINER_BASE}")
+    _check(libc.mount(os.fsencode(tree), os.fsencode(target), None, _MS_BIND | _MS_REC, None),
+           f"mount --bind {tree} {target}")
     if hosts:
         _check(libc.mount(os.fsencode(hosts), b"/etc/hosts", None, _MS_BIND, None),
                f"mount --bind {hosts} /etc/hosts")
@@ -116,24 +121,40 @@ def enter(host: str, tree: str, hosts: str = "") -> None:
 # As root, util-linux's unshare and mount do the same as this file's main() in a few
 # milliseconds, where a Python start costs 50-150 ms per host on a busy machine
 # (benchmarks/p6_namespaces.py). The hostname is written through /proc: no hostname binary.
-_SHELL_ENTER = ('mount --bind "$1" ' + CONTAINER_BASE + ' && printf %s "$2" > /proc/sys/kernel/hostname'
-                ' && { [ -z "$4" ] || mount --bind "$4" /etc/hosts; } && cd "$3" && shift 4 && exec "$@"')
+_SHELL_ENTER = ('mount --bind "$1" "$5" && printf %s "$2" > /proc/sys/kernel/hostname'
+                ' && { [ -z "$4" ] || mount --bind "$4" /etc/hosts; } && cd "$3" && shift 5 && exec "$@"')
+# A POSIX shell (dash is Debian's /bin/sh) drops, when it execs, every variable whose name is
+# not a shell identifier: SM_HP_LEARNING-RATE, which the toolkit sets for the hyperparameter
+# learning-rate. Those are set again after the shell, by env(1) (``shell_safe``).
+_SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _fast_path() -> bool:
     return os.geteuid() == 0 and bool(shutil.which("unshare")) and bool(shutil.which("mount"))
 
 
+def shell_safe(argv: list[str], env: Mapping[str, str] | None) -> list[str]:
+    """``argv`` such that the variables of ``env`` that a shell on the way would drop (names
+    that are not shell identifiers) reach it all the same: ``env NAME=VALUE ... argv``. Such
+    values show in the command line of env(1) for the instant before it execs; they are
+    hyperparameters, on the script's own command line anyway (``--learning-rate 0.01``)."""
+    odd = [f"{k}={v}" for k, v in (env or {}).items() if not _SHELL_NAME.fullmatch(k)]
+    return ["env", "--", *odd, *argv] if odd else list(argv)
+
+
 def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.executable,
-            hosts: str | None = None) -> list[str]:
+            hosts: str | None = None, env: Mapping[str, str] | None = None,
+            target: str = CONTAINER_BASE) -> list[str]:
     """``argv`` run as a process of ``host`` whose /opt/ml is ``tree``, started in ``cwd``
     (a container path such as /opt/ml/code: it exists only once the tree is mounted), with
-    ``hosts`` (from ``hosts_file()``) as its /etc/hosts when given."""
-    if _fast_path() and os.path.isdir(CONTAINER_BASE):
+    ``hosts`` (from ``hosts_file()``) as its /etc/hosts when given. ``env`` is the environment
+    the command will be started with: what the launcher's shell would lose of it is kept."""
+    if _fast_path() and os.path.isdir(target):
         return [shutil.which("unshare"), "--mount", "--uts", "--propagation", "private", "/bin/sh", "-c",
-                _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, hosts or "", *argv]
+                _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, hosts or "", target,
+                *shell_safe(argv, env)]
     # -S -I: no site-packages, no user environment; the launcher needs the standard library only.
-    return [python, "-S", "-I", LAUNCHER, host, str(tree), cwd, hosts or "", "--", *argv]
+    return [python, "-S", "-I", LAUNCHER, host, str(tree), cwd, hosts or "", target, "--", *argv]
 
 
 def enabled_by_user(environ=os.environ) -> bool:
@@ -146,26 +167,35 @@ def probe() -> str | None:
     Tried once per runner process with a trivial command, the way a job would use it."""
     if not sys.platform.startswith("linux"):
         return f"Linux namespaces are not available on {sys.platform}"
-    if not os.path.isdir(CONTAINER_BASE):
-        try:
-            os.makedirs(CONTAINER_BASE, exist_ok=True)  # the mount point; stays empty
-        except OSError as error:
-            return (f"{CONTAINER_BASE} does not exist and cannot be created ({error.strerror}); "
-                    f"create it once as root: mkdir -p {CONTAINER_BASE}")
-    with tempfile.TemporaryDirectory(prefix="trainpipe-ns-") as tree:
+    # Tried on a mount point of its own: /opt/ml is made only once namespaces are known to work.
+    with tempfile.TemporaryDirectory(prefix="trainpipe-ns-") as scratch:
+        tree, target = os.path.join(scratch, "tree"), os.path.join(scratch, "mnt")
+        os.mkdir(tree)
+        os.mkdir(target)
         marker = "trainpipe-namespace-probe"
         open(os.path.join(tree, marker), "w").close()
-        check = (f'test -e {CONTAINER_BASE}/{marker} && '
+        check = (f'test -e {target}/{marker} && '
                  f'test "$(cat /proc/sys/kernel/hostname)" = algo-1')
         try:
-            done = subprocess.run(command("algo-1", tree, "/", ["/bin/sh", "-c", check]),
+            done = subprocess.run(command("algo-1", tree, "/", ["/bin/sh", "-c", check], target=target),
                                   capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as error:
             return str(error)
-        if done.returncode == 0:
-            return None
-        lines = [line for line in (done.stderr or "").strip().splitlines() if line.strip()]
-        return lines[-1] if lines else f"the probe exited with code {done.returncode}"
+        if done.returncode != 0:
+            lines = [line for line in (done.stderr or "").strip().splitlines() if line.strip()]
+            return lines[-1] if lines else f"the probe exited with code {done.returncode}"
+    if not os.path.isdir(CONTAINER_BASE):
+        try:
+            os.makedirs(CONTAINER_BASE, exist_ok=True)  # the mount point: every job mounts over it
+        except OSError as error:
+            return f"{CONTAINER_BASE} does not exist and cannot be created ({error.strerror}): " \
+                   f"{missing_mount_point_fix()}"
+    return None
+
+
+def missing_mount_point_fix() -> str:
+    return (f"create the empty mount point once as root (sudo mkdir -p {CONTAINER_BASE}), "
+            f"then every job's hosts get their own {CONTAINER_BASE}")
 
 
 def unavailable_reason(environ=os.environ) -> str | None:
@@ -179,18 +209,40 @@ def fallback_notice(reason: str) -> str:
     """The one line a job prints when its hosts share the machine's /opt/ml and hostname."""
     return (f"note: no private {CONTAINER_BASE} per host here ({reason}): container paths are moved "
             f"under each host's directory and given as SAGEMAKER_BASE_DIR and SM_* variables; "
-            f"gethostname() is this machine's")
+            f"gethostname() is this machine's; code that names {CONTAINER_BASE} itself is refused")
+
+
+def mode_line(environ: Mapping[str, str] = os.environ) -> str:
+    """How this run's jobs see /opt/ml: said at the start of a run and in its summary."""
+    reason = unavailable_reason(environ)
+    if reason is None:
+        return (f"hosts: each simulated host has its own {CONTAINER_BASE} and hostname "
+                f"(Linux namespaces)")
+    return (f"hosts: NO private {CONTAINER_BASE} per host ({reason}): container paths are moved "
+            f"under each host's directory (SAGEMAKER_BASE_DIR, SM_*), jobs whose code names "
+            f"{CONTAINER_BASE} are refused")
+
+
+_MISSING = ("No such file", "FileNotFound", "not found", "does not exist")
+_DENIED = ("Permission denied", "PermissionError", "Read-only file system")
 
 
 def explain_missing_path(reason: str) -> str:
-    """A failure on a missing /opt/ml/... path under the fallback: say why, and the fix."""
-    if CONTAINER_BASE + "/" not in reason or not any(
-            s in reason for s in ("No such file", "FileNotFound", "not found", "does not exist")):
+    """A failure on a missing or forbidden /opt/ml/... path under the fallback: say why, and
+    the fix. As a non-root user, the machine's /opt/ml (when there is one) is root's: a
+    script that writes there gets "Permission denied" and would otherwise be left guessing."""
+    if CONTAINER_BASE + "/" not in reason and f"'{CONTAINER_BASE}'" not in reason:
+        return reason
+    fix = (f"read paths from SAGEMAKER_BASE_DIR or the SM_* variables, or run where Linux "
+           f"namespaces work (as root, or with unprivileged user namespaces) and {SWITCH_ENV} is not 0")
+    if any(s in reason for s in _DENIED):
+        who = "root's" if os.geteuid() != 0 else "not writable here"
+        return (f"{reason} [the machine's {CONTAINER_BASE} is {who}, and this machine gives no host a "
+                f"private one ({probe_or_switch()}); the host's tree is at $SAGEMAKER_BASE_DIR: {fix}]")
+    if not any(s in reason for s in _MISSING):
         return reason
     return (f"{reason} [no private {CONTAINER_BASE} per host on this machine ({probe_or_switch()}): "
-            f"the host's tree is at $SAGEMAKER_BASE_DIR; read paths from SAGEMAKER_BASE_DIR or the "
-            f"SM_* variables, or run where Linux namespaces work (as root, or with unprivileged "
-            f"user namespaces) and {SWITCH_ENV} is not 0]")
+            f"the host's tree is at $SAGEMAKER_BASE_DIR; {fix}]")
 
 
 def probe_or_switch() -> str:
@@ -198,12 +250,16 @@ def probe_or_switch() -> str:
 
 
 def main(argv: list[str]) -> int:
+    target = CONTAINER_BASE
+    if len(argv) >= 8 and argv[5] != "--" and argv[6] == "--":
+        target, argv = argv[5], argv[:5] + argv[6:]
     if len(argv) < 7 or argv[5] != "--":
-        print("usage: namespaces.py HOST TREE CWD HOSTS_FILE -- COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: namespaces.py HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]",
+              file=sys.stderr)
         return 2
     host, tree, cwd, hosts, program = argv[1], argv[2], argv[3], argv[4], argv[6:]
     try:
-        enter(host, tree, hosts)
+        enter(host, tree, hosts, target)
         os.chdir(cwd)
     except OSError as error:
         print(f"namespaces.py: cannot give {host} its own {CONTAINER_BASE}: {error}", file=sys.stderr)

@@ -86,11 +86,49 @@ class _Deferred:
         self.count = 0
         self.depth = 0
         self.previous: dict[int, object] = {}
-        self.since_start = 0
+        self.first: int | None = None  # the first stop signal of this process (stop_reason)
 
 
 _DEFERRED = _Deferred()
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# What stops a run: Ctrl-C, SIGTERM, and SIGHUP (its terminal closed). The job's processes run
+# in sessions of their own, so the terminal's hangup never reaches them: only the runner can
+# end them, and it must not die of the default SIGHUP action before it has.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOPPED_BY_USER = "stopped by the user (Ctrl-C / SIGTERM)"
+STOPPED_BY_HANGUP = "stopped: its terminal closed (SIGHUP)"
+
+
+def stop_reason() -> str:
+    """Why the run was stopped, from the stop signal that arrived first."""
+    return STOPPED_BY_HANGUP if _DEFERRED.first == signal.SIGHUP else STOPPED_BY_USER
+
+
+def _stop_signal_arrived(signum: int) -> None:
+    if _DEFERRED.first is None:
+        _DEFERRED.first = signum
+    if signum == signal.SIGHUP:
+        _silence_hung_up_terminal()
+
+
+def _silence_hung_up_terminal() -> None:
+    """After a hangup, writing to the terminal fails (EIO) and would cut the cleanup short:
+    stdout and stderr that were a terminal now go to /dev/null. Pipes and files (nohup, a
+    test, a log) keep receiving, so the record of the stop is still printed there."""
+    import stat
+
+    devnull = None
+    try:
+        for fd in (1, 2):
+            try:
+                is_terminal = stat.S_ISCHR(os.fstat(fd).st_mode)
+            except OSError:
+                continue
+            if is_terminal:
+                devnull = devnull if devnull is not None else os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, fd)
+    finally:
+        if devnull is not None:
+            os.close(devnull)
 
 
 class _Block:
@@ -104,7 +142,7 @@ class _Block:
 
 @contextlib.contextmanager
 def interrupts_deferred():
-    """Within: Ctrl-C and SIGTERM raise nothing, they are counted (``block.since_start``).
+    """Within: Ctrl-C, SIGTERM and SIGHUP raise nothing, they are counted (``block.since_start``).
     Cleanup that must finish (ending a job's processes, writing its record) runs inside; the
     caller decides afterwards what the interrupt means. Only the main thread can set signal
     handlers: elsewhere this defers nothing."""
@@ -117,9 +155,9 @@ def interrupts_deferred():
 
         def handler(signum, frame):
             _DEFERRED.count += 1
+            _stop_signal_arrived(signum)
 
-        for sig in _STOP_SIGNALS:
-            _DEFERRED.previous[sig] = signal.signal(sig, handler)
+        _DEFERRED.previous.update(_install(handler))
     _DEFERRED.depth += 1
     block = _Block(_DEFERRED.count)
     try:
@@ -130,6 +168,16 @@ def interrupts_deferred():
             for sig, previous in _DEFERRED.previous.items():
                 signal.signal(sig, previous)
             _DEFERRED.previous.clear()
+
+
+def _install(handler) -> dict[int, object]:
+    """``handler`` for every stop signal this process does not ignore (``nohup`` ignores
+    SIGHUP: such a run outlives its terminal, as asked); the handlers it replaced."""
+    replaced = {}
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            replaced[sig] = signal.signal(sig, handler)
+    return replaced
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -203,14 +251,21 @@ EXTERNAL_SIGNALS = {signal.SIGKILL, signal.SIGTERM, signal.SIGHUP}
 
 
 @contextlib.contextmanager
-def sigterm_as_interrupt():
-    """SIGTERM stops a run the way Ctrl-C does: children ended, execution marked Stopped."""
+def stop_signals_as_interrupt():
+    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: children ended, execution marked
+    Stopped (``stop_reason`` says which). SIGINT is Python's KeyboardInterrupt already; it
+    is only noted here."""
 
     def handler(signum, frame):
+        _stop_signal_arrived(signum)
+        if signum == signal.SIGINT:
+            return previous_int(signum, frame) if callable(previous_int) else None
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous_int = signal.getsignal(signal.SIGINT)
+    previous = _install(handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler_before in previous.items():
+            signal.signal(sig, handler_before)

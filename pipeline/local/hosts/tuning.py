@@ -18,11 +18,17 @@ The settings below took it to 0.93-1.10x. They only work together; each one's sh
    core 0.
 3. ``HOROVOD_CYCLE_TIME=0.1`` ms (1 ms, Horovod's default: 0.80; 5 ms: 0.25). A step's
    allreduce waits for the next cycle, and a step of a small model takes ~1 ms.
-4. cores / ranks threads per rank (``TF_NUM_INTRAOP_THREADS``, ``TF_NUM_INTEROP_THREADS``,
-   ``OMP_NUM_THREADS``): TensorFlow and OpenMP default to one thread per core *per process*.
-   Once the ranks are pinned it changes nothing measurable (without: 0.96 vs 0.96); it is
-   what keeps unpinned ranks (more ranks than cores) from oversubscribing the cores: the
-   plain launch went from 0.37 to 0.48 with it alone. One rank alone keeps TF's default.
+4. Threads per rank from the cores it has (``rank_threads``; one rank too): intra-op and
+   OpenMP threads = cores / ranks, inter-op threads 1, tf.data's private pool = cores / ranks
+   (``training_entry.contract.TF_DATA_THREADS_ENV``). TensorFlow, OpenMP and tf.data each
+   default to one thread per core *per process*, so a rank alone ran up to three pools of
+   ``cores`` threads on ``cores`` cores. With several ranks, cores / ranks is what keeps
+   unpinned ranks (more ranks than cores) from oversubscribing (the plain launch: 0.37 ->
+   0.48); pinned, it changes nothing measurable. With one rank the inter-op pool is what goes:
+   a Keras step is a chain of ops with little to run side by side, and a second inter-op
+   thread only competes for the cores the intra-op pool and tf.data use
+   (benchmarks/notes.md, P1: "Threads per rank"). ``RANK_THREADS_ENV`` overrides the choice;
+   TF_NUM_*/OMP_NUM_THREADS the user sets still win name by name.
 
 Measured and not adopted (within the noise of the tuned run): tensor fusion off, Horovod's
 response cache off, MPI_THREAD_SINGLE, oneDNN off, a 0.05 ms cycle, ``-mca btl self,vader``.
@@ -53,6 +59,11 @@ from dataclasses import dataclass, field
 CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
 LOCAL_CYCLE_TIME_MS = "0.1"
 THREAD_ENVS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+# The user's choice of every rank's threads, over ``rank_threads``' rule: "N" (intra-op N,
+# inter-op 1, tf.data N), "INTRA,INTER,DATA", or "default" (TensorFlow's own, nothing set).
+# Read from the request's Environment, else the runner's.
+RANK_THREADS_ENV = "TRAINPIPE_RANK_THREADS"
+INTER_OP_THREADS = 1  # per rank, whatever its cores: see 4. above
 # "cpu,cpu,...": rank r runs on the r-th entry (global rank, modulo the list's length).
 AFFINITY_ENV = "TRAINPIPE_RANK_CPUS"
 # Open MPI's global rank of this process (set for every rank mpirun starts).
@@ -77,6 +88,7 @@ class LocalLaunch:
     env: dict[str, str] = field(default_factory=dict)  # every rank's environment (defaults)
     mpirun_options: tuple[str, ...] = ()  # before the job's custom_mpi_options
     pin: bool = False  # wrap each rank's command with ``shim_argv`` (or rank_exec pins)
+    threads: str = ""  # the job log's line on each rank's threads (RankThreads.describe)
 
     def apply_env(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` with these settings added where it has no value of its own (the runner's
@@ -105,6 +117,67 @@ def mca_names(custom_mpi_options: str) -> set[str]:
     return {words[i + 1] for i, word in enumerate(words[:-1]) if word in ("-mca", "--mca")}
 
 
+@dataclass(frozen=True)
+class RankThreads:
+    """Each rank's thread counts and where they come from (0 = TensorFlow's default)."""
+
+    intra: int
+    inter: int
+    data: int
+    cores: int
+    ranks: int
+    overridden: bool = False
+
+    def env(self) -> dict[str, str]:
+        from training_entry.contract import TF_DATA_THREADS_ENV  # the runner only; not the shim
+
+        if not self.intra:
+            return {}
+        return {"TF_NUM_INTRAOP_THREADS": str(self.intra), "OMP_NUM_THREADS": str(self.intra),
+                "TF_NUM_INTEROP_THREADS": str(self.inter), TF_DATA_THREADS_ENV: str(self.data)}
+
+    def describe(self, kept: Sequence[str] = ()) -> str:
+        """The job log's one line. ``kept``: thread variables the user set, which win."""
+        rank = "rank" if self.ranks == 1 else "ranks"
+        if not self.intra:
+            choice = f"threads per rank: TensorFlow's defaults ({RANK_THREADS_ENV}=default)"
+        else:
+            why = (f"{RANK_THREADS_ENV} set" if self.overridden
+                   else f"{self.cores} cores / {self.ranks} {rank}; {RANK_THREADS_ENV} overrides")
+            choice = (f"threads per rank: intra {self.intra}, inter {self.inter}, "
+                      f"tf.data {self.data} ({why})")
+        return choice + (f"; the job's own {', '.join(sorted(kept))} win" if kept else "")
+
+
+def rank_threads(total_ranks: int, cores: int, override: str | None = None) -> RankThreads:
+    """Intra-op (and OpenMP) threads and tf.data's private pool = the rank's share of the
+    cores, at least 1; one inter-op thread. ``override``: ``RANK_THREADS_ENV``'s value."""
+    share = max(1, cores // max(total_ranks, 1))
+    raw = (override or "").strip()
+    if not raw:
+        return RankThreads(share, INTER_OP_THREADS, share, cores, total_ranks)
+    if raw.lower() == "default":
+        return RankThreads(0, 0, 0, cores, total_ranks, overridden=True)
+    try:
+        values = [int(word) for word in raw.split(",")]
+    except ValueError:
+        values = []
+    if len(values) == 1:
+        values = [values[0], INTER_OP_THREADS, values[0]]
+    if len(values) != 3 or min(values) < 1:
+        raise ValueError(f"{RANK_THREADS_ENV}={raw!r}: give N (intra-op and tf.data threads per "
+                         "rank), INTRA,INTER,DATA (whole numbers >= 1), or 'default'")
+    return RankThreads(*values, cores, total_ranks, overridden=True)
+
+
+def override_from(request_env: Mapping[str, str] | None, environ: Mapping[str, str] | None = None) -> str | None:
+    """``RANK_THREADS_ENV`` as the job sees it: its request's Environment, else the runner's."""
+    for source in (request_env or {}, os.environ if environ is None else environ):
+        if source.get(RANK_THREADS_ENV):
+            return source[RANK_THREADS_ENV]
+    return None
+
+
 def local_launch(
     total_ranks: int,
     *,
@@ -112,28 +185,31 @@ def local_launch(
     gpus: int = 0,
     custom_mpi_options: str = "",
     request_env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> LocalLaunch:
     """The fast defaults for ``total_ranks`` ranks (all simulated hosts together) on this
     machine. ``gpus``: GPUs the ranks will use; with any, nothing changes (each rank's work
     is on its GPU, and SageMaker's launch is what we mirror). Names set by the request's
-    ``Environment`` or exported by ``custom_mpi_options`` are left to them."""
+    ``Environment``, exported by ``custom_mpi_options`` or set in ``environ`` (the runner's
+    environment, which ``apply_env`` lets win) are left to them; ``threads`` says so."""
     if gpus > 0 or total_ranks < 1:
         return LocalLaunch()
+    environ = os.environ if environ is None else environ
     cpus = list(cpus) if cpus is not None else usable_cpus()
-    threads = str(max(1, len(cpus) // total_ranks))
-    env: dict[str, str] = {}
+    threads = rank_threads(total_ranks, len(cpus), override_from(request_env, environ))
+    env = threads.env()
     if total_ranks > 1:
-        env.update({name: threads for name in THREAD_ENVS})
         env[CYCLE_TIME_ENV] = LOCAL_CYCLE_TIME_MS
-    # else: one process keeps TensorFlow's own defaults (one thread per core); there is no
-    # allreduce to wait for, so nothing else applies.
+    # else: no allreduce to wait for, so nothing but the threads applies.
     pin = 1 < total_ranks <= len(cpus)
     if pin:
         env[AFFINITY_ENV] = ",".join(str(c) for c in cpus[:total_ranks])
     taken = exported_names(custom_mpi_options) | set(request_env or {})
+    kept = [name for name in threads.env() if name in taken or name in environ]
     env = {k: v for k, v in env.items() if k not in taken}
     options = YIELD_OPTIONS if total_ranks > 1 and YIELD_OPTIONS[1] not in mca_names(custom_mpi_options) else ()
-    return LocalLaunch(env=env, mpirun_options=tuple(options), pin=pin and AFFINITY_ENV in env)
+    return LocalLaunch(env=env, mpirun_options=tuple(options), pin=pin and AFFINITY_ENV in env,
+                       threads=threads.describe(kept))
 
 
 # --- Pinning one rank --------------------------------------------------------------------------

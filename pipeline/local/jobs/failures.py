@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.local.hosts.processes import EXTERNAL_SIGNALS, signal_name
+from training_entry.failure import split_where
 
 # SageMaker: how much of the container's failure reason file the job keeps.
 FAILURE_REASON_LIMIT = 1024
@@ -34,7 +35,8 @@ def read_reason(path: Path) -> str | None:
 
 
 class FailureWatch:
-    """The first failure file any host writes (later ones are often ranks being killed)."""
+    """The first failure file any host writes (later ones are often ranks being killed). A
+    rank writes it as it fails, before it exits: of the files found at one poll, the oldest."""
 
     def __init__(self, files: dict[str, Path]):
         self.files = files
@@ -43,11 +45,40 @@ class FailureWatch:
     def poll(self) -> None:
         if self.first is not None:
             return
+        found = []
         for host, path in self.files.items():
-            text = read_reason(path) if path.exists() else None
+            try:
+                written = path.stat().st_mtime_ns
+            except OSError:
+                continue
+            text = read_reason(path)
             if text:
-                self.first = (host, text)
-                return
+                found.append((written, host, text))
+        if found:
+            _, host, text = min(found)
+            self.first = (host, text)
+
+
+def first_failure(rank: int | None, host: str, signum: int | None, code: int | None,
+                  first_file: tuple[str, str] | None, last_line: str | None) -> JobFailure:
+    """The job's failure, named after the process that failed first. ``rank`` on ``host``
+    (rank None: the host's one process) is the one whose exit ended the job; ``first_file``
+    is the earliest failure file, (host, text). A rank writes that file as it fails, before
+    it exits: when the file names another rank (``describe``'s ``[rank R of N on algo-K]``)
+    or host, that one failed first and this exit is its echo (a peer killed by mpirun)."""
+    if first_file is None:
+        return exit_failure(_process(rank, host), signum, code, last_line, reported=False)
+    file_host, text = first_file
+    reason, named_rank, named_host = split_where(text)
+    named_host = named_host or file_host
+    if named_host == host and (named_rank is None or rank is None or named_rank == rank):
+        return exit_failure(_process(rank, host), signum, code, reason, reported=True)
+    return JobFailure(f"AlgorithmError: {_process(named_rank, named_host)} failed: {reason}",
+                      ALGORITHM_ERROR)
+
+
+def _process(rank: int | None, host: str) -> str:
+    return host if rank is None else f"rank {rank} on {host}"
 
 
 def exit_failure(who: str, signum: int | None, code: int | None, detail: str | None,

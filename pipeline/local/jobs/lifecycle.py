@@ -20,6 +20,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.environment import passed_on, scrubbed
 from pipeline.errors import UserError
 from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import (
@@ -27,8 +28,11 @@ from pipeline.local.hosts.processes import (
     ProcessSet,
     interrupts_deferred,
     new_token,
+    stop_reason,
 )
 from pipeline.local.jobs import contract
+from pipeline.local.jobs import environment as job_environment
+from pipeline.local.jobs.environment import JobEnvironment
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
     CLIENT_ERROR,
@@ -38,27 +42,25 @@ from pipeline.local.jobs.failures import (
 )
 from pipeline.local.jobs.logs import LogTailer, Metrics, Sink
 from pipeline.local.store import channels as ch
+from pipeline.local.store.private import private_dir, write_private
 from pipeline.local.store.storage import Storage, StorageError
+from training_entry.contract import BASE_DIR_ENV
 
 POLL_SECONDS = 0.05
-# What of the runner's environment a job gets. SageMaker gives a container only its request's
-# Environment and the platform's variables, never the caller's: a job here gets those (set by
-# the job kinds) plus what a process on this machine needs to run Python, TensorFlow and MPI.
-# Anything else (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, GITHUB_TOKEN, ...) stays out of
-# the job, of its MPI launch specs and of anything it could write into the job tree.
-_RUNTIME_NAMES = frozenset({
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
-    "LD_LIBRARY_PATH", "VIRTUAL_ENV", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-    "PYTHONWARNINGS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
-    # SageMaker sets the region in every container; not a secret.
-    "AWS_REGION", "AWS_DEFAULT_REGION",
-})
-_RUNTIME_PREFIXES = ("LC_", "TF_", "HOROVOD_", "NCCL_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_",
-                     "XLA_", "TRAINPIPE_", "COV_CORE_", "COVERAGE_")
-# Even on the lists above, a name like these is a credential's and is never passed on.
-_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|(^|_)(API_)?KEY($|_)|AUTH",
-                          re.IGNORECASE)
 _PYTHON_NAMES = re.compile(r"^python(3(\.\d+)?)?$")
+# Where a job's hosts' home directories are, under the job's folder.
+HOMES = "home"
+# Jobs' environments (``environment.py``), cached between jobs: under the workdir.
+ENVIRONMENTS = "job-environments"
+# The literal container base in a job's code, outside a comment line.
+_NAMES_OPT_ML = re.compile(r"^(?!\s*#).*?" + re.escape(namespaces.CONTAINER_BASE) + r"(?![\w.-])",
+                           re.MULTILINE)
+# Set to 0 in the runner's environment: run code that names /opt/ml without namespaces anyway
+# (it only falls back to /opt/ml when an SM_* variable is missing, say).
+OPT_ML_CHECK_ENV = "TRAINPIPE_OPT_ML_CHECK"
+_CODE_SUFFIXES = (".py", ".sh", ".bash", ".R", ".r", ".ipynb")
+_SCAN_LIMIT_BYTES = 1 << 20
+_SCAN_LIMIT_FILES = 5000
 
 
 class JobStopped(KeyboardInterrupt):
@@ -81,32 +83,65 @@ def account_of(request: dict) -> str:
 
 
 def passed_to_jobs(name: str) -> bool:
-    """Whether the runner's variable ``name`` reaches a job's processes."""
-    if _SECRET_NAME.search(name):
-        return False
-    return name in _RUNTIME_NAMES or name.startswith(_RUNTIME_PREFIXES)
+    """Whether the runner's variable ``name`` reaches a job's processes (the stated
+    allowlist, ``pipeline/environment.py``)."""
+    return passed_on(name)
 
 
-def base_environment(environ: dict) -> dict:
+def base_environment(environ: dict, *, home: Path | None = None,
+                     python: JobEnvironment | None = None) -> dict:
     """What of the runner's environment a job's processes start from: only what they need to
     run here (``passed_to_jobs``); the job kinds add the request's Environment and the
-    contract's variables. Nothing of another container (SM_*, OMPI_*) and no credential.
+    contract's variables (and TF_CONFIG, where a strategy needs it, per host). Nothing of
+    another container (SM_*, OMPI_*), no credential, not the runner's HOME: ``home`` is the
+    job's own (SageMaker: the image's /root, holding nothing of the caller's).
 
     TensorFlow's INFO start-up lines (oneDNN, CPU instructions) are hidden unless the user
     set TF_CPP_MIN_LOG_LEVEL: every rank and step prints them, burying the job's own output."""
-    env = {k: v for k, v in environ.items() if passed_to_jobs(k)}
+    env = scrubbed(environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
-    # The image's python/python3 are the runner's Python (see local_python), also for what
-    # calls them by name: FrameworkProcessor's runproc.sh, a shell entry point.
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH") or os.defpath])
+    if home is not None:
+        env["HOME"] = str(home)
+    rest = env.get("PATH") or os.defpath
+    if python is not None:
+        # The image's python/python3 and pip are the job environment's, also for what calls
+        # them by name: FrameworkProcessor's runproc.sh, a shell entry point.
+        env.update(python.variables())
+        env["PATH"] = python.path(rest)
+    else:
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), rest])
     return env
 
 
-def local_python(argv: list[str]) -> list[str]:
-    """The image's ``python3`` is this machine's Python with TensorFlow: the runner's own."""
+def local_python(argv: list[str], python: str = sys.executable) -> list[str]:
+    """The image's ``python3`` is this machine's: the job environment's ``python``."""
     if argv and _PYTHON_NAMES.match(Path(argv[0]).name):
-        return [sys.executable, *argv[1:]]
+        return [python, *argv[1:]]
     return list(argv)
+
+
+def names_container_base(paths) -> str | None:
+    """``file:line`` where the job's code (``paths``: files or folders) names /opt/ml itself
+    (outside a comment line), or None. Code that reads SAGEMAKER_BASE_DIR anywhere is taken
+    to move its /opt/ml paths as the toolkit does (trainpipe's own entrypoints do)."""
+    first, seen = None, 0
+    for top in map(Path, paths):
+        named = not top.is_dir()  # a file the command names: whatever its suffix
+        for path in [top] if named else sorted(top.rglob("*")):
+            if seen >= _SCAN_LIMIT_FILES:
+                break
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > _SCAN_LIMIT_BYTES:
+                continue
+            if not named and path.suffix not in _CODE_SUFFIXES:
+                continue
+            seen += 1
+            text = path.read_text(errors="replace")
+            if BASE_DIR_ENV in text:
+                return None
+            match = first is None and _NAMES_OPT_ML.search(text)
+            if match:
+                first = f"{path}:{text.count(chr(10), 0, match.end()) + 1}"
+    return first
 
 
 # --- Results ---------------------------------------------------------------------------------
@@ -123,6 +158,8 @@ class JobResult:
     failure_reason: str | None = None
     failure_type: str | None = None
     metrics: dict = field(default_factory=dict)  # name -> series
+    # Completed, but not as it should have been (an empty model): said in the step's status.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def duration(self) -> float:
@@ -134,8 +171,11 @@ class JobResult:
 class LocalJob:
     kind = "Job"
 
+    image_uri = ""  # the request's image: which job environment (``environment.py``)
+
     def __init__(self, request: dict, name: str, storage: Storage, job_dir: Path, *,
-                 region: str = "us-east-1", echo: bool = True, stream=None):
+                 region: str = "us-east-1", echo: bool = True, stream=None,
+                 environments: Path | None = None):
         self.request = request
         self.name = name
         self.storage = storage
@@ -143,8 +183,14 @@ class LocalJob:
         self.region = region
         self.account = account_of(request)
         self.log_path = self.job_dir / "job.log"
-        self.job_dir.mkdir(parents=True, exist_ok=True)
-        (self.job_dir / "request.json").write_text(json.dumps(request, indent=2, sort_keys=True))
+        # Private, like everything in it: the request's Environment and hyperparameters are in
+        # request.json, description.json and every host's config files.
+        private_dir(self.job_dir)
+        write_private(self.job_dir / "request.json", json.dumps(request, indent=2, sort_keys=True))
+        # Cached between jobs where the caller says (the workdir's); else this job's own.
+        self.environments = Path(environments) if environments else self.job_dir / ENVIRONMENTS
+        self.python_env: JobEnvironment | None = None
+        self.warnings: list[str] = []  # said in the job's last line and its result
         self.sink = Sink(self.log_path, echo=echo, stream=stream)
         self.metrics = Metrics([])
         self.processes = ProcessSet(new_token())
@@ -170,11 +216,12 @@ class LocalJob:
         """Where ``host``'s processes find its /opt/ml: /opt/ml itself, or its directory."""
         return Path(namespaces.CONTAINER_BASE) if self.no_namespaces is None else self.host_dir(host)
 
-    def as_host(self, host: str, argv: list[str], cwd: Path) -> tuple[list[str], Path]:
-        """(command, working directory to start it in) for a process of ``host``."""
+    def as_host(self, host: str, argv: list[str], cwd: Path, env: dict | None = None) -> tuple[list[str], Path]:
+        """(command, working directory to start it in) for a process of ``host`` that will
+        be started with ``env`` (all of it reaches ``argv``, whatever the launcher)."""
         if self.no_namespaces is not None:
             return argv, Path(contract.relocate(str(cwd), self.host_dir(host)))
-        return (namespaces.command(host, self.host_dir(host), str(cwd), argv, hosts=self.hosts_file()),
+        return (namespaces.command(host, self.host_dir(host), str(cwd), argv, hosts=self.hosts_file(), env=env),
                 self.host_dir(host))
 
     def hosts_file(self) -> str:
@@ -186,6 +233,50 @@ class LocalJob:
 
     def host_dir(self, host: str) -> Path:
         return self.job_dir / "hosts" / host
+
+    def home_dir(self, host: str) -> Path:
+        """SageMaker: HOME is the image's /root, none of the caller's; here a fresh folder
+        per host (its ranks share it, as they share the instance's)."""
+        return private_dir(self.job_dir / HOMES / host)
+
+    def environment(self, host: str) -> dict:
+        """What every process of ``host`` starts from (``base_environment``)."""
+        return base_environment(dict(os.environ), home=self.home_dir(host), python=self.python_env)
+
+    @property
+    def python(self) -> str:
+        """The job's ``python``/``python3``: its job environment's."""
+        return self.python_env.python if self.python_env is not None else sys.executable
+
+    def ready(self) -> None:
+        """After prepare(), before any process: refuse code that would share /opt/ml, make
+        the job's Python environment."""
+        if self.no_namespaces is not None and os.environ.get(OPT_ML_CHECK_ENV, "1") != "0":
+            where = names_container_base(self.code_paths())
+            if where is not None:
+                raise JobFailure(
+                    f"{where} names {namespaces.CONTAINER_BASE} itself, and this machine gives no "
+                    f"job a private one ({self.no_namespaces}): every host and every later job "
+                    f"would share the machine's {namespaces.CONTAINER_BASE}. Read the paths from "
+                    f"the SM_* variables or SAGEMAKER_BASE_DIR, or run where Linux namespaces work "
+                    f"(as root, or with unprivileged user namespaces), or set {OPT_ML_CHECK_ENV}=0 "
+                    f"if the code only falls back to it", CLIENT_ERROR)
+        self.python_env = job_environment.prepare(self.environments, self.image_uri, self.requirements())
+        self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}"
+                  + (f", {job_environment.IMAGE_PYTHON_ENV}" if self.python_env.interpreter.mapped else "")
+                  + f"; installs land in {self.python_env.root})")
+
+    def code_paths(self) -> list[Path]:
+        """The job's code on this machine (files or folders), read by ``ready``."""
+        return []
+
+    def requirements(self) -> bytes | None:
+        """The requirements the job environment is made with (its cache key includes them)."""
+        return None
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+        self.note(f"warning: {text}")
 
     def note(self, text: str) -> None:
         self.sink.line(f"[{self.name}] {text}")
@@ -200,7 +291,9 @@ class LocalJob:
                 if self.no_namespaces is not None:
                     self.note(namespaces.fallback_notice(self.no_namespaces))
                 self.prepare()
-                self.tailer = LogTailer(self.logs_dir, self.log_prefix, self.sink, self.metrics)
+                self.ready()
+                self.tailer = LogTailer(self.logs_dir, self.log_prefix, self.sink, self.metrics,
+                                        self.shown)
                 self.tailer.start()
                 self.launch()
                 self.wait(start)
@@ -209,12 +302,13 @@ class LocalJob:
                 self.outcome()
                 self.finish()
             except KeyboardInterrupt:
-                status, reason = "Stopped", "stopped by the user (Ctrl-C / SIGTERM)"
+                status, reason = "Stopped", stop_reason()
                 self.stop_children()
             except JobFailure as failure:
                 status, reason, failure_type = "Failed", failure.reason, failure.failure_type
-                if self.no_namespaces is not None:
-                    reason = namespaces.explain_missing_path(reason)
+                reason = self.explain(reason)
+            except job_environment.InstallFailed as error:
+                status, reason, failure_type = "Failed", str(error), CLIENT_ERROR
             except StorageError as error:
                 status, reason, failure_type = "Failed", str(error), error.kind or CLIENT_ERROR
             except UserError as error:  # a bad channel, URI or request: before anything ran
@@ -239,26 +333,28 @@ class LocalJob:
                 if deferred.since_start:
                     self.interrupted = True
         except KeyboardInterrupt:
-            status, reason = "Stopped", "stopped by the user (Ctrl-C / SIGTERM)"
+            status, reason = "Stopped", stop_reason()
         if self.interrupted and status != "Stopped":
-            status, reason, failure_type = "Stopped", "stopped by the user (Ctrl-C / SIGTERM)", None
+            status, reason, failure_type = "Stopped", stop_reason(), None
         # Writing the job's record is cleanup too: a Ctrl-C here must not leave it unwritten.
         with interrupts_deferred() as late:
             end = time.time()
             if reason:
                 self.note(f"{status}: {reason}")
             else:
-                self.note(f"{status} in {end - start:.1f}s")
+                self.note(f"{status} in {end - start:.1f}s"
+                          + "".join(f" (warning: {w})" for w in self.warnings))
             self.sink.close()
             result = JobResult(
                 name=self.name, kind=self.kind, status=status,
                 description=self.describe(status, reason, start, end),
                 job_dir=self.job_dir, log=self.log_path, start=start, end=end,
                 failure_reason=reason, failure_type=failure_type, metrics=self.metrics.series,
+                warnings=list(self.warnings),
             )
             (self.job_dir / "metrics.json").write_text(json.dumps(self.metrics.series, indent=2))
-            (self.job_dir / "description.json").write_text(
-                json.dumps(result.description, indent=2, default=str))
+            write_private(self.job_dir / "description.json",
+                          json.dumps(result.description, indent=2, default=str))
         if status == "Stopped" or late.since_start:
             raise JobStopped(result)
         return result
@@ -302,6 +398,18 @@ class LocalJob:
         except BlockingIOError as error:  # EAGAIN: out of processes
             raise JobFailure(f"cannot start {argv[0]}: {error}", RESOURCE_LIMIT) from error
 
+    def explain(self, reason: str) -> str:
+        """A failure reason, with what this machine adds to it: a container path the fallback
+        moved, a pip install the local Python cannot do."""
+        if self.no_namespaces is not None:
+            reason = namespaces.explain_missing_path(reason)
+        if self.python_env is not None and ("pip" in reason or "CalledProcessError" in reason):
+            logs = "".join(p.read_text(errors="replace") for p in sorted(self.logs_dir.glob("*.log")))
+            install = job_environment.explain_install_failure(logs, self.python_env)
+            if install:
+                return f"{install} [{reason}]"
+        return reason
+
     def poll_hook(self) -> None:
         pass
 
@@ -310,4 +418,8 @@ class LocalJob:
 
     def log_prefix(self, stem: str) -> str | None:
         return stem
+
+    def shown(self, stem: str) -> bool:
+        """Whether the lines of log ``stem`` go to the terminal now (job.log gets them all)."""
+        return True
 

@@ -27,14 +27,18 @@ class Sink:
         self.stream = stream
         self.lock = threading.Lock()
 
-    def line(self, text: str) -> None:
+    def line(self, text: str, echo: bool = True) -> None:
+        """``text`` into the log; onto the terminal too unless quiet or ``echo`` is False."""
         with self.lock:
             self.file.write(text + "\n")
             self.file.flush()
-            if self.echo:
+            if self.echo and echo:
                 stream = self.stream or sys.stdout
-                stream.write(text + "\n")
-                stream.flush()
+                try:
+                    stream.write(text + "\n")
+                    stream.flush()
+                except (OSError, ValueError):  # the terminal hung up (EIO) or was closed
+                    self.echo = False  # the log file still gets every line
 
     def close(self) -> None:
         self.file.close()
@@ -76,10 +80,14 @@ class Metrics:
 class LogTailer(threading.Thread):
     """Follows every ``*.log`` in a folder, emitting whole lines with a prefix per file."""
 
-    def __init__(self, directory: Path, prefix: Callable[[str], str | None], sink: Sink, metrics: Metrics):
+    def __init__(self, directory: Path, prefix: Callable[[str], str | None], sink: Sink, metrics: Metrics,
+                 shown: Callable[[str], bool] = lambda stem: True):
         super().__init__(name=f"tail-{directory}", daemon=True)
         self.directory = Path(directory)
         self.prefix = prefix
+        # Whether a file's lines reach the terminal now (they always reach the job's log):
+        # once a rank has failed, the other ranks' echoes of it and mpirun's report are noise.
+        self.shown = shown
         self.sink = sink
         self.metrics = metrics
         self.offsets: dict[Path, int] = {}
@@ -118,9 +126,10 @@ class LogTailer(threading.Thread):
                 lines.append(rest)
             elif rest:
                 self.partial[path] = rest
+            show = self.shown(path.stem)
             for raw in lines:
                 text = raw.decode("utf-8", errors="replace").rstrip("\r")
-                self.sink.line(f"[{label}] {text}")
+                self.sink.line(f"[{label}] {text}", echo=show)
                 self.metrics.feed(text, label)
                 tail = self.tails.setdefault(path.stem, [])
                 tail.append(text)

@@ -3,16 +3,15 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure, exit_failure, read_reason
-from pipeline.local.jobs.lifecycle import LocalJob, arn, base_environment, local_python
+from pipeline.local.jobs.lifecycle import LocalJob, arn, local_python
 from pipeline.local.jobs.logs import now_iso
 from pipeline.local.store import channels as ch
 from pipeline.local.store.storage import S3Uri
-from training_entry.contract import EXIT_MESSAGE_FILE
+from training_entry.contract import CONTAINER_BASE_DIR, EXIT_MESSAGE_FILE
 
 
 class ProcessingJob(LocalJob):
@@ -24,6 +23,7 @@ class ProcessingJob(LocalJob):
         self.hosts = contract.host_names(int(cluster.get("InstanceCount", 1)))
         self.instance_type = str(cluster.get("InstanceType", "local"))
         app = self.request.get("AppSpecification") or {}
+        self.image_uri = str(app.get("ImageUri") or "")
         self.argv = [*(app.get("ContainerEntrypoint") or []), *(app.get("ContainerArguments") or [])]
         self.exit_message: str | None = None
         self.outputs = ((self.request.get("ProcessingOutputConfig") or {}).get("Outputs") or [])
@@ -67,13 +67,24 @@ class ProcessingJob(LocalJob):
                 target = Path(contract.relocate(s3["LocalPath"], base))
                 ch.stage_files(self.storage, per_host[index], target, ch.FILE)
 
+    def code_paths(self) -> list[Path]:
+        """What the command names (its script) and every input of the first host: where
+        FrameworkProcessor's runproc.sh and the code it unpacks are."""
+        base = self.host_dir(self.hosts[0])
+        named = [Path(contract.relocate(str(a), base)) for a in self.argv
+                 if str(a).startswith(CONTAINER_BASE_DIR + "/")]
+        inputs = [Path(contract.relocate(item["S3Input"]["LocalPath"], base))
+                  for item in self.request.get("ProcessingInputs") or [] if (item.get("S3Input") or {}).get("LocalPath")]
+        return [p for p in named if p.is_file()] + [p for p in inputs if p.is_dir()]
+
     def launch(self) -> None:
         for host in self.hosts:
             base = self.container_base(host)
-            env = base_environment(dict(os.environ))
+            env = self.environment(host)
             env.update(contract.processing_environment(base, self.request.get("Environment")))
             env["PYTHONUNBUFFERED"] = "1"
-            argv, cwd = self.as_host(host, local_python([str(contract.relocate(str(a), base)) for a in self.argv]), base)
+            argv = local_python([str(contract.relocate(str(a), base)) for a in self.argv], self.python)
+            argv, cwd = self.as_host(host, argv, base, env)
             self.spawn(host, argv, env, cwd, self.logs_dir / f"{host}.log")
 
     def outcome(self) -> None:
@@ -90,11 +101,18 @@ class ProcessingJob(LocalJob):
     def finish(self) -> None:
         for output in self.outputs:
             s3 = output.get("S3Output") or {}
+            written = 0
             for host in self.hosts:
                 local = Path(contract.relocate(s3["LocalPath"], self.host_dir(host)))
                 if local.is_dir():
+                    written += sum(1 for p in local.rglob("*") if p.is_file())
                     self.storage.put_tree(local, s3["S3Uri"])
             self.note(f"output {output.get('OutputName')}: {s3['S3Uri']}")
+            if not written:
+                # SageMaker uploads nothing either; here it is most often a script that wrote
+                # somewhere else (a path of its own instead of the output's LocalPath).
+                self.warn(f"output {output.get('OutputName')}: nothing was written to "
+                          f"{s3['LocalPath']} on any host, nothing uploaded")
 
     def describe(self, status, reason, start, end) -> dict:
         doc = self.job_config()

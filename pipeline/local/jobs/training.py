@@ -9,18 +9,16 @@ Channels are staged per host (``channels.py``), checkpoints restored from
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
-import sys
 import tarfile
 import time
 from pathlib import Path
 
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
-from pipeline.local.hosts import mpi, shared_memory, tuning
+from pipeline.local.hosts import mpi, shared_memory, tf_tasks, tuning
 from pipeline.local.hosts.processes import describe_exit
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.failures import (
@@ -29,18 +27,21 @@ from pipeline.local.jobs.failures import (
     INTERNAL_ERROR,
     FailureWatch,
     JobFailure,
-    exit_failure,
+    first_failure,
 )
-from pipeline.local.jobs.lifecycle import LocalJob, arn, base_environment
+from pipeline.local.jobs.lifecycle import LocalJob, arn
 from pipeline.local.jobs.logs import Metrics, now_iso
 from pipeline.local.store import channels as ch
 from pipeline.local.store.storage import S3Uri, StorageError, join_uri
 from training_entry import archives
-from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE
+from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE, MODEL_DIR
+from training_entry.failure import split_where
 
 # SageMaker: the container's failure reason file.
 TRAINING_FAILURE_FILE = FAILURE_FILE
 OUTPUT_ARCHIVE = "output.tar.gz"
+# SageMaker: the toolkit pip-installs this file of the code before running the script.
+REQUIREMENTS = "requirements.txt"
 # Every rank must have started (its log file exists) this long after mpirun started; a
 # daemon that never came up would otherwise leave mpirun waiting forever.
 MPI_LAUNCH_TIMEOUT = 120.0
@@ -57,9 +58,20 @@ def extract_sourcedir(archive: Path, target: Path) -> None:
                          f"({error})", CLIENT_ERROR) from None
 
 
+def empty_model_warning(host: str, no_namespaces: str | None) -> str:
+    """Said when the job wrote nothing to its model directory: SageMaker would pack the same
+    empty model.tar.gz, but here it is most often a script that wrote somewhere else."""
+    text = f"the model is empty: nothing was written to {MODEL_DIR} (SM_MODEL_DIR) on {host}"
+    if no_namespaces is not None:
+        text += (f"; without a private {MODEL_DIR} per host here ({no_namespaces}) a script must "
+                 f"write to $SM_MODEL_DIR")
+    return text
+
+
 def pack_directory(directory: Path, archive: Path) -> None:
     archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w:gz") as tar:
+    # Links are followed: the extractor that evaluation and the init channel use refuses them.
+    with tarfile.open(archive, "w:gz", dereference=True) as tar:
         for path in sorted(Path(directory).rglob("*")):
             tar.add(path, arcname=path.relative_to(directory).as_posix(), recursive=False)
 
@@ -71,6 +83,7 @@ class TrainingJob(LocalJob):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         req = self.request
+        self.image_uri = str((req.get("AlgorithmSpecification") or {}).get("TrainingImage") or "")
         self.metrics = Metrics((req.get("AlgorithmSpecification") or {}).get("MetricDefinitions", []))
         resources = req.get("ResourceConfig") or {}
         self.instance_type = str(resources.get("InstanceType", "local"))
@@ -94,8 +107,10 @@ class TrainingJob(LocalJob):
         self.rank_count = int(self.num_processes or self.processes_per_host * len(self.hosts))
         self.rank_to_host = mpi.rank_hosts(self.hosts, self.processes_per_host, self.rank_count)
         self.mpi_launch: mpi.MpiLaunch | None = None
+        self.tf_tasks: tf_tasks.TfTasks | None = None  # parameter_server / mirrored (launch)
         self.launched_at = 0.0
         self.all_ranks_started = False
+        self.quieted = False  # said once: the terminal shows only the failing rank (shown)
         self.watch = FailureWatch({
             h: Path(contract.relocate(TRAINING_FAILURE_FILE, self.host_dir(h))) for h in self.hosts})
 
@@ -117,6 +132,11 @@ class TrainingJob(LocalJob):
         if self.mpi_enabled and mpi.mpirun_path() is None:
             raise JobFailure("sagemaker_mpi_enabled is set but mpirun is not on PATH; install "
                              "Open MPI (apt-get install openmpi-bin)", CLIENT_ERROR)
+        if self.mpi_enabled:
+            try:  # a bad thread override fails here, before any rank starts
+                tuning.rank_threads(1, 1, tuning.override_from(self.request.get("Environment")))
+            except ValueError as error:
+                raise JobFailure(str(error), CLIENT_ERROR) from None
         shares = {}
         for channel in self.channels:
             objects = ch.list_objects(self.storage, channel.uri, channel.label)
@@ -173,9 +193,24 @@ class TrainingJob(LocalJob):
             raise JobFailure(f"sagemaker_submit_directory {submit}: not found "
                              f"(looked at {local})", CLIENT_ERROR)
 
+    def code_paths(self) -> list[Path]:
+        return [self.host_dir(self.hosts[0]) / "code"]
+
+    def requirements(self) -> bytes | None:
+        path = self.host_dir(self.hosts[0]) / "code" / REQUIREMENTS
+        return path.read_bytes() if path.is_file() else None
+
+    def ready(self) -> None:
+        super().ready()
+        path = self.host_dir(self.hosts[0]) / "code" / REQUIREMENTS
+        if path.is_file():
+            # SageMaker: the toolkit pip-installs requirements.txt before the script; here
+            # into the job environment (cached with them), never the runner's venv.
+            self.python_env.install_requirements(path, self.logs_dir / "requirements.log")
+
     def host_environment(self, host: str) -> dict:
         base = self.container_base(host)
-        env = base_environment(dict(os.environ))
+        env = self.environment(host)
         # SageMaker: the platform sets the request's Environment map in the container.
         env.update({k: str(v) for k, v in (self.request.get("Environment") or {}).items()})
         env.update(contract.training_environment(
@@ -193,7 +228,7 @@ class TrainingJob(LocalJob):
         return env
 
     def command(self, host: str) -> list[str]:
-        argv = contract.user_command(sys.executable, self.hyperparameters, self.container_base(host))
+        argv = contract.user_command(self.python, self.hyperparameters, self.container_base(host))
         entry = argv[1]
         if not entry.endswith(".py"):
             # SageMaker: the toolkit makes a command entry point executable (chmod 0777 in
@@ -205,8 +240,8 @@ class TrainingJob(LocalJob):
             # word quoted: a hyperparameter with a space or ';' is one argument, never code.
             return ["/bin/sh", "-c", shlex.join(["./" + entry, *argv[2:]])]
         base = self.host_dir(host)
-        if (base / "code" / "setup.py").exists() or (base / "code" / "requirements.txt").exists():
-            self.note(f"{host}: setup.py/requirements.txt in the code are not installed locally")
+        if (base / "code" / "setup.py").exists():
+            self.note(f"{host}: setup.py in the code is not installed locally")
         return argv
 
     # -- running --
@@ -219,6 +254,7 @@ class TrainingJob(LocalJob):
             fast = tuning.local_launch(
                 int(self.rank_count), custom_mpi_options=custom,
                 request_env=self.request.get("Environment") or {})
+            self.note(fast.threads)
             specs = {}
             for host in self.hosts:
                 argv = self.command(host)
@@ -245,12 +281,43 @@ class TrainingJob(LocalJob):
             self.note("mpirun: " + " ".join(launch.command))
             self.mpi_launch = launch
             self.launched_at = time.monotonic()
-            env = base_environment(dict(os.environ))
+            env = self.environment(self.hosts[0])
             self.spawn("mpirun", launch.command, env, self.job_dir, self.logs_dir / "mpirun.log")
         else:
+            # SageMaker: parameter_server / multi_worker_mirrored_strategy: TF_CONFIG per
+            # process, and a parameter server of its own on every host (tf_tasks.py).
+            self.tf_tasks = tf_tasks.plan(self.framework, self.hosts, self.no_namespaces is None)
+            if self.tf_tasks is not None:
+                self.note(self.tf_tasks.describe())
             for host in self.hosts:
-                argv, cwd = self.as_host(host, self.command(host), self.container_base(host) / "code")
-                self.spawn(host, argv, self.host_environment(host), cwd, self.logs_dir / f"{host}.log")
+                env = self.host_environment(host)
+                if self.tf_tasks is not None:
+                    env[tf_tasks.tf_config.TF_CONFIG_ENV] = self.tf_tasks.script_config(host)
+                argv, cwd = self.as_host(host, self.command(host), self.container_base(host) / "code", env)
+                self.spawn(host, argv, env, cwd, self.logs_dir / f"{host}.log")
+                if self.tf_tasks is not None and self.tf_tasks.has_ps:
+                    ps_env = dict(env, **{tf_tasks.tf_config.TF_CONFIG_ENV: self.tf_tasks.ps_config(host)})
+                    argv, cwd = self.as_host(host, self.tf_tasks.ps_argv(self.python),
+                                             self.container_base(host), ps_env)
+                    label = host + tf_tasks.PS_SUFFIX
+                    self.spawn(label, argv, ps_env, cwd, self.logs_dir / f"{label}.log")
+
+    def shown(self, stem: str) -> bool:
+        """Once a rank has written its failure file, only that rank's log still reaches the
+        terminal: the other ranks' tracebacks (echoes of it) and mpirun's report go to their
+        logs and job.log only, and the last line the user sees is the reason."""
+        first = self.watch.first
+        if first is None:
+            return True
+        _, rank, host = split_where(first[1])
+        host = host or first[0]
+        if not self.quieted:
+            self.quieted = True
+            self.note(f"{host if rank is None else f'rank {rank} on {host}'} failed; the other "
+                      f"processes' output from here on is in {self.logs_dir} and job.log")
+        if rank is not None:
+            return stem == f"{host}.rank-{rank}"
+        return stem == host or stem.startswith(f"{host}.rank-")
 
     def log_prefix(self, stem: str) -> str | None:
         match = re.fullmatch(r"(.+)\.rank-(\d+)", stem)
@@ -260,6 +327,8 @@ class TrainingJob(LocalJob):
 
     def poll_hook(self) -> None:
         self.watch.poll()
+        if self.tf_tasks is not None and self.tf_tasks.has_ps:
+            self.watch_parameter_servers()
         launch = self.mpi_launch
         if launch is not None and not self.all_ranks_started:
             started = len(list(self.logs_dir.glob("*.rank-*.log")))
@@ -271,6 +340,23 @@ class TrainingJob(LocalJob):
                     f"InternalServerError: mpirun started {started} of {launch.num_processes} "
                     f"ranks in {MPI_LAUNCH_TIMEOUT:.0f}s (see {self.logs_dir / 'mpirun.log'})",
                     INTERNAL_ERROR)
+
+    def watch_parameter_servers(self) -> None:
+        """ParameterServer: a parameter server that ends while a script runs ends the job,
+        with its reason; once every script has ended well the servers are stopped."""
+        servers = [c for c in self.processes.children if c.label.endswith(tf_tasks.PS_SUFFIX)]
+        scripts = [c for c in self.processes.children if c not in servers]
+        if any(c.process.returncode is None for c in scripts):
+            for server in servers:
+                code = server.process.returncode
+                if code is not None:
+                    signum, code = (-code, None) if code < 0 else (None, code)
+                    last = self.tailer.last_line(server.label) if self.tailer else None
+                    raise first_failure(None, f"parameter server {server.label}", signum, code, None, last)
+        elif all(c.process.returncode == 0 for c in scripts):
+            for server in servers:
+                if server.process.returncode is None:
+                    server.process.terminate()  # PS_PROGRAM exits 0 on SIGTERM
 
     def outcome(self) -> None:
         self.watch.poll()
@@ -287,19 +373,17 @@ class TrainingJob(LocalJob):
                 raise JobFailure(
                     f"InternalServerError: mpirun {describe_exit(code)}"
                     + (f": {detail}" if detail else ""), INTERNAL_ERROR if first_file is None else ALGORITHM_ERROR)
-            who = f"rank {exit_info.rank} on {exit_info.host or '?'}"
+            rank, host = exit_info.rank, exit_info.host or "?"
             stem = f"{exit_info.host}.rank-{exit_info.rank}"
             signum, code = exit_info.signal, exit_info.exit_code
         else:
             child = self.first_failed
-            who, stem = child.label, child.label
+            rank, host, stem = None, child.label, child.label
             returncode = child.process.returncode
             signum, code = (-returncode, None) if returncode < 0 else (None, returncode)
-        self.raise_failure(who, stem, signum, code, first_file)
-
-    def raise_failure(self, who, stem, signum, code, first_file) -> None:
-        message = first_file[1] if first_file else (self.tailer.last_line(stem) if self.tailer else None)
-        raise exit_failure(who, signum, code, message, reported=first_file is not None)
+        # Named after the rank that failed first, with its own reason (failures.first_failure).
+        last = self.tailer.last_line(stem) if self.tailer else None
+        raise first_failure(rank, host, signum, code, first_file, last)
 
     # -- results --
     def finish(self) -> None:
@@ -308,6 +392,8 @@ class TrainingJob(LocalJob):
         pack_directory(master / "model", archive)
         self.storage.put_file(archive, self.model_uri)
         self.note(f"model: {self.model_uri}")
+        if not any(p.is_file() for p in (master / "model").rglob("*")):
+            self.warn(empty_model_warning(self.hosts[0], self.no_namespaces))
         output_data = master / "output" / "data"
         if output_data.is_dir() and any(output_data.iterdir()):
             out = self.job_dir / "artifacts" / OUTPUT_ARCHIVE

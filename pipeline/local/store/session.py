@@ -30,6 +30,7 @@ from sagemaker.session import Session
 
 from pipeline.definition.session import OfflinePipelineSession
 from pipeline.local.store.storage import Boto3Storage, LocalStorage, Storage
+from pipeline.workdir import resolve_workdir
 
 DEFAULT_BUCKET = "trainpipe-local"
 DEFAULT_ROLE = "arn:aws:iam::000000000000:role/trainpipe-local"
@@ -63,7 +64,7 @@ class _StoreResource:
 class LocalStoreSession(OfflinePipelineSession):
     """A ``PipelineSession`` whose uploads go to trainpipe's store, never to AWS."""
 
-    def __init__(self, workdir: str | Path = ".trainpipe", bucket: str = DEFAULT_BUCKET,
+    def __init__(self, workdir: str | Path | None = None, bucket: str = DEFAULT_BUCKET,
                  region: str = "us-east-1", *, s3_endpoint: str | None = None,
                  storage: Storage | None = None):
         if storage is None:
@@ -73,7 +74,8 @@ class LocalStoreSession(OfflinePipelineSession):
                 storage = Boto3Storage(endpoint_url=s3_endpoint, region=region,
                                        client=endpoint_client(s3_endpoint, region))
             else:
-                storage = LocalStorage(Path(workdir) / "store")
+                # The workdir `trainpipe run --local` uses from here (pipeline/workdir.py).
+                storage = LocalStorage(resolve_workdir(workdir).path / "store")
         super().__init__(region=region, bucket=bucket)
         self.storage = storage
         self.s3_resource = _StoreResource(storage)

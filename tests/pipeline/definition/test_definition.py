@@ -71,7 +71,7 @@ def test_parameter_list_is_the_contract(default_definition):
     expected_types = {str: "String", int: "Integer", float: "Float"}
     assert declared == [(spec.name, expected_types[spec.type]) for spec in P.SPECS]
     assert [name for name, _ in declared] == [
-        "InputDataUri", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
+        "InputDataUri", "LabelColumn", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
         "BatchSize", "BaseLearningRate", "WarmupEpochs", "StepsPerExecution", "ModelArchitecture",
         "ImageSize", "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",

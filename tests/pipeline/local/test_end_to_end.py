@@ -142,6 +142,7 @@ def test_a_rank_crashing_mid_epoch_fails_the_step_fast_with_its_reason(tmp_path)
     assert train["status"] == "Failed" and train["attempts"] == 1  # a script error is not retried
     assert train["failure_reason"].startswith("AlgorithmError: rank 1 on algo-2 exited with code")
     assert "injected failure before step 5" in train["failure_reason"]
+    assert "[rank" not in train["failure_reason"]  # the failing rank is named once, first
     assert "injected failure before step 5" in result.stderr.rstrip().splitlines()[-1]
     job = Path(train["job_dir"])
     # From the failing rank's last line to the end of the job (no allreduce hang).

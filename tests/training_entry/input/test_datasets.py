@@ -12,7 +12,9 @@ import tensorflow as tf
 
 from tests.training_entry.helpers import PipeFeeder
 from training_entry.config import Channel, Hosts
-from training_entry.input import data, examples, records
+from training_entry.input import datasets, examples, pipe_source, records
+from training_entry.input.context import InputContext
+from training_entry.input.plan import DataError, Layout, plan_channel
 
 FEATURES = 3
 
@@ -32,8 +34,8 @@ ONE_HOST = Hosts("algo-1", ("algo-1",))
 
 
 def _context(tmp_path, hosts=ONE_HOST):
-    return data.InputContext(hosts=hosts, fifo_dir=str(tmp_path / "fifos"), config_dir=str(tmp_path),
-                             private_dir=str(tmp_path / "private"), num_features=FEATURES, seed=1)
+    return InputContext(hosts=hosts, fifo_dir=str(tmp_path / "fifos"), config_dir=str(tmp_path),
+                        private_dir=str(tmp_path / "private"), num_features=FEATURES, seed=1)
 
 
 def _origins(batches):
@@ -43,9 +45,9 @@ def _origins(batches):
 def test_file_training_never_runs_out_and_reads_only_this_ranks_shards(tmp_path):
     manifest = _write_split(tmp_path / "train", "train", [10, 12, 9, 11])
     channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
-    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 1, 2), batch_size=4)
+    plan = plan_channel(channel, manifest, Layout(0, 1, 1, 2), batch_size=4)
     assert plan.steps == 4  # rank 0 reads shards 0+2 (19 records), rank 1 shards 1+3 (23)
-    batches = list(data.training_dataset(plan, _context(tmp_path), epochs=3).take(plan.steps * 10))
+    batches = list(datasets.training_dataset(plan, _context(tmp_path), epochs=3).take(plan.steps * 10))
     assert len(batches) == plan.steps * 10
     assert batches[0][0].shape == (4, FEATURES) and batches[0][1].dtype == tf.int64
     assert _origins(batches) == [(1, 1), (3, 1)]
@@ -54,8 +56,8 @@ def test_file_training_never_runs_out_and_reads_only_this_ranks_shards(tmp_path)
 def test_file_validation_is_the_same_steps_every_time(tmp_path):
     manifest = _write_split(tmp_path / "validation", "validation", [7, 9])
     channel = Channel("validation", "File", "FullyReplicated", str(tmp_path / "validation"))
-    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 2), batch_size=3)
-    ds = data.validation_dataset(plan, _context(tmp_path))
+    plan = plan_channel(channel, manifest, Layout(0, 1, 0, 2), batch_size=3)
+    ds = datasets.validation_dataset(plan, _context(tmp_path))
     first, second = list(ds), list(ds)
     assert len(first) == plan.steps == 2
     assert [b[0].numpy().tolist() for b in first] == [b[0].numpy().tolist() for b in second]
@@ -66,7 +68,7 @@ def _pipe_setup(tmp_path, distribution, hosts, layout, counts=(20, 24, 18, 22), 
     manifest = _write_split(split_dir, "train", list(counts))
     (tmp_path / "fifos").mkdir()
     channel = Channel("train", "Pipe", distribution, str(tmp_path / "fifos" / "train"))
-    plan = data.plan_channel(channel, manifest, layout, batch)
+    plan = plan_channel(channel, manifest, layout, batch)
     objects = [split_dir / name for name, _ in plan.stream]
     return plan, objects
 
@@ -76,14 +78,14 @@ def _train_through_fifos(tmp_path, plan, objects, hosts, epochs, passes=None):
     ``passes`` FIFOs (default one per epoch)."""
     feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=passes or epochs).start()
     try:
-        return list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=epochs)), feeder
+        return list(datasets.training_dataset(plan, _context(tmp_path, hosts), epochs=epochs)), feeder
     finally:
         feeder.stop()
 
 
 def test_pipe_training_reads_one_fifo_per_epoch_and_keeps_its_records(tmp_path):
     hosts = Hosts("algo-2", ("algo-1", "algo-2"))
-    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(1, 2, 0, 1))
+    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, Layout(1, 2, 0, 1))
     assert len(objects) == 4  # FullyReplicated: every host streams every shard
     batches, feeder = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2, passes=3)
     assert len(batches) == 2 * plan.steps
@@ -96,10 +98,10 @@ def test_pipe_epoch_completes_before_the_next_fifo_exists(tmp_path, monkeypatch)
     job held between epochs, or a feeder that creates pipes one by one, would hang)."""
     monkeypatch.setenv("TRAINPIPE_PIPE_WAIT_SECONDS", "1")
     hosts = Hosts("algo-1", ("algo-1",))
-    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, Layout(0, 1, 0, 1))
     feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=1).start()
     try:
-        iterator = iter(data.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
+        iterator = iter(datasets.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
         first_epoch = [next(iterator) for _ in range(plan.steps)]
     finally:
         feeder.stop()
@@ -111,10 +113,10 @@ def test_keras_fit_opens_exactly_one_fifo_per_epoch_and_channel(tmp_path):
     """Keras makes a second iterator when a dataset's cardinality equals its steps; for a
     Pipe channel that would skip a FIFO or hang. Three epochs must read _0, _1, _2."""
     hosts = Hosts("algo-1", ("algo-1",))
-    layout = data.Layout(0, 1, 0, 1)
+    layout = Layout(0, 1, 0, 1)
     plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, layout)
     val_manifest = _write_split(tmp_path / "vsource", "validation", [8, 8])
-    val_plan = data.plan_channel(Channel("validation", "Pipe", "ShardedByS3Key", ""), val_manifest, layout, 4)
+    val_plan = plan_channel(Channel("validation", "Pipe", "ShardedByS3Key", ""), val_manifest, layout, 4)
     ctx = _context(tmp_path, hosts)
     feeders = [
         PipeFeeder(tmp_path / "fifos", "train", objects, passes=4).start(),
@@ -123,8 +125,8 @@ def test_keras_fit_opens_exactly_one_fifo_per_epoch_and_channel(tmp_path):
     model = tf.keras.Sequential([tf.keras.Input((FEATURES,), name="x"), tf.keras.layers.Dense(2, activation="softmax")])
     model.compile(tf.keras.optimizers.legacy.SGD(0.01), "sparse_categorical_crossentropy")
     try:
-        history = model.fit(data.training_dataset(plan, ctx, 3), steps_per_epoch=plan.steps, epochs=3,
-                            validation_data=data.validation_dataset(val_plan, ctx),
+        history = model.fit(datasets.training_dataset(plan, ctx, 3), steps_per_epoch=plan.steps, epochs=3,
+                            validation_data=datasets.validation_dataset(val_plan, ctx),
                             validation_steps=val_plan.steps, verbose=0)
     finally:
         for f in feeders:
@@ -157,28 +159,28 @@ def _fake_pipe_mode_dataset(opened):
 def test_pipe_mode_dataset_when_installed_filters_to_this_ranks_records(tmp_path, monkeypatch):
     opened = []
     monkeypatch.setitem(sys.modules, "sagemaker_tensorflow", _fake_pipe_mode_dataset(opened))
-    assert data.pipe_mode_dataset_available()
+    assert pipe_source.pipe_mode_dataset_available()
     hosts = Hosts("algo-1", ("algo-1", "algo-2"))
-    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, data.Layout(0, 2, 0, 1))
+    plan, objects = _pipe_setup(tmp_path, "FullyReplicated", hosts, Layout(0, 2, 0, 1))
     batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
     assert len(batches) == 2 * plan.steps
     assert _origins(batches) == [(0, 0), (2, 0)]
     assert opened == [str(tmp_path / "fifos" / "train_0"), str(tmp_path / "fifos" / "train_1")]
     # The real PipeModeDataset may open its FIFO when an iterator is made: Keras must make
     # exactly one per pass, which it does only for datasets of unknown cardinality.
-    for ds in (data.training_dataset(plan, _context(tmp_path, hosts), epochs=1),
-               data.validation_dataset(plan, _context(tmp_path, hosts))):
+    for ds in (datasets.training_dataset(plan, _context(tmp_path, hosts), epochs=1),
+               datasets.validation_dataset(plan, _context(tmp_path, hosts))):
         assert tf.data.experimental.cardinality(ds) == tf.data.experimental.UNKNOWN_CARDINALITY
 
 
 def test_pipe_mode_dataset_stream_too_short_fails_instead_of_running_short(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "sagemaker_tensorflow", _fake_pipe_mode_dataset([]))
     hosts = Hosts("algo-1", ("algo-1",))
-    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, Layout(0, 1, 0, 1))
     feeder = PipeFeeder(tmp_path / "fifos", "train", objects[:2], passes=1).start()
     try:
         with pytest.raises(tf.errors.FailedPreconditionError, match="expected to contain 84 elements"):
-            list(data.training_dataset(plan, _context(tmp_path, hosts), epochs=1))
+            list(datasets.training_dataset(plan, _context(tmp_path, hosts), epochs=1))
     finally:
         feeder.stop()
 
@@ -186,13 +188,13 @@ def test_pipe_mode_dataset_stream_too_short_fails_instead_of_running_short(tmp_p
 def test_batches_parse_to_float_features():
     ds = tf.data.Dataset.from_tensor_slices([examples.serialize(np.arange(FEATURES), 1)] * 4)
     plan = types.SimpleNamespace(batch_size=2)
-    x, y = next(iter(data._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES, image_size=None))))
+    x, y = next(iter(datasets._batches(ds, plan, types.SimpleNamespace(num_features=FEATURES, image_size=None))))
     assert x.dtype == tf.float32 and x.numpy().tolist() == [[0, 1, 2]] * 2 and y.numpy().tolist() == [1, 1]
 
 
 def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once(tmp_path):
     hosts = Hosts("algo-1", ("algo-1",))
-    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, data.Layout(0, 1, 0, 1))
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, Layout(0, 1, 0, 1))
     batches, _ = _train_through_fifos(tmp_path, plan, objects, hosts, epochs=2)
     assert all(bx.shape == (4, FEATURES) for bx, _ in batches)
     epochs = [[tuple(x[:2]) for bx, _ in batches[e * plan.steps:(e + 1) * plan.steps] for x in bx.numpy().tolist()]
@@ -209,7 +211,7 @@ def test_pipe_image_records_are_decoded_per_record_from_the_handed_batches(tmp_p
     blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3]))
     plan = types.SimpleNamespace(batch_size=3)
     ctx = types.SimpleNamespace(image_size=8, augmentation="none", num_features=0)
-    got = list(data._batches(blob, plan, ctx, batched=True))
+    got = list(datasets._batches(blob, plan, ctx, batched=True))
     assert [tuple(x.shape) for x, _ in got] == [(3, 8, 8, 3)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
 
@@ -219,7 +221,7 @@ def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
     blocks = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.constant(serialized), [1, 2, 3]))
     plan = types.SimpleNamespace(batch_size=3)
     ctx = types.SimpleNamespace(image_size=None, num_features=FEATURES)
-    got = list(data._batches(blocks, plan, ctx, batched=True))
+    got = list(datasets._batches(blocks, plan, ctx, batched=True))
     assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
     assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
@@ -228,19 +230,19 @@ def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
 def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutation(tmp_path, monkeypatch):
     manifest = _write_split(tmp_path / "train", "train", [10, 12])
     channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
-    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
+    plan = plan_channel(channel, manifest, Layout(0, 1, 0, 1), batch_size=4)
     assert plan.steps == 5  # 22 records, 5 batches of 4 per pass
-    held = data.training_dataset(plan, _context(tmp_path), epochs=3)
-    assert data._in_memory_table(plan, _context(tmp_path)) is not None
-    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")  # 0: always stream, as a large table does
-    assert data._in_memory_table(plan, _context(tmp_path)) is None
-    monkeypatch.setenv(data.IN_MEMORY_ENV, str(22 * (4 * FEATURES + 8) / 2**20 / 2))  # half of what it needs
-    assert data._in_memory_table(plan, _context(tmp_path)) is None
-    monkeypatch.setenv(data.IN_MEMORY_ENV, "lots")  # a bad value names the variable and the fix
-    with pytest.raises(data.DataError, match=f"{data.IN_MEMORY_ENV}='lots': must be a number of MiB"):
-        data.training_dataset(plan, _context(tmp_path), epochs=3)
-    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
-    streamed = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    held = datasets.training_dataset(plan, _context(tmp_path), epochs=3)
+    assert datasets._in_memory_table(plan, _context(tmp_path)) is not None
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, "0")  # 0: always stream, as a large table does
+    assert datasets._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, str(22 * (4 * FEATURES + 8) / 2**20 / 2))  # half of what it needs
+    assert datasets._in_memory_table(plan, _context(tmp_path)) is None
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, "lots")  # a bad value names the variable and the fix
+    with pytest.raises(DataError, match=f"{datasets.IN_MEMORY_ENV}='lots': must be a number of MiB"):
+        datasets.training_dataset(plan, _context(tmp_path), epochs=3)
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, "0")
+    streamed = datasets.training_dataset(plan, _context(tmp_path), epochs=3)
     assert held.element_spec == streamed.element_spec  # Keras sees the same batches either way
     rows = [(int(x[0]), int(x[1]), int(y))
             for bx, by in held.take(plan.steps * 8) for x, y in zip(bx.numpy(), by.numpy(), strict=True)]
@@ -251,8 +253,8 @@ def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutati
     assert len({tuple(p) for p in passes}) == 8  # every pass in its own order
     assert set().union(*map(set, passes)) == {(i, j, i % 2) for i, n in enumerate([10, 12]) for j in range(n)}
     # The same seed, the same passes (a re-run reproduces its order).
-    monkeypatch.delenv(data.IN_MEMORY_ENV)
-    again = data.training_dataset(plan, _context(tmp_path), epochs=3)
+    monkeypatch.delenv(datasets.IN_MEMORY_ENV)
+    again = datasets.training_dataset(plan, _context(tmp_path), epochs=3)
     assert [b[0].numpy().tolist() for b in again.take(plan.steps)] == [b[0].numpy().tolist() for b in held.take(plan.steps)]
 
 
@@ -260,11 +262,27 @@ def test_the_datasets_keras_gets_have_no_autotune_thread_to_wait_for(tmp_path, m
     # Deleting an iterator waits out its autotune thread's sleep: seconds at the end of a fit.
     manifest = _write_split(tmp_path / "train", "train", [10, 12])
     channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
-    plan = data.plan_channel(channel, manifest, data.Layout(0, 1, 0, 1), batch_size=4)
-    held = data.training_dataset(plan, _context(tmp_path), epochs=2)
-    validation = data.validation_dataset(plan, _context(tmp_path))
-    monkeypatch.setenv(data.IN_MEMORY_ENV, "0")
-    streamed = data.training_dataset(plan, _context(tmp_path), epochs=2)
+    plan = plan_channel(channel, manifest, Layout(0, 1, 0, 1), batch_size=4)
+    held = datasets.training_dataset(plan, _context(tmp_path), epochs=2)
+    validation = datasets.validation_dataset(plan, _context(tmp_path))
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, "0")
+    streamed = datasets.training_dataset(plan, _context(tmp_path), epochs=2)
     for ds in (held, validation, streamed):
         assert ds.options().autotune.enabled is False
         assert len(list(ds.take(3))) == 3
+
+
+def test_the_ranks_share_of_the_cores_is_tf_datas_private_pool(tmp_path, monkeypatch):
+    # The local runner sets TF_DATA_THREADS_ENV per rank (pipeline/local/hosts/tuning.py).
+    from training_entry.contract import TF_DATA_THREADS_ENV
+
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = plan_channel(channel, manifest, Layout(0, 1, 0, 1), batch_size=4)
+    monkeypatch.delenv(TF_DATA_THREADS_ENV, raising=False)
+    assert datasets.training_dataset(plan, _context(tmp_path), epochs=1).options().threading.private_threadpool_size is None
+    monkeypatch.setenv(TF_DATA_THREADS_ENV, "2")
+    for ds in (datasets.training_dataset(plan, _context(tmp_path), epochs=1),
+               datasets.validation_dataset(plan, _context(tmp_path))):
+        assert ds.options().threading.private_threadpool_size == 2
+        assert len(list(ds.take(2))) == 2

@@ -113,3 +113,42 @@ def test_native_crc32c_matches_on_both_code_paths(native_records):
         data = os.urandom(size)
         assert native_records.masked_crc32c(data) == records.masked_crc32c(data)
         assert native_records.masked_crc32c(data, True) == records.masked_crc32c(data)  # slice-by-8
+
+
+def _claiming(length: int, tail: bytes = b"") -> bytes:
+    """A good record, then a header claiming ``length`` bytes with a valid length CRC."""
+    header = records._LEN.pack(length)
+    return _stream([b"first"]) + header + records._CRC.pack(records.masked_crc32c(header)) + tail
+
+
+@pytest.mark.parametrize("length", [2**64 - 1, 2**63, records.MAX_RECORD_BYTES + 1])
+@pytest.mark.parametrize("verify", [True, False])
+@pytest.mark.parametrize("most", [None, 5])
+def test_a_length_over_the_limit_is_one_record_error_naming_the_offset(length, verify, most):
+    """Not OverflowError or MemoryError (Python), nor the rest of the stream buffered (native)."""
+    got = _read(_claiming(length, os.urandom(4000)), verify=verify, most=most)
+    assert got == ([b"first"], f"the-pipe: record length {length} at byte offset {FIRST} is over the "
+                               f"{records.MAX_RECORD_BYTES}-byte limit of a record (a tf.train.Example is "
+                               f"under 2 GiB): the file is corrupt or not TFRecord; re-run the step that wrote it")
+
+
+def test_a_length_at_the_limit_that_the_stream_does_not_back_is_a_truncation():
+    assert _read(_claiming(records.MAX_RECORD_BYTES, b"x" * 100)) == (
+        [b"first"], f"the-pipe: truncated record at byte offset {FIRST} "
+                    f"(expected {records.MAX_RECORD_BYTES + 16} bytes, got 112)")
+
+
+def test_a_native_build_of_another_api_is_not_used(monkeypatch):
+    import types
+
+    monkeypatch.setitem(__import__("sys").modules, records.NATIVE_MODULE, types.ModuleType(records.NATIVE_MODULE))
+    assert records.load_native() is None  # an old build: split() without max_length
+
+
+def test_frame_takes_its_own_copy_of_the_payloads(native_records):
+    """frame() reads the payloads with the GIL released: from a tuple of its own, so a list
+    another thread changes meanwhile cannot free them under it. Any iterable will do."""
+    payloads = [os.urandom(n) for n in (0, 3, 70_000)]
+    assert native_records.frame(iter(payloads)) == native_records.frame(tuple(payloads)) == _stream(payloads)
+    with pytest.raises(TypeError, match="frame\\(\\) takes a sequence of bytes"):
+        native_records.frame([b"x", "not bytes"])

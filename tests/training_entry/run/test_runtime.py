@@ -20,3 +20,13 @@ def test_thread_hook_must_be_a_number():
 
 def test_no_gpu_means_cpu():
     assert runtime.pin_gpu(local_rank=3) == "CPU"
+
+
+def test_thread_counts_include_tf_datas_pool_and_name_a_bad_value():
+    from training_entry.contract import TF_DATA_THREADS_ENV
+
+    env = {"TF_NUM_INTRAOP_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1", TF_DATA_THREADS_ENV: "2"}
+    assert runtime.thread_counts(env) == (2, 1, 2)
+    assert runtime.thread_counts({}) == (0, 0, 0)
+    with pytest.raises(UserError, match=f"{TF_DATA_THREADS_ENV}='x' is not a whole number of threads"):
+        runtime.set_threads_from_env({TF_DATA_THREADS_ENV: "x"})

@@ -153,3 +153,13 @@ def test_measured_contention_slows_ranks_that_share_a_machine_only():
     assert model.compute(32, Layout(1, 1), platform()) == pytest.approx(t1)
     assert model.compute(32, Layout(2, 1), platform()) == pytest.approx(t1 * 1.25)
     assert model.compute(32, Layout(2, 1), platform(shared=False)) == pytest.approx(t1)
+
+
+def test_the_wait_is_the_spread_of_calls_not_of_independent_steps():
+    # The metric multiplies the spread of k-step calls' means by sqrt(k); the advisor undoes
+    # it (fit.call_spread): what makes a rank wait spans whole calls.
+    call = replace(obs(Layout(1, 1), 0.01), step_spread=4e-4, steps_per_execution=16)
+    assert F.call_spread(call) == pytest.approx(1e-4)
+    assert F.fit_compute([call]).spread == pytest.approx(1e-4)
+    one_step = replace(call, steps_per_execution=1)
+    assert F.fit_compute([one_step]).spread == pytest.approx(4e-4)  # one step per call: the same reading

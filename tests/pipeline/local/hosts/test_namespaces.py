@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.local.hosts import namespaces
+from tests import readme_record
 from training_entry.contract import CONTAINER_BASE_DIR
 
 AVAILABLE = namespaces.unavailable_reason() is None
@@ -68,3 +69,72 @@ def test_the_launcher_refuses_a_bad_command_line_and_a_tree_it_cannot_mount(tmp_
         fast = subprocess.run(namespaces.command("algo-1", tmp_path / "absent", "/", ["true"]),
                               capture_output=True, text=True)
         assert fast.returncode != 0 and "absent" in fast.stderr
+
+
+# The toolkit names a hyperparameter's variable SM_HP_<NAME upper-cased>, hyphens kept
+# (https://github.com/aws/sagemaker-training-toolkit/blob/3383937/src/sagemaker_training/environment.py#L1046-L1049):
+# not a shell identifier, so a POSIX shell on the way (dash) would drop it.
+ODD = {"SM_HP_LEARNING-RATE": "0.01", "SM_HP_USE.BN": "true", "PLAIN": "kept"}
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"no namespaces here: {namespaces.unavailable_reason()}")
+def test_a_variable_whose_name_is_not_a_shell_word_reaches_the_command(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", **ODD}
+    done = subprocess.run(namespaces.command("algo-1", tmp_path, "/", ["env"], env=env),
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    assert {k: seen.get(k) for k in ODD} == ODD
+
+
+def test_shell_safe_sets_only_what_a_shell_would_drop():
+    assert namespaces.shell_safe(["python", "x.py"], ODD) == [
+        "env", "--", "SM_HP_LEARNING-RATE=0.01", "SM_HP_USE.BN=true", "python", "x.py"]
+    assert namespaces.shell_safe(["python"], {"PLAIN": "1"}) == ["python"]
+
+
+def failing_command(*args, **kwargs):
+    return ["/bin/sh", "-c", "echo 'unshare: unshare failed: Operation not permitted' >&2; exit 1"]
+
+
+def test_the_probe_never_creates_opt_ml_where_namespaces_fail(tmp_path, monkeypatch):
+    """Else scripts naming /opt/ml would write into one folder every host and job shares."""
+    base = tmp_path / "opt" / "ml"
+    monkeypatch.setattr(namespaces, "CONTAINER_BASE", str(base))
+    monkeypatch.setattr(namespaces, "command", failing_command)
+    namespaces.probe.cache_clear()
+    try:
+        assert namespaces.probe() == "unshare: unshare failed: Operation not permitted"
+        assert not base.exists()
+        assert "NO private" in namespaces.mode_line({}) and "refused" in namespaces.mode_line({})
+    finally:
+        namespaces.probe.cache_clear()
+
+
+@pytest.mark.skipif(not AVAILABLE, reason=f"no namespaces here: {namespaces.unavailable_reason()}")
+def test_the_probe_makes_the_mount_point_once_namespaces_work(tmp_path, monkeypatch):
+    base = tmp_path / "opt" / "ml"
+    monkeypatch.setattr(namespaces, "CONTAINER_BASE", str(base))
+    namespaces.probe.cache_clear()
+    try:
+        assert namespaces.probe() is None
+        assert base.is_dir() and not any(base.iterdir())
+        assert "own" in namespaces.mode_line({}) and "Linux namespaces" in namespaces.mode_line({})
+    finally:
+        namespaces.probe.cache_clear()
+
+
+def test_the_run_says_which_mode_it_is_in():
+    assert namespaces.mode_line({namespaces.SWITCH_ENV: "0"}).startswith(
+        f"hosts: NO private /opt/ml per host ({namespaces.SWITCH_ENV}=0)")
+
+
+def test_permission_denied_on_opt_ml_is_explained():
+    reason = ("AlgorithmError: algo-1 exited with code 1: PermissionError: [Errno 13] Permission "
+              "denied: '/opt/ml/model/model.keras'")
+    explained = namespaces.explain_missing_path(reason)
+    readme_record.record(explained)
+    assert explained.startswith(reason + " [the machine's /opt/ml is ")
+    assert "SAGEMAKER_BASE_DIR" in explained and "unprivileged user namespaces" in explained
+    assert namespaces.explain_missing_path("PermissionError: [Errno 13] Permission denied: '/data/x'") == \
+        "PermissionError: [Errno 13] Permission denied: '/data/x'"

@@ -42,9 +42,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP], ids=["ctrl-c", "hangup"])
 @pytest.mark.parametrize("mpi_launch", [False, pytest.param(True, marks=pytest.mark.skipif(
     mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed"))])
-def test_two_interrupts_one_second_apart_leave_no_process_of_the_job(tmp_path, mpi_launch):
+def test_two_interrupts_one_second_apart_leave_no_process_of_the_job(tmp_path, mpi_launch, sig):
     code = tmp_path / "code"
     code.mkdir()
     (code / "stubborn.py").write_text(textwrap.dedent(STUBBORN))
@@ -68,9 +69,9 @@ def test_two_interrupts_one_second_apart_leave_no_process_of_the_job(tmp_path, m
         time.sleep(0.5)
         pids = [int(p) for f in pid_files for p in f.read_text().split()]
         assert all(alive(p) for p in pids)
-        runner.send_signal(signal.SIGINT)  # Ctrl-C
+        runner.send_signal(sig)  # Ctrl-C, or the terminal closing
         time.sleep(1.0)
-        runner.send_signal(signal.SIGINT)  # and again, impatient, during the cleanup
+        runner.send_signal(sig)  # and again, during the cleanup
         output = runner.communicate(timeout=60)[0].decode()
     finally:
         if runner.poll() is None:
@@ -83,3 +84,27 @@ def test_two_interrupts_one_second_apart_leave_no_process_of_the_job(tmp_path, m
     assert runner.returncode != 0
     description = json.loads(next(workdir.rglob("description.json")).read_text())
     assert description["TrainingJobStatus"] == "Stopped", output
+
+
+def test_hangup_stops_like_sigterm_unless_nohup_ignores_it():
+    from pipeline.local.hosts import processes
+
+    with pytest.raises(KeyboardInterrupt), processes.stop_signals_as_interrupt():
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(1)
+    assert processes.stop_reason() == "stopped: its terminal closed (SIGHUP)"
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # given back
+    with processes.interrupts_deferred() as deferred:
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.1)
+    assert deferred.since_start == 1
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # what nohup does
+    try:
+        with processes.stop_signals_as_interrupt(), processes.interrupts_deferred() as deferred:
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.1)
+        assert deferred.since_start == 0
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        processes._DEFERRED.first = None  # this process was never really stopped

@@ -107,8 +107,13 @@ def test_processing_script_opening_opt_ml_directly(local_storage, tmp_path, isol
             assert report["peers"] == ["127.0.0.1", "127.0.0.1"]  # every host's name resolves
             assert report["rows"] == "object 0\n"
     else:
-        assert result.status == "Failed"
+        # Without a private /opt/ml the hosts (and later jobs) would share the machine's: the
+        # job is refused before any process starts, naming the line and the fix.
+        assert (result.status, result.failure_type) == ("Failed", "ClientError")
         readme_record.record(result.failure_reason)
-        assert "No such file or directory: '/opt/ml/config/resourceconfig.json'" in result.failure_reason
-        assert "SAGEMAKER_BASE_DIR" in result.failure_reason
-        assert f"{namespaces.SWITCH_ENV}=0" in result.failure_reason
+        code_file = tmp_path / "direct" / "hosts" / "algo-1" / "processing" / "input" / "code" / "process.py"
+        assert result.failure_reason.startswith(
+            f"{code_file}:3 names /opt/ml itself, and this machine gives no job a private one "
+            f"({namespaces.SWITCH_ENV}=0)")
+        assert "SAGEMAKER_BASE_DIR" in result.failure_reason and "TRAINPIPE_OPT_ML_CHECK=0" in result.failure_reason
+        assert not list((tmp_path / "direct" / "logs").glob("algo-*.log")), "a process started"

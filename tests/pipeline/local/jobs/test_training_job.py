@@ -14,7 +14,9 @@ import pytest
 
 from pipeline.local.hosts import mpi, namespaces
 from pipeline.local.jobs import failures as job_failures
+from pipeline.local.jobs import lifecycle
 from pipeline.local.jobs.training import TrainingJob
+from tests import readme_record
 from tests.pipeline.local.helpers import (
     BUCKET,
     REPORT_SCRIPT,
@@ -77,6 +79,8 @@ def isolation(request, monkeypatch):
         pytest.skip(f"no namespaces here: {namespaces.unavailable_reason()}")
     if request.param == "relocated":
         monkeypatch.setenv(namespaces.SWITCH_ENV, "0")
+        # REPORT_SCRIPT reads /opt/ml only where it exists (to report a namespace's view).
+        monkeypatch.setenv(lifecycle.OPT_ML_CHECK_ENV, "0")
     return request.param
 
 
@@ -250,7 +254,7 @@ def test_a_sourcedir_with_a_link_out_is_the_jobs_client_error_and_extracts_nothi
         link = tarfile.TarInfo("data")
         link.type, link.linkname = tarfile.SYMTYPE, "../../.."
         tar.addfile(link)
-    with pytest.raises(job_failures.JobFailure, match=r"link 'data' -> '\.\./\.\./\.\.' points outside") as info:
+    with pytest.raises(job_failures.JobFailure, match=r"member 'data' is a symbolic link \(-> '\.\./\.\./\.\.'\)") as info:
         extract_sourcedir(archive, tmp_path / "code")
     assert info.value.failure_type == job_failures.CLIENT_ERROR
     assert list((tmp_path / "code").iterdir()) == []
@@ -358,3 +362,76 @@ def test_any_error_inside_a_job_ends_it_failed_with_a_reason_and_its_records(loc
     assert json.loads((tmp_path / "job" / "description.json").read_text())["FailureReason"] == result.failure_reason
     assert (tmp_path / "job" / "metrics.json").is_file()
     assert "Traceback" in (tmp_path / "job" / "job.log").read_text()
+
+
+# What the toolkit's to_env_vars makes of a hyperparameter (SM_HP_ + the key upper-cased,
+# hyphens kept; a string raw, anything else compact JSON): mapping.py#L30-L62 and
+# environment.py#L1046-L1049 of https://github.com/aws/sagemaker-training-toolkit/blob/3383937/src/sagemaker_training/
+# (5.1.4 installed in a throwaway venv gives the same for these, see issue 27's note).
+def toolkit_hp_variables(hyperparameters: dict) -> dict:
+    return {f"SM_HP_{k.upper()}": v if isinstance(v, str) else json.dumps(v, sort_keys=True, separators=(",", ":"))
+            for k, v in hyperparameters.items()}
+
+
+# Reports its environment, HOME and whether the runner's credentials file is readable; writes
+# a model only when asked.
+HOME_AND_HPS = """
+    import json, os, pathlib
+    rank = os.environ.get("OMPI_COMM_WORLD_RANK", os.environ["SM_CURRENT_HOST"])
+    credentials = pathlib.Path("~/.aws/credentials").expanduser()
+    report = {"env": dict(os.environ), "home": os.path.expanduser("~"),
+              "credentials": credentials.read_text() if credentials.exists() else None}
+    pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], f"report-{rank}.json").write_text(json.dumps(report))
+    if os.environ.get("SM_HP_WRITE-MODEL") == "true":
+        pathlib.Path(os.environ["SM_MODEL_DIR"], "weights.txt").write_text("w")
+"""
+
+
+@pytest.fixture
+def runner_home(tmp_path, monkeypatch):
+    """The runner's HOME holds credentials; TF_CONFIG is set where the runner runs."""
+    home = tmp_path / "runner-home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text("[default]\naws_secret_access_key = not-for-jobs\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("TF_CONFIG", '{"cluster": {"worker": ["localhost:1"]}, "task": {"index": 0}}')
+    return home
+
+
+@needs_mpi
+@pytest.mark.parametrize("mpi_processes", [1, None], ids=["mpi-2x1", "no-mpi"])
+def test_hyphenated_hyperparameters_reach_every_rank_and_home_is_the_jobs(
+        local_storage, tmp_path, runner_home, mpi_processes):
+    put_code(local_storage, CODE, {"user.py": HOME_AND_HPS})
+    hyperparameters = {"learning-rate": 0.01, "write-model": True, "layers": [64, 32]}
+    request = training_request(CODE, instances=2, mpi_processes=mpi_processes, hyperparameters=hyperparameters)
+    result = run_training(local_storage, tmp_path, request)
+    assert result.status == "Completed", result.failure_reason
+    found = sorted((tmp_path / "job").glob("hosts/*/output/data/report-*.json"))
+    assert len(found) == 2
+    for path in found:
+        report = json.loads(path.read_text())
+        expected = toolkit_hp_variables(hyperparameters)
+        assert {k: report["env"].get(k) for k in expected} == expected
+        assert expected["SM_HP_LEARNING-RATE"] == "0.01"
+        host = report["env"]["SM_CURRENT_HOST"]
+        # SageMaker: HOME is the image's, empty of the caller's; TF_CONFIG never leaks.
+        assert report["home"] == str(tmp_path / "job" / "home" / host)
+        assert report["credentials"] is None and "TF_CONFIG" not in report["env"]
+    assert result.warnings == []
+
+
+def test_the_jobs_records_are_private_and_an_empty_model_is_said(local_storage, tmp_path):
+    put_code(local_storage, CODE, {"user.py": HOME_AND_HPS})
+    request = training_request(CODE, hyperparameters={"write-model": False})
+    request["Environment"] = {"DB_PASSWORD": "hunter2"}
+    result = run_training(local_storage, tmp_path, request)
+    assert result.status == "Completed", result.failure_reason
+    job = tmp_path / "job"
+    assert job.stat().st_mode & 0o777 == 0o700
+    for name in ("request.json", "description.json"):
+        assert (job / name).stat().st_mode & 0o777 == 0o600, name
+    readme_record.record(result.warnings[0] if result.warnings else None)
+    assert result.warnings == ["the model is empty: nothing was written to /opt/ml/model (SM_MODEL_DIR) on algo-1"]
+    last = (job / "job.log").read_text().strip().splitlines()[-1]
+    assert "Completed in" in last and "(warning: the model is empty" in last

@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 from training_entry.config import Channel, Hosts
-from training_entry.input import data, records
-from training_entry.input.data import (
+from training_entry.input import records
+from training_entry.input.plan import (
     DataError,
     Layout,
     file_shards,
@@ -187,21 +187,21 @@ def test_sharded_files_plan_from_what_the_host_holds_and_agree_on_the_fewest(tmp
     manifest = records.Manifest("train", 4, 3, {n: 100 + 10 * i for i, n in enumerate(names)})
     # This host got one object (not the sorted-keys share); it has two ranks: they split records.
     channel = _sharded_channel(tmp_path, [names[4]])
-    layout = data.Layout(host_index=0, host_count=2, local_rank=local_rank, local_size=2)
+    layout = Layout(host_index=0, host_count=2, local_rank=local_rank, local_size=2)
     others = [(sum(manifest.shards[n] for n in names[0:2]), 2, 2), (manifest.shards[names[2]], 3, 1)]
-    plan = data.plan_channel(channel, manifest, layout, 10, gather=_gather_of(others))
+    plan = plan_channel(channel, manifest, layout, 10, gather=_gather_of(others))
     assert plan.split_records and plan.my_shards == (names[4],)
     assert plan.steps == min(70, 210, 120) // 10  # 140 records split over 2 ranks: 70 each
     hosts = Hosts("algo-1", ("algo-1", "algo-2"))
-    assert data.file_shards(plan, hosts) == [str(tmp_path / "train" / names[4])]
+    assert file_shards(plan, hosts) == [str(tmp_path / "train" / names[4])]
 
 
 def test_sharded_files_with_enough_shards_split_them_by_shard(tmp_path):
     names = [records.shard_name("train", i, 4) for i in range(4)]
     manifest = records.Manifest("train", 4, 3, {n: 50 for n in names})
     channel = _sharded_channel(tmp_path, [names[3], names[0], names[2]])  # any 3, any order
-    layout = data.Layout(host_index=1, host_count=2, local_rank=1, local_size=2)
-    plan = data.plan_channel(channel, manifest, layout, 10, gather=_gather_of([(50, 0, 1)]))
+    layout = Layout(host_index=1, host_count=2, local_rank=1, local_size=2)
+    plan = plan_channel(channel, manifest, layout, 10, gather=_gather_of([(50, 0, 1)]))
     assert not plan.split_records and plan.my_shards == (names[2],)  # sorted present, rank 1
     assert plan.steps == 5
 
@@ -210,8 +210,8 @@ def test_sharded_pipe_deals_records_in_turn_and_counts_on_the_smallest_object(tm
     names = [records.shard_name("train", i, 3) for i in range(3)]
     manifest = records.Manifest("train", 4, 3, {names[0]: 90, names[1]: 41, names[2]: 300})
     channel = Channel("train", "Pipe", "ShardedByS3Key", str(tmp_path / "train"))
-    layout = data.Layout(host_index=0, host_count=2, local_rank=1, local_size=2)
-    plan = data.plan_channel(channel, manifest, layout, 10, gather=_gather_of([]))
+    layout = Layout(host_index=0, host_count=2, local_rank=1, local_size=2)
+    plan = plan_channel(channel, manifest, layout, 10, gather=_gather_of([]))
     assert plan.round_robin and plan.steps == 41 // 2 // 10
     router = plan.router()
     chunk = [bytes([i]) for i in range(7)]

@@ -1,0 +1,92 @@
+"""Model FLOP utilisation: how close the training benchmarks come to this machine's limit.
+
+For each workload (the digits MLP, ``small_cnn`` at 32 px, ``mobilenet_v2`` at 96 px with the
+backbone frozen: the head-training phase) and each layout (one process, 2 ranks on one
+host), all with the local runner's launch (``pipeline.local.hosts.tuning.local_launch``:
+the same threads per rank, pinning and MPI options a user gets):
+
+    MFU = FLOPs per training sample (flops.py: forward + backward, from the model's graph)
+          x samples/s (the entrypoint's metric, median of the epochs after the first)
+          / achievable FLOP/s (matmul_probe.py, launched exactly like that training run)
+
+The training runs are interleaved ``--repeats`` times with the probe of their layout (one
+probe per layout and repetition: it measures the machine under the same load); each
+repetition gives one MFU and the RESULT is their median. RESULT lines:
+``mfu_<workload>_1p`` and ``mfu_<workload>_2r``; the probe's FLOP/s and the samples/s are
+printed beside them. Targets and why the MLP's is low: benchmarks/notes.md, "Model FLOP
+utilisation".
+
+    .venv/bin/python -m benchmarks.mfu [--repeats 2] [--only mlp cnn mobilenet]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from benchmarks import flops
+from benchmarks import harness as h
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE / "matmul_probe.py"
+BATCH = 32  # per rank; one process runs 2 x BATCH (P1's fair comparison: same global batch)
+# name -> (architecture, image size, head only, hyperparameters, epochs)
+WORKLOADS = {
+    "mlp": ("mlp", None, False, {}, 4),
+    "cnn": ("small_cnn", 32, False, {"model-architecture": "small_cnn", "image-size": 32, "augmentation": "crop"}, 4),
+    "mobilenet": ("mobilenet_v2", 96, True, {"model-architecture": "mobilenet_v2", "image-size": 96,
+                                             "augmentation": "none", "head-epochs": 3}, 3),
+}
+# Targets (benchmarks/notes.md explains each): the MLP's steps are too small to fill a core.
+TARGETS = {"mlp": ">= 0.01", "cnn": ">= 0.15", "mobilenet": ">= 0.15"}
+LAYOUTS = {"1p": lambda: h.tuned(1, 2 * BATCH), "2r": lambda: h.tuned(2, BATCH)}
+
+
+def mfu(flops_per_sample: float, samples_per_sec: float, probe_flops: float) -> float:
+    """Model FLOP utilisation (0 when the probe measured nothing)."""
+    return flops_per_sample * samples_per_sec / probe_flops if probe_flops > 0 else 0.0
+
+
+def measure(name: str, repeats: int, work: Path) -> dict[str, list[float]]:
+    architecture, size, head_only, hps, epochs = WORKLOADS[name]
+    counted = flops.count_in_subprocess(architecture, size, head_only)
+    h.say(f"{name}: {counted.training / 1e6:.4g} MFLOP per training sample "
+          f"(forward {counted.forward / 1e6:.4g}; {counted.parameters:,} trainable parameters)")
+    splits = h.preprocess(work, 16, 2) if name == "mlp" else h.preprocess_images(work, 2)
+    runs: dict = {}
+    for layout, launch in LAYOUTS.items():
+        def train(layout=layout, launch=launch):
+            return h.training_job(work, splits, launch(), epochs=epochs, label=f"{name}_{layout}",
+                                  validation=False, hyperparameters=hps).steady()
+
+        def probe(layout=layout, launch=launch):
+            return h.training_job(work, splits, dataclasses.replace(launch(), entry=PROBE), epochs=1,
+                                  label=f"probe_{layout}", validation=False).steady()
+
+        runs[f"{layout}_train"], runs[f"{layout}_probe"] = train, probe
+    measured = h.interleave(runs, repeats)
+    out = {}
+    for layout in LAYOUTS:
+        rates, probes = measured[f"{layout}_train"], measured[f"{layout}_probe"]
+        out[layout] = [mfu(counted.training, r, p) for r, p in zip(rates, probes, strict=True)]
+        h.say(f"  {layout}: {h.spread(rates)} samples/s, probe {h.spread([p / 1e9 for p in probes])} GFLOP/s, "
+              f"MFU {h.spread(out[layout])}")
+        h.result(f"mfu_{name}_{layout}", h.median(out[layout]), TARGETS[name])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.mfu", description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    args = parser.parse_args(argv)
+    work = h.work_dir("mfu")
+    for name in args.only:
+        measure(name, args.repeats, work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""What of trainpipe's own environment reaches code that is not trainpipe's: a local job's
+processes and the check of the user's model file.
+
+SageMaker gives a container only its request's Environment and the platform's variables,
+never the caller's. A process started here gets those (set by whoever starts it) plus the
+stated allowlist below: what a process on this machine needs to run Python, TensorFlow and
+MPI. Everything else stays out, in particular:
+
+- credentials (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, GITHUB_TOKEN, ...): the name pattern
+  below removes them even from the allowlist;
+- ``HOME``: the caller's home holds ``~/.aws/credentials``, ``~/.netrc``, ``~/.ssh``; a job gets
+  a fresh one of its own (SageMaker: ``/root`` of the image, which holds none of the caller's);
+- ``TF_CONFIG``: it switches TensorFlow into multi-worker mode; only a job kind sets it, per
+  host, after this scrub (and a request's Environment may, as on SageMaker);
+- ``PYTHONPATH``, ``PYTHONHOME``, ``PYTHONUSERBASE``, ``VIRTUAL_ENV``, ``PIP_*``: the job's Python
+  is laid out by its job environment (``pipeline/local/jobs/environment.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+# Passed on by exact name.
+ALLOWED_NAMES = frozenset({
+    "PATH", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR",
+    "LD_LIBRARY_PATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONWARNINGS",
+    "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES",
+    # TensorFlow's own switches for logging and threads; never TF_CONFIG (see above).
+    "TF_CPP_MIN_LOG_LEVEL", "TF_CPP_MAX_VLOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS",
+    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "XLA_FLAGS",
+    # SageMaker sets the region in every container; not a secret.
+    "AWS_REGION", "AWS_DEFAULT_REGION",
+})
+# Passed on by prefix: locale, thread and collective-communication tuning, trainpipe's own
+# switches (TRAINPIPE_FLAT_ALLREDUCE, ...) and coverage of subprocesses in the test suite.
+ALLOWED_PREFIXES = ("LC_", "HOROVOD_", "NCCL_", "KMP_", "MKL_", "OPENBLAS_", "TRAINPIPE_",
+                    "COV_CORE_", "COVERAGE_")
+# Even on the lists above, a name like these is a credential's and is never passed on.
+SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|(^|_)(API_)?KEY($|_)|AUTH",
+                         re.IGNORECASE)
+
+
+def passed_on(name: str) -> bool:
+    """Whether the caller's variable ``name`` reaches a process that is not trainpipe's."""
+    if SECRET_NAME.search(name):
+        return False
+    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+
+
+def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
+    """``environ`` reduced to what ``passed_on`` allows."""
+    return {k: v for k, v in environ.items() if passed_on(k)}

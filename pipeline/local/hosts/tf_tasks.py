@@ -1,0 +1,72 @@
+"""The processes a parameter-server or MultiWorkerMirroredStrategy job starts on each host,
+as the SageMaker TensorFlow toolkit starts them, with their TF_CONFIG (``tf_config.py``).
+
+SageMaker (training.py ``train``): the script runs once per host (no mpirun); with
+parameter servers the toolkit also runs a ``ps`` server on every host. Here that server is a
+process of its own (``PS_PROGRAM``, run by the job's Python), so its death is seen and
+reported like any task's. Every process gets its TF_CONFIG set explicitly: nothing of the
+caller's environment reaches it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from pipeline.local.hosts import tf_config
+
+# SageMaker: the toolkit's _run_ps, as a process: the cluster as the toolkit builds it (with
+# "master"), no GPU, until stopped. SIGTERM is how the job ends it after the scripts finish.
+PS_PROGRAM = """\
+import json, os, signal
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+import tensorflow as tf
+config = json.loads(os.environ["TF_CONFIG"])
+server = tf.distribute.Server(
+    tf.train.ClusterSpec(config["cluster"]), job_name="ps", task_index=config["task"]["index"],
+    protocol="grpc", config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
+print(f"parameter server ps:{config['task']['index']} serving at {server.target}", flush=True)
+server.join()
+"""
+
+PS_SUFFIX = ".ps"  # a host's parameter server's label: algo-2.ps
+
+
+@dataclass
+class TfTasks:
+    strategy: str  # "parameter_server" or "mirrored"
+    hosts: list[str]
+    ports: tf_config.PortMap
+
+    @property
+    def has_ps(self) -> bool:
+        return self.strategy == "parameter_server"
+
+    def script_config(self, host: str) -> str:
+        """TF_CONFIG of the script on ``host``."""
+        if self.has_ps:
+            return tf_config.encode(tf_config.for_parameter_server(self.hosts, host, address=self.ports.address))
+        return tf_config.encode(tf_config.for_mirrored(self.hosts, host, address=self.ports.address))
+
+    def ps_config(self, host: str) -> str:
+        return tf_config.encode(
+            tf_config.for_parameter_server(self.hosts, host, ps_task=True, address=self.ports.address))
+
+    def ps_argv(self, python: str) -> list[str]:
+        return [python, "-c", PS_PROGRAM]
+
+    def describe(self) -> str:
+        what = ("one script and one parameter server per host" if self.has_ps
+                else "one script per host (MultiWorkerMirroredStrategy)")
+        return f"TF_CONFIG as the SageMaker TensorFlow toolkit writes it, {what}; ports {self.ports.describe()}"
+
+
+def plan(framework: Mapping, hosts: list[str], names_resolve: bool = True) -> TfTasks | None:
+    """The job's TensorFlow tasks, or None (Horovod, or a one-host parameter-server job,
+    which the toolkit runs as the bare script)."""
+    if tf_config.parameter_server_enabled(framework, hosts):
+        ports = tf_config.PortMap(hosts, [tf_config.WORKER_PORT, tf_config.PS_PORT], names_resolve)
+        return TfTasks("parameter_server", list(hosts), ports)
+    if tf_config.mirrored_enabled(framework):
+        return TfTasks("mirrored", list(hosts), tf_config.PortMap(hosts, [tf_config.MWMS_PORT], names_resolve))
+    return None

@@ -1,0 +1,250 @@
+"""The Python a local job runs: a virtual environment layered over the runner's (or over an
+interpreter the user maps the job's image to), in which the job's ``pip install`` lands.
+
+SageMaker runs a job in its image's Python, in a container thrown away afterwards, so a
+script may ``pip install`` what it likes (AWS's examples do, ``subprocess.check_call([
+sys.executable, "-m", "pip", "install", ...])``; the toolkit installs the code's
+``requirements.txt``). Here the job's ``python3`` would otherwise be trainpipe's own venv, which
+every later job and trainpipe itself use. So each job runs in a venv of its own:
+
+- created with ``--without-pip`` from the runner's interpreter; a ``.pth`` file puts the
+  runner's site-packages *after* the venv's own, so the job imports everything trainpipe has
+  (TensorFlow, Horovod) and what it installs shadows it. pip itself is the runner's pip module
+  run by the venv's interpreter: it installs into the venv (``sys.prefix``) and, for a version
+  the runner already has, says "Not uninstalling ... outside environment" and leaves the
+  runner's copy alone. ``pip``/``pip3`` by name on the job's PATH are the venv's;
+- cached under the workdir per interpreter, image URI and requirements: a job's install is
+  there for the next job of the same image (SageMaker would install it again, from scratch);
+- ``TRAINPIPE_IMAGE_PYTHON`` maps image URIs to interpreters, so that a job can run the image's
+  real versions (TensorFlow 2.11 on Python 3.10, say) where this machine's Python cannot:
+
+      TRAINPIPE_IMAGE_PYTHON='tensorflow-training:2\\.11=/opt/py310/bin/python3.10;sklearn=/usr/bin/python3'
+
+  entries ``REGEX=PYTHON`` separated by ``;``, the first whose regex is found in the image URI
+  wins (split at the last ``=``). The venv is then made with ``--system-site-packages`` over
+  that interpreter, and nothing of the runner's site-packages is added (another Python's
+  packages, another ABI).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+IMAGE_PYTHON_ENV = "TRAINPIPE_IMAGE_PYTHON"
+# Written into every job venv: the runner's site-packages, after the venv's own.
+RUNNER_PTH = "trainpipe-runner.pth"
+READY_FILE = "trainpipe-ready"
+_IMAGE_PY = re.compile(r"(?<![A-Za-z0-9])py(\d)(\d*)(?![0-9])")
+_PIP_WRAPPER = '#!/bin/sh\n# trainpipe: pip of this job environment (never the runner\'s)\nexec "$(dirname "$0")/python" -m pip "$@"\n'
+# pip's last words when nothing matches the requirement on this Python.
+_NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    python: str  # the interpreter the venv is made from
+    mapped: bool  # chosen by TRAINPIPE_IMAGE_PYTHON (not the runner's)
+    version: str  # "3.11"
+
+
+def image_python(image_uri: str) -> str | None:
+    """The Python an image has, from its tag (``...-cpu-py310-ubuntu20.04`` -> ``3.10``)."""
+    match = _IMAGE_PY.search(str(image_uri or "").rsplit("/", 1)[-1])
+    if not match:
+        return None
+    return f"{match.group(1)}.{match.group(2)}" if match.group(2) else match.group(1)
+
+
+def parse_mapping(text: str) -> list[tuple[re.Pattern, str]]:
+    """``REGEX=PYTHON;REGEX=PYTHON`` -> [(compiled, python)]; one line naming a bad entry."""
+    entries = []
+    for item in filter(None, (part.strip() for part in (text or "").split(";"))):
+        pattern, sep, python = item.rpartition("=")
+        if not sep or not pattern or not python:
+            raise UserError(f"{IMAGE_PYTHON_ENV} entry {item!r}: expected IMAGE_REGEX=/path/to/python")
+        try:
+            entries.append((re.compile(pattern), python))
+        except re.error as error:
+            raise UserError(f"{IMAGE_PYTHON_ENV} entry {item!r}: bad regex: {error}") from None
+    return entries
+
+
+def _version_of(python: str) -> str:
+    done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                          capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise OSError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "exit "
+                      f"{done.returncode}")
+    return done.stdout.strip()
+
+
+def interpreter_for(image_uri: str, environ: Mapping[str, str] = os.environ) -> Interpreter:
+    """The runner's Python, unless ``TRAINPIPE_IMAGE_PYTHON`` maps ``image_uri`` elsewhere."""
+    for pattern, python in parse_mapping(environ.get(IMAGE_PYTHON_ENV, "")):
+        if pattern.search(str(image_uri or "")):
+            found = shutil.which(python)
+            if found is None:
+                raise UserError(f"{IMAGE_PYTHON_ENV} maps {image_uri} to {python}, which is not "
+                                f"an executable; fix the path or remove the entry")
+            try:
+                version = _version_of(found)
+            except (OSError, subprocess.TimeoutExpired) as error:
+                raise UserError(f"{IMAGE_PYTHON_ENV} maps {image_uri} to {python}, which does "
+                                f"not run ({error})") from None
+            return Interpreter(found, True, version)
+    return Interpreter(sys.executable, False, f"{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def _key(interpreter: Interpreter, image_uri: str, requirements: bytes | None) -> str:
+    digest = hashlib.sha256()
+    for part in (interpreter.python, interpreter.version, str(image_uri or ""),
+                 sysconfig.get_paths()["purelib"]):
+        digest.update(part.encode() + b"\0")
+    digest.update(requirements or b"")
+    return digest.hexdigest()[:16]
+
+
+def _slug(image_uri: str) -> str:
+    name = str(image_uri or "local").rsplit("/", 1)[-1]
+    return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:40] or "image"
+
+
+@dataclass(frozen=True)
+class JobEnvironment:
+    root: Path  # the venv
+    interpreter: Interpreter
+    image_uri: str
+
+    @property
+    def bin(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def python(self) -> str:
+        return str(self.bin / "python")
+
+    @property
+    def image_name(self) -> str:
+        return self.image_uri.rsplit("/", 1)[-1] or "local"
+
+    @property
+    def image_regex(self) -> str:
+        """A TRAINPIPE_IMAGE_PYTHON regex that finds this image (dots escaped)."""
+        return self.image_name.replace(".", "\\.")
+
+    def variables(self) -> dict[str, str]:
+        """What a job's processes get so that ``python3``, ``pip`` and ``sys.executable`` are
+        this environment's (PATH first; the rest of PATH follows)."""
+        return {"VIRTUAL_ENV": str(self.root), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                "PIP_CACHE_DIR": str(self.root.parent / "pip-cache")}
+
+    def path(self, rest: str) -> str:
+        return os.pathsep.join([str(self.bin), rest]) if rest else str(self.bin)
+
+    def explain(self, package: str) -> str:
+        """The one line for an install that cannot resolve on this Python."""
+        image = image_python(self.image_uri)
+        return (f"pip cannot install {package} on this machine's Python {self.interpreter.version} "
+                f"({self.interpreter.python}); the image {self.image_uri or '(none)'} has Python "
+                f"{image or 'of a version its URI does not say'}: map the image to an interpreter "
+                f"that has it, {IMAGE_PYTHON_ENV}='{self.image_regex}=/path/to/python"
+                f"{image or '3'}', or pin a version of {package.split('=')[0].split('<')[0].split('>')[0]} "
+                f"that exists for Python {self.interpreter.version}")
+
+    def install_requirements(self, requirements: Path, log: Path) -> None:
+        """SageMaker: the toolkit pip-installs the code's requirements.txt before the script."""
+        with open(log, "a") as out:
+            done = subprocess.run([self.python, "-m", "pip", "install", "-r", str(requirements)],
+                                  stdout=out, stderr=subprocess.STDOUT, env=self._pip_env(), timeout=3600)
+        if done.returncode != 0:
+            text = log.read_text(errors="replace")
+            raise InstallFailed(explain_install_failure(text, self) or
+                                f"pip install -r {requirements.name} failed with code "
+                                f"{done.returncode} (see {log})")
+
+    def _pip_env(self) -> dict[str, str]:
+        from pipeline.environment import scrubbed
+
+        env = scrubbed(os.environ)
+        env.update(self.variables())
+        env["PATH"] = self.path(env.get("PATH") or os.defpath)
+        return env
+
+
+class InstallFailed(Exception):
+    """The job's requirements could not be installed: the step's one-line reason."""
+
+
+def explain_install_failure(log_text: str, environment: JobEnvironment | None) -> str | None:
+    """The one line for a pip failure found in a job's output, or None when there is none."""
+    found = _NO_MATCH.findall(log_text or "")
+    if not found or environment is None:
+        return None
+    return environment.explain(found[-1])
+
+
+def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
+            environ: Mapping[str, str] = os.environ) -> JobEnvironment:
+    """The cached job environment for ``image_uri`` (and these requirements), made when
+    missing. Safe against another trainpipe making the same one at the same time."""
+    interpreter = interpreter_for(image_uri, environ)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    root = directory / f"{_slug(image_uri)}-{_key(interpreter, image_uri, requirements)}"
+    environment = JobEnvironment(root, interpreter, str(image_uri or ""))
+    with open(directory / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (root / READY_FILE).exists():
+            _create(environment)
+    return environment
+
+
+def _create(environment: JobEnvironment) -> None:
+    root, interpreter = environment.root, environment.interpreter
+    shutil.rmtree(root, ignore_errors=True)  # a half-made one from an interrupted run
+    command = [interpreter.python, "-m", "venv", "--without-pip", str(root)]
+    if interpreter.mapped or _runner_sees_system_site():
+        command.insert(-1, "--system-site-packages")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise UserError(f"cannot make the job environment {root} from {interpreter.python}: {last}")
+    if not interpreter.mapped:
+        site = _site_packages(environment.python)
+        # After the venv's own site-packages: what the job installs shadows the runner's.
+        Path(site, RUNNER_PTH).write_text("".join(f"{p}\n" for p in _runner_site_packages()))
+    for name in ("pip", "pip3", f"pip{interpreter.version}"):
+        wrapper = environment.bin / name
+        wrapper.write_text(_PIP_WRAPPER)
+        wrapper.chmod(0o755)
+    (root / READY_FILE).write_text(interpreter.python + "\n")
+
+
+def _runner_sees_system_site() -> bool:
+    config = Path(sys.prefix) / "pyvenv.cfg"
+    if sys.prefix == sys.base_prefix or not config.is_file():
+        return True  # not a venv: its site-packages are the system's
+    return bool(re.search(r"include-system-site-packages\s*=\s*true", config.read_text(), re.I))
+
+
+def _runner_site_packages() -> list[str]:
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys([paths["purelib"], paths["platlib"]]))
+
+
+def _site_packages(python: str) -> str:
+    done = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, timeout=60, check=True)
+    return done.stdout.strip()

@@ -1,0 +1,144 @@
+"""A job's Python: a venv over the runner's in which its pip installs land, cached per image
+and requirements; trainpipe's own venv never changes (pipeline/local/jobs/environment.py)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import UserError
+from pipeline.local.jobs import environment as job_env
+from pipeline.local.jobs.training import TrainingJob
+from tests import readme_record
+from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+CODE = f"s3://{BUCKET}/code/sourcedir.tar.gz"
+TF_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14.1-cpu-py310-ubuntu20.04-sagemaker"
+
+
+def build_wheel(folder: Path, name: str = "tpdemo", version: str = "1.0") -> Path:
+    """A pure-Python wheel, made by hand: no build backend, no network."""
+    files = {f"{name}.py": f"VERSION = {version!r}\n",
+             f"{name}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = f"{name}-{version}.dist-info/RECORD"
+    lines = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+             f"{len(text.encode())}" for path, text in files.items()]
+    files[record] = "\n".join([*lines, f"{record},,"]) + "\n"
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+    return wheel
+
+
+def runner_freeze() -> str:
+    return subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+# The way AWS's example scripts install at their start.
+INSTALLS = """
+    import json, os, pathlib, subprocess, sys
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", sys.argv[2]])
+    import tpdemo
+    import numpy  # still the runner's: everything trainpipe has is there
+    report = {"tpdemo": tpdemo.__file__, "executable": sys.executable, "numpy": numpy.__file__,
+              "pip": subprocess.run(["pip", "--version"], capture_output=True, text=True).stdout}
+    pathlib.Path(os.environ["SM_MODEL_DIR"], "report.json").write_text(json.dumps(report))
+"""
+
+
+def run_job(storage, tmp_path, files, hyperparameters, name="job", image=TF_IMAGE):
+    put_code(storage, CODE, files)
+    request = training_request(CODE, hyperparameters=hyperparameters)
+    request["AlgorithmSpecification"]["TrainingImage"] = image
+    job = TrainingJob(request, name, storage, tmp_path / name, echo=False, environments=tmp_path / "envs")
+    return job.run()
+
+
+def test_a_jobs_pip_install_lands_in_its_environment_never_in_trainpipes(local_storage, tmp_path):
+    wheel = build_wheel(tmp_path)
+    before = runner_freeze()
+    result = run_job(local_storage, tmp_path, {"user.py": INSTALLS}, {"wheel": str(wheel)})
+    assert result.status == "Completed", result.failure_reason
+    assert runner_freeze() == before
+    report = json.loads((tmp_path / "job" / "hosts" / "algo-1" / "model" / "report.json").read_text())
+    environments = tmp_path / "envs"
+    assert Path(report["tpdemo"]).is_relative_to(environments)
+    assert Path(report["executable"]).is_relative_to(environments)
+    assert Path(report["numpy"]).is_relative_to(sys.prefix)
+    assert "pip" in report["pip"]
+    # Cached per image: the next job of this image finds it installed.
+    again = run_job(local_storage, tmp_path, {"user.py": "import tpdemo\n"}, {}, name="again")
+    assert again.status == "Completed", again.failure_reason
+
+
+def test_the_codes_requirements_are_installed_into_the_job_environment(local_storage, tmp_path):
+    wheel = build_wheel(tmp_path, "tpreq", "2.0")
+    before = runner_freeze()
+    code = {"user.py": "import tpreq\nassert tpreq.VERSION == '2.0'\n", "requirements.txt": f"{wheel}\n"}
+    result = run_job(local_storage, tmp_path, code, {})
+    assert result.status == "Completed", result.failure_reason
+    assert runner_freeze() == before
+    assert "Successfully installed tpreq-2.0" in (tmp_path / "job" / "logs" / "requirements.log").read_text()
+
+
+def test_an_install_this_python_cannot_resolve_is_one_line_with_the_way_out(local_storage, tmp_path):
+    script = ('import subprocess, sys\nsubprocess.check_call([sys.executable, "-m", "pip", "install", '
+              '"--no-index", "--find-links", sys.argv[2], "tensorflow==2.11.0"])\n')
+    result = run_job(local_storage, tmp_path, {"user.py": script}, {"links": str(tmp_path)})
+    assert result.status == "Failed"
+    readme_record.record(result.failure_reason)
+    local = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert result.failure_reason.startswith(
+        f"pip cannot install tensorflow==2.11.0 on this machine's Python {local} ")
+    assert "the image " + TF_IMAGE + " has Python 3.10" in result.failure_reason
+    assert ("TRAINPIPE_IMAGE_PYTHON='tensorflow-training:2\\.14\\.1-cpu-py310-ubuntu20\\.04-sagemaker="
+            "/path/to/python3.10'") in result.failure_reason
+    # and the requirements.txt way: the step fails before the script starts
+    failed = run_job(local_storage, tmp_path, {"user.py": "", "requirements.txt": "--no-index\ntensorflow==2.11.0\n"},
+                     {}, name="reqs")
+    assert (failed.status, failed.failure_type) == ("Failed", "ClientError")
+    readme_record.record(failed.failure_reason)
+    assert failed.failure_reason.startswith(f"pip cannot install tensorflow==2.11.0 on this machine's Python {local}")
+
+
+def test_an_image_maps_to_the_interpreter_the_user_chose(local_storage, tmp_path, monkeypatch):
+    base = getattr(sys, "_base_executable", sys.executable)  # another interpreter than the venv's
+    monkeypatch.setenv(job_env.IMAGE_PYTHON_ENV, f"nothing-matches=/nope;tensorflow-training:2\\.14={base}")
+    script = ('import json, os, pathlib, sys\npathlib.Path(os.environ["SM_MODEL_DIR"], "py.json")'
+              '.write_text(json.dumps([sys.base_prefix, sys.prefix]))\n')
+    result = run_job(local_storage, tmp_path, {"user.py": script}, {})
+    assert result.status == "Completed", result.failure_reason
+    base_prefix, prefix = json.loads((tmp_path / "job" / "hosts" / "algo-1" / "model" / "py.json").read_text())
+    assert Path(prefix).is_relative_to(tmp_path / "envs") and base_prefix == sys.base_prefix
+    # trainpipe's venv is not in that Python's path: another interpreter, another ABI
+    assert not list(Path(prefix).rglob(job_env.RUNNER_PTH))
+
+
+@pytest.mark.parametrize("text, message", [
+    ("py310", "expected IMAGE_REGEX=/path/to/python"),
+    ("(=/usr/bin/python3", "bad regex"),
+])
+def test_a_bad_mapping_is_one_line(text, message):
+    with pytest.raises(UserError, match=message) as bad:
+        job_env.parse_mapping(text)
+    readme_record.record(bad.value)
+    with pytest.raises(UserError, match="not an executable") as missing:
+        job_env.interpreter_for("x:py310", {job_env.IMAGE_PYTHON_ENV: "py310=/no/such/python"})
+    readme_record.record(missing.value)
+
+
+@pytest.mark.parametrize("uri, version", [
+    (TF_IMAGE, "3.10"), ("x/sagemaker-scikit-learn:1.2-1-cpu-py3", "3"), ("local", None),
+    ("x/pytorch-training:2.1.0-gpu-py310-cu121-ubuntu20.04-sagemaker", "3.10")])
+def test_the_images_python_comes_from_its_tag(uri, version):
+    assert job_env.image_python(uri) == version

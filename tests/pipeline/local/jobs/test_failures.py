@@ -1,0 +1,116 @@
+"""Why a local job failed (``pipeline/local/jobs/failures.py``): the first failing rank, named
+once and correctly, with its own reason."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from pipeline.local.hosts import mpi
+from pipeline.local.jobs.failures import (
+    ALGORITHM_ERROR,
+    INTERNAL_ERROR,
+    FailureWatch,
+    first_failure,
+)
+from pipeline.local.jobs.training import TrainingJob
+from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+
+def test_the_oldest_failure_file_wins_whatever_the_hosts_order(tmp_path):
+    """algo-2's rank failed first; algo-1's rank wrote its echo a moment later, and both files
+    are there by the next poll."""
+    files = {h: tmp_path / h / "failure" for h in ("algo-1", "algo-2")}
+    for host, text in (("algo-2", "RuntimeError: the cause [rank 1 of 2 on algo-2]"),
+                       ("algo-1", "HorovodInternalError: peer gone [rank 0 of 2 on algo-1]")):
+        files[host].parent.mkdir()
+        files[host].write_text(text)
+    os.utime(files["algo-2"], ns=(1_000_000_000, 1_000_000_000))
+    os.utime(files["algo-1"], ns=(1_000_000_001, 1_000_000_001))
+    watch = FailureWatch(files)
+    watch.poll()
+    assert watch.first == ("algo-2", "RuntimeError: the cause [rank 1 of 2 on algo-2]")
+
+
+CAUSE = "RuntimeError: TRAINPIPE_TEST_FAIL_AT_STEP: injected failure before step 5"
+
+
+@pytest.mark.parametrize("rank, host, code, first_file, reason", [
+    # mpirun saw the failing rank exit first: its exit and its reason, the rank named once
+    (1, "algo-2", 1, ("algo-2", f"{CAUSE} [rank 1 of 2 on algo-2]"),
+     f"AlgorithmError: rank 1 on algo-2 exited with code 1: {CAUSE}"),
+    # mpirun saw a peer's exit first (killed as the failure spread): the reason's rank is named
+    (0, "algo-1", 1, ("algo-2", f"{CAUSE} [rank 1 of 2 on algo-2]"),
+     f"AlgorithmError: rank 1 on algo-2 failed: {CAUSE}"),
+    # two ranks on one host: the file says which of them
+    (0, "algo-1", 1, ("algo-1", f"{CAUSE} [rank 1 of 2 on algo-1]"),
+     f"AlgorithmError: rank 1 on algo-1 failed: {CAUSE}"),
+    # a failure before Horovod started names the host only
+    (0, "algo-1", 2, ("algo-1", "channel 'train' is empty [algo-1]"),
+     "AlgorithmError: rank 0 on algo-1 exited with code 2: channel 'train' is empty"),
+    # another program's failure file says nothing of ranks: its host tells
+    (1, "algo-2", 1, ("algo-1", "out of patience"), "AlgorithmError: algo-1 failed: out of patience"),
+    # one process per host (no MPI)
+    (None, "algo-2", 1, ("algo-2", "ValueError: bad [algo-2]"),
+     "AlgorithmError: algo-2 exited with code 1: ValueError: bad"),
+])
+def test_the_reason_names_the_rank_that_failed_first(rank, host, code, first_file, reason):
+    failure = first_failure(rank, host, None, code, first_file, last_line="Traceback (most recent call last):")
+    assert (failure.reason, failure.failure_type) == (reason, ALGORITHM_ERROR)
+
+
+def test_without_a_failure_file_a_kill_from_outside_is_internal():
+    failure = first_failure(1, "algo-2", int(signal.SIGKILL), None, None, last_line="epoch 3")
+    assert failure.reason == ("InternalServerError: rank 1 on algo-2 was killed by signal 9 (SIGKILL): "
+                              "out of memory, or killed from outside the job")
+    assert failure.failure_type == INTERNAL_ERROR
+    crashed = first_failure(1, "algo-2", None, 1, None, last_line="ZeroDivisionError: division by zero")
+    assert crashed.reason == "AlgorithmError: rank 1 on algo-2 exited with code 1: ZeroDivisionError: division by zero"
+
+
+# Rank 1 fails as training_entry/failure.py makes a rank fail: traceback, failure file with
+# its rank, exit. Rank 0 goes on printing until mpirun ends it (a peer's echo of the failure).
+ONE_RANK_FAILS = """
+    import os, pathlib, sys, time
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    print(f"rank {rank} training", flush=True)
+    if rank == 1:
+        time.sleep(0.5)
+        print("Traceback (most recent call last):\\n  ValueError: the cause", flush=True)
+        pathlib.Path(os.environ["SM_OUTPUT_DIR"], "failure").write_text("ValueError: the cause [rank 1 of 2 on algo-2]")
+        time.sleep(1.5)   # rank 0 keeps printing meanwhile
+        sys.exit(1)
+    for step in range(600):
+        print(f"rank 0 step {step}", flush=True)
+        time.sleep(0.05)
+"""
+
+
+class Terminal:
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def write(self, text):
+        self.lines += text.splitlines()
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed")
+def test_once_a_rank_has_failed_the_terminal_shows_only_its_output(local_storage, tmp_path):
+    put_code(local_storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"user.py": ONE_RANK_FAILS})
+    request = training_request(f"s3://{BUCKET}/code/sourcedir.tar.gz", instances=2, mpi_processes=1)
+    terminal = Terminal()
+    result = TrainingJob(request, "job", local_storage, tmp_path / "job", echo=True, stream=terminal).run()
+    assert result.failure_reason == "AlgorithmError: rank 1 on algo-2 exited with code 1: ValueError: the cause"
+    note = next(i for i, line in enumerate(terminal.lines)
+                if line.endswith(f"rank 1 on algo-2 failed; the other processes' output from here on "
+                                 f"is in {tmp_path / 'job' / 'logs'} and job.log"))
+    after = terminal.lines[note + 1:]
+    assert not [line for line in after if line.startswith(("[algo-1 rank 0]", "[mpirun]"))], after
+    assert after[-1] == f"[job] Failed: {result.failure_reason}"
+    log = (tmp_path / "job" / "job.log").read_text().splitlines()
+    assert [line for line in log[log.index(terminal.lines[note]):] if line.startswith("[algo-1 rank 0] ")]

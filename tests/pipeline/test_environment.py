@@ -1,0 +1,22 @@
+"""What of trainpipe's environment reaches code that is not trainpipe's (pipeline/environment.py)."""
+
+from __future__ import annotations
+
+from pipeline.environment import passed_on, scrubbed
+
+
+def test_only_the_stated_allowlist_passes_and_never_a_credential():
+    runner = {
+        "PATH": "/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "TRAINPIPE_FLAT_ALLREDUCE": "0",
+        "HOROVOD_FUSION_THRESHOLD": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--x",
+        # Not on the list: the caller's, or another container's.
+        "HOME": "/root", "TF_CONFIG": "{}", "TF_FORCE_GPU_ALLOW_GROWTH": "true", "PYTHONPATH": "/x",
+        "VIRTUAL_ENV": "/venv", "PIP_INDEX_URL": "https://user:pw@example/simple", "SM_HOSTS": "[]",
+        "OMPI_COMM_WORLD_RANK": "0", "AWS_PROFILE": "prod",
+        # On the list by prefix, but a secret's name.
+        "TRAINPIPE_API_KEY": "k", "HOROVOD_SECRET": "s", "NCCL_TOKEN": "t",
+    }
+    assert scrubbed(runner) == {
+        "PATH": "/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "TRAINPIPE_FLAT_ALLREDUCE": "0",
+        "HOROVOD_FUSION_THRESHOLD": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--x"}
+    assert passed_on("AWS_REGION") and not passed_on("AWS_SECRET_ACCESS_KEY")

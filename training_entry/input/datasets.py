@@ -1,0 +1,201 @@
+"""The tf.data datasets Keras gets: a rank's batches per its plan, in File, FastFile and Pipe mode.
+
+- File / FastFile: the rank's shards in the channel directory, read with TFRecordDataset,
+  repeated so a pass never runs short; a small table is held in memory, parsed, after one read.
+- Pipe: one FIFO per pass, from ``pipe_source`` (PipeModeDataset or our reader).
+
+Training gets ``epochs`` passes of exactly ``plan.steps`` batches as one dataset; validation
+one pass per iteration.
+
+Python 3.10 syntax.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+from training_entry.config import Hosts
+from training_entry.contract import TF_DATA_THREADS_ENV
+from training_entry.input import examples, images, pipe_batches, pipe_source, typed_examples
+from training_entry.input.context import SHUFFLE_BUFFER, InputContext
+from training_entry.input.plan import ChannelPlan, DataError, file_shards
+
+# File mode, table records: a rank whose records, parsed, take at most this many bytes holds
+# them in memory after one read and parse, and every later pass is a gather from there.
+IN_MEMORY_TABLE_BYTES = 256 << 20
+IN_MEMORY_ENV = "TRAINPIPE_IN_MEMORY_TABLE_MB"  # overrides the budget; 0 = always stream
+
+def _without_autotune_thread(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """``ds`` with tf.data's autotuning off. An iterator's autotune thread sleeps between
+    optimisations, the period doubling as training goes on, and deleting the iterator (Keras
+    does at the end of every ``fit``, and of every validation pass) waits for that sleep to
+    end: a 2-rank job spent 1.5-2.4 s idle after its last epoch (``gdb``: the main thread in
+    ``RootDataset::Iterator::~Iterator`` joining ``Model::OptimizeLoop``), and a single
+    process up to 1 s. Without it, ``AUTOTUNE`` parallel maps run one call per core and
+    prefetch buffers grow on their own; measured as fast or faster (benchmarks/notes.md, P1)."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    # The rank's share of the cores (set by the local runner; tf.data's shared pool has one
+    # thread per core of the machine, whatever the ranks beside it).
+    threads = int(os.environ.get(TF_DATA_THREADS_ENV) or 0)
+    if threads > 0:
+        options.threading.private_threadpool_size = threads
+    return ds.with_options(options)
+
+
+def training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
+    """``epochs`` epochs of exactly ``plan.steps`` batches each, as one dataset (one iterator)."""
+    return _without_autotune_thread(_training_dataset(plan, ctx, epochs))
+
+
+def validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """Each iteration is one pass of ``plan.steps`` batches (Keras iterates it every epoch)."""
+    return _without_autotune_thread(_validation_dataset(plan, ctx))
+
+
+def _training_dataset(plan: ChannelPlan, ctx: InputContext, epochs: int) -> tf.data.Dataset:
+    if plan.channel.is_pipe and pipe_source.uses_pipe_mode_dataset(plan):
+        # Each repetition is a new iterator of the pass dataset, i.e. the next FIFO. Shuffle
+        # within a pass: a buffer spanning passes would hold epoch k back until pass k+1
+        # arrives (a feeder that creates pipes one by one would hang).
+        ds = pipe_source.pipe_mode_dataset_pass(plan, ctx).shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed)
+        ds = ds.repeat(epochs)
+        # tf.data would otherwise fuse shuffle + repeat into one op that fills its buffer
+        # from the next repetition: the same cross-pass wait.
+        options = tf.data.Options()
+        options.experimental_optimization.shuffle_and_repeat_fusion = False
+        return _batches(ds.with_options(options), plan, ctx, training=True, hide_cardinality=True)
+    if plan.channel.is_pipe:
+        # Our reader: the same within-pass shuffle, done before tf.data (pipe_batches).
+        ds = pipe_source.pipe_blocks(plan, ctx, shuffle=True).repeat(epochs)
+        return _batches(ds, plan, ctx, training=True, hide_cardinality=True, batched=True)
+    held = _in_memory_table(plan, ctx)
+    if held is not None:
+        return held
+    ds = _rank_file_records(plan, ctx.hosts)
+    ds = ds.shuffle(min(plan.quota, SHUFFLE_BUFFER), seed=ctx.seed, reshuffle_each_iteration=True)
+    # Never runs out: a shard shorter than its manifest entry cannot starve this rank.
+    return _batches(ds.repeat(), plan, ctx, training=True)
+
+
+def in_memory_budget() -> int:
+    """Bytes of parsed table records a rank may hold in memory (``IN_MEMORY_ENV`` in MiB)."""
+    raw = os.environ.get(IN_MEMORY_ENV, "").strip()
+    if not raw:
+        return IN_MEMORY_TABLE_BYTES
+    try:
+        mib = float(raw)
+    except ValueError:
+        mib = -1.0
+    if not mib >= 0:
+        raise DataError(f"{IN_MEMORY_ENV}={raw!r}: must be a number of MiB, 0 or more "
+                        "(0: always stream the table)")
+    return int(mib * (1 << 20))
+
+
+def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | None:
+    """File mode, table records that fit ``in_memory_budget()`` parsed: this rank's records
+    read and parsed once, then endless passes, each a fresh permutation of all of them (a
+    full shuffle, not a buffer's), handed over as whole batches gathered from memory. The
+    per-batch parse leaves the epochs after the first: the digits MLP's single process ran
+    15% faster (pinned ranks gained nothing measurable: their cores idle at the allreduce,
+    and the parse used that time). None: stream as usual (images, too large, or fewer
+    records than one batch)."""
+    if ctx.image_size or plan.channel.is_pipe or getattr(ctx, "columns", None):  # typed columns: streamed
+        return None
+    row_bytes = 4 * ctx.num_features + 8
+    if plan.quota * row_bytes > in_memory_budget():
+        return None
+    blocks = [examples.parse_batch(block, ctx.num_features)
+              for block in _rank_file_records(plan, ctx.hosts).batch(8192)]
+    if not blocks:
+        return None
+    x = tf.concat([b[0] for b in blocks], 0)
+    y = tf.concat([b[1] for b in blocks], 0)
+    count = int(x.shape[0])
+    per_pass = count // plan.batch_size
+    if per_pass < 1:
+        return None
+
+    def one_pass(index):
+        # A permutation per pass (stateless: the same seed gives the same order on a re-run).
+        order = tf.argsort(tf.random.stateless_uniform([count], seed=tf.stack([tf.cast(ctx.seed, tf.int64), index])))
+        return tf.data.Dataset.from_tensor_slices(
+            tf.reshape(order[: per_pass * plan.batch_size], [per_pass, plan.batch_size]))
+
+    ds = tf.data.Dataset.counter().flat_map(one_pass)
+    ds = ds.map(lambda rows: (tf.gather(x, rows), tf.gather(y, rows)))
+    return ds.prefetch(tf.data.AUTOTUNE)
+
+
+def _validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    if plan.channel.is_pipe and pipe_source.uses_pipe_mode_dataset(plan):
+        return _batches(pipe_source.pipe_mode_dataset_pass(plan, ctx), plan, ctx, hide_cardinality=True)
+    if plan.channel.is_pipe:
+        return _batches(pipe_source.pipe_blocks(plan, ctx, shuffle=False), plan, ctx, hide_cardinality=True, batched=True)
+    ds = _rank_file_records(plan, ctx.hosts).repeat().take(plan.quota)
+    return _batches(ds, plan, ctx)
+
+
+def _rank_file_records(plan: ChannelPlan, hosts: Hosts) -> tf.data.Dataset:
+    ds = _file_records(file_shards(plan, hosts))
+    if plan.split_records:  # Horovod: a host with fewer shards than ranks splits records
+        ds = ds.shard(plan.layout.local_size, plan.layout.local_rank)
+    return ds
+
+
+def _file_records(paths: list[str]) -> tf.data.Dataset:
+    return tf.data.TFRecordDataset(paths, buffer_size=1 << 20)
+
+
+def _hide_cardinality(ds: tf.data.Dataset) -> tf.data.Dataset:
+    """Keras makes a second iterator when a dataset's cardinality equals steps_per_epoch
+    (keras DataHandler.enumerate_epochs); for a Pipe channel every iterator may open the
+    next FIFO. An unknown cardinality makes Keras keep exactly one."""
+    return ds.filter(lambda *_: True)
+
+
+def _parse_block(block: tf.Tensor, num_features: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """``[batches, batch]`` serialized records -> (x ``[batches, batch, num_features]``,
+    y ``[batches, batch]``)."""
+    x, y = examples.parse_batch(tf.reshape(block, [-1]), num_features)
+    shape = tf.shape(block)
+    return tf.reshape(x, [shape[0], shape[1], num_features]), tf.reshape(y, shape)
+
+
+def _batches(
+    ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext, training: bool = False,
+    hide_cardinality: bool = False, batched: bool = False,
+) -> tf.data.Dataset:
+    """Records (``batched``: blocks ``[batches, plan.batch_size]`` of records) -> (x, y)
+    batches; only this map differs between table and image records."""
+    if ctx.image_size:
+        if batched:
+            ds = ds.map(lambda block: tf.reshape(block, [-1])).unbatch()
+        size, augmentation = ctx.image_size, ctx.augmentation
+        # Per record (decode_image takes one image), in parallel; augmentation in training only.
+        ds = ds.map(lambda record: images.parse_example(record, size, training, augmentation),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        ds = ds.batch(plan.batch_size, drop_remainder=True)
+    else:
+        num_features = ctx.num_features
+        if not batched:
+            # Blocks of whole batches (~1024 records), as the Pipe path hands them over.
+            per_block = max(1, pipe_batches.RECORDS_PER_HANDOFF // plan.batch_size)
+            ds = ds.batch(plan.batch_size, drop_remainder=True).batch(per_block)
+        # A whole block in one parse, then split into its batches: the per-op cost of parsing
+        # is paid per ~1024 records, not per batch (the MLP's input then costs a rank on a
+        # shared core less of its step).
+        columns = getattr(ctx, "columns", None)
+        if columns:  # typed columns (strings and NaNs): a dict of [batch] tensors per batch
+            ds = ds.map(lambda block: typed_examples.parse_block(block, columns),
+                        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+        else:
+            ds = ds.map(lambda block: _parse_block(block, num_features),
+                        num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+    if hide_cardinality:  # per batch, not per record: one filter call per element
+        ds = _hide_cardinality(ds)
+    return ds.prefetch(tf.data.AUTOTUNE)
+
