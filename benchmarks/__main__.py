@@ -49,6 +49,9 @@ BENCHMARKS = {
     "tables": ("benchmarks.tables", [],
                "Typed-column tables: processing rows/s and peak memory on a 1,000,000-row mixed CSV; "
                "training input rate mixed / numeric"),
+    "serve": ("benchmarks.serve_load", [],
+              "trainpipe serve: p50/p99 and requests/s (digits MLP JSON, small CNN PNG; 1 and 8 clients), "
+              "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 

@@ -144,6 +144,15 @@ SERVING_INPUT_IMAGES = "images"
 SIGNATURE_BYTES = "serving_bytes"
 SERVING_INPUT_IMAGE_BYTES = "image_bytes"  # tf.string [None]
 SERVING_OUTPUT = "probabilities"  # float32 [None, classes], every signature
+# string [None]: the predicted class's name (argmax of SERVING_OUTPUT), every signature; TF
+# Serving's row format needs every output batched, so a row reads {"probabilities": [...],
+# "classes": "cat"}. Names: the manifest's class_names (image class folders, table labels),
+# else "0".."K-1" (network.class_names_or_indices).
+SERVING_CLASSES = "classes"
+# Tables of typed columns (training_entry/model/tabular.py): serving_csv takes CSV lines as the
+# training data has them (every feature column in the header's order, label left out).
+SIGNATURE_CSV = "serving_csv"
+SERVING_INPUT_CSV = "csv_lines"  # tf.string [None]
 
 # Horovod: knobs passed to every rank through the MPI launch (custom_mpi_options, -x NAME=V).
 HOROVOD_FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"

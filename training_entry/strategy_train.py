@@ -145,7 +145,7 @@ def main(argv: list[str]) -> None:
     # Mirrored: saving reads synced variables through collectives, so every worker saves (the
     # others into a scratch directory) and none leaves while the chief still needs it.
     model_dir = cfg.model_dir if workers.is_chief else tempfile.mkdtemp(prefix="trainpipe-model-")
-    log(f"saved {save_for_serving(model, model_dir, contract.MODEL_VERSION, image_size)}")
+    log(f"saved {save_for_serving(model, model_dir, contract.MODEL_VERSION, image_size, class_names=manifest.class_names)}")
     if not workers.is_chief:
         shutil.rmtree(model_dir, ignore_errors=True)
     inputs.cleanup()

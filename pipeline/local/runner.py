@@ -28,6 +28,7 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
+from pipeline.local import inference_steps
 from pipeline.local.dag import caching, interpreter, preflight, stubs
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
@@ -272,6 +273,11 @@ class PipelineRunner:
                 record.status = SUCCEEDED
             elif node.type == STEP_REGISTER_MODEL:
                 self._register(node, record)
+            elif node.type == inference_steps.STEP_MODEL:
+                inference_steps.create_model(self, node, record)
+            elif node.type == inference_steps.STEP_TRANSFORM:
+                name = job_name(self.pipeline_name, node.name, self.execution_id, 1)
+                inference_steps.run_transform(self, node, record, name)
             elif node.type == STEP_FAIL:
                 message = interpreter.evaluate(node.body.get("Arguments", {}).get("ErrorMessage", ""), self.ctx)
                 record.status = FAILED
@@ -337,7 +343,9 @@ class PipelineRunner:
         if result.status == "Completed":
             record.status = SUCCEEDED
             if node.type == STEP_TRAINING:
-                record.detail = f"model {result.description['ModelArtifacts']['S3ModelArtifacts']}"
+                record.detail = "model " + self._with_file(result.description["ModelArtifacts"]["S3ModelArtifacts"])
+            elif node.type == STEP_PROCESSING:
+                record.detail = self._reports(result.description) or record.detail
             if result.warnings:  # Completed, but not as it should be (an empty model)
                 record.detail = "; ".join(filter(None, [record.detail, *(f"warning: {w}" for w in result.warnings)]))
             if keyed is not None:
@@ -357,6 +365,21 @@ class PipelineRunner:
                                              wall, cpu, joules)
         except UserError as error:  # a factor we lack: the run still stands
             return {"job": description.get(f"{kind}JobName"), "kind": kind, "notes": [str(error)]}
+
+    def _with_file(self, uri: str) -> str:
+        """``uri (its file)`` where the store is on this machine (the summary's links)."""
+        path = self.storage.local_path(uri)
+        return f"{uri} ({path})" if path else uri
+
+    def _reports(self, description: dict) -> str | None:
+        """A processing job's evaluation.json, beside its file, for the summary."""
+        from evaluation.report import REPORT_FILE
+        from pipeline.local.store.storage import join_uri
+
+        outputs = description.get("ProcessingOutputConfig", {}).get("Outputs", [])
+        uris = [join_uri(o["S3Output"]["S3Uri"], REPORT_FILE) for o in outputs if o.get("S3Output", {}).get("S3Uri")]
+        found = [self._with_file(uri) for uri in uris if self.storage.local_path(uri)]
+        return "; ".join(f"{REPORT_FILE} {f}" for f in found) or None
 
     def _run_with_retries(self, node: StepNode, request: dict, record: StepRecord) -> JobResult:
         policies = list(node.body.get("RetryPolicies") or [])

@@ -8,6 +8,7 @@ computed in full precision. Python 3.10 syntax.
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import tempfile
@@ -69,17 +70,75 @@ def image_signatures(model: tf.keras.Model, image_size: int) -> dict:
     return {contract.SIGNATURE_DEFAULT: serve_images, contract.SIGNATURE_BYTES: serve_bytes}
 
 
+def class_names_or_indices(class_names: Sequence[str] | None, num_classes: int) -> tuple[str, ...]:
+    """The manifest's class names, or "0".."K-1" where the labels were already integers."""
+    return tuple(class_names) if class_names else tuple(str(i) for i in range(num_classes))
+
+
+def default_signature(model: tf.keras.Model) -> dict:
+    """``serving_default`` of a model of one float input (the table MLP's "x", a user's
+    model), returning its output as ``probabilities`` whatever its last layer is named."""
+    (spec,) = [tf.TensorSpec(i.shape, i.dtype, name=i.name.split(":")[0]) for i in model.inputs]
+
+    @tf.function(input_signature=[spec])
+    def serve(features):
+        return {contract.SERVING_OUTPUT: model(features, training=False)}
+
+    return {contract.SIGNATURE_DEFAULT: serve}
+
+
+def with_classes(signatures: dict, class_names: Sequence[str]) -> dict:
+    """Every signature with a ``classes`` output beside ``probabilities``: the predicted
+    class's name, string [None] (contract.SERVING_CLASSES). A signature that has one already
+    keeps its own. The inputs keep their names (the original's specs, names included)."""
+    names = tf.constant(list(class_names))
+    wrapped = {}
+    for key, function in signatures.items():
+        concrete = function.get_concrete_function()
+        args, _ = concrete.structured_input_signature
+        specs = [tf.nest.map_structure(_named, spec, name) for name, spec in _arguments(function, args)]
+
+        wrapped[key] = tf.function(_adding_classes(concrete, names), input_signature=specs)
+    return wrapped
+
+
+def _adding_classes(concrete, names: tf.Tensor):
+    def call(*inputs):
+        outputs = dict(concrete(*inputs))
+        if contract.SERVING_CLASSES not in outputs:
+            best = tf.argmax(outputs[contract.SERVING_OUTPUT], axis=-1)
+            outputs[contract.SERVING_CLASSES] = tf.gather(names, best)
+        return outputs
+
+    return call
+
+
+def _arguments(function, args) -> list[tuple[str, object]]:
+    parameters = list(inspect.signature(function.python_function).parameters)
+    return list(zip(parameters, args, strict=True))
+
+
+def _named(spec: tf.TensorSpec, name: str) -> tf.TensorSpec:
+    return tf.TensorSpec(spec.shape, spec.dtype, name=spec.name or name)
+
+
 def save_for_serving(
     model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None,
-    signatures: dict | None = None,
+    signatures: dict | None = None, class_names: Sequence[str] | None = None,
 ) -> str:
     """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
     written beside and renamed into place so no reader sees half a model. Without the
     optimizer: Horovod's optimizer class would not deserialize where Horovod is absent.
     ``image_size``: an image model, exported with ``image_signatures``; ``signatures``: a
-    model's own (a table of typed columns: ``tabular.tabular_signatures``)."""
+    model's own (a table of typed columns: ``tabular.tabular_signatures``); else one float
+    input (``default_signature``). ``class_names``: the manifest's (None: "0".."K-1"), carried
+    by every signature as its ``classes`` output (``with_classes``)."""
     if image_size:
         signatures = image_signatures(model, image_size)
+    elif signatures is None:
+        signatures = default_signature(model)
+    num_classes = int(model.outputs[0].shape[-1])
+    signatures = with_classes(signatures, class_names_or_indices(class_names, num_classes))
     os.makedirs(model_dir, exist_ok=True)
     final = os.path.join(model_dir, version)
     partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)

@@ -31,7 +31,10 @@ STEP_TRAINING = "Training"
 STEP_CONDITION = "Condition"
 STEP_REGISTER_MODEL = "RegisterModel"
 STEP_FAIL = "Fail"
-SUPPORTED_STEP_TYPES = (STEP_PROCESSING, STEP_TRAINING, STEP_CONDITION, STEP_REGISTER_MODEL, STEP_FAIL)
+STEP_MODEL = "Model"  # CreateModel, and Transform: for the models dag/inference.py can serve
+STEP_TRANSFORM = "Transform"
+SUPPORTED_STEP_TYPES = (STEP_PROCESSING, STEP_TRAINING, STEP_CONDITION, STEP_REGISTER_MODEL, STEP_FAIL,
+                        STEP_MODEL, STEP_TRANSFORM)
 
 # SageMaker: the execution variables a definition may reference.
 EXECUTION_VARIABLES = (

@@ -1,4 +1,4 @@
-"""Steps the local runner cannot execute (Lambda, Callback, EMR, Transform, CreateModel, ...).
+"""Steps the local runner cannot execute (Lambda, Callback, EMR, a CreateModel of an image it cannot serve, ...).
 
 They are refused before the run only when the run can reach them and nothing says what to
 do. A step is unreachable when it sits in the branch of a condition whose outcome is already
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from pipeline.local.dag import interpreter
+from pipeline.local.dag import inference, interpreter
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
     SUPPORTED_STEP_TYPES,
@@ -33,7 +33,20 @@ FLAG = "--stub-unsupported"
 
 
 def unsupported(node: StepNode) -> bool:
-    return node.type not in SUPPORTED_STEP_TYPES
+    return node.type not in SUPPORTED_STEP_TYPES or bool(_unservable(node))
+
+
+def _unservable(node: StepNode) -> str:
+    """Why a Model step's container does not run locally ("" when it does: inference.py)."""
+    if node.type != inference.STEP_MODEL:
+        return ""
+    kind, why = inference.model_kind(node.body.get("Arguments") or {})
+    return "" if kind else why
+
+
+def _listed(node: StepNode) -> str:
+    why = _unservable(node)
+    return f"{node.name} (Type {node.type}" + (f": {why})" if why else ")")
 
 
 def known_outcomes(nodes: list[StepNode], ctx: Context) -> dict[str, bool]:
@@ -70,7 +83,7 @@ def check(nodes: list[StepNode], ctx: Context, mode: str | None) -> list[StepNod
     outcomes = known_outcomes(nodes, ctx)
     found = [n for n in nodes if unsupported(n) and reachable(n, by_name, outcomes)]
     if found and mode is None:
-        listed = ", ".join(f"{n.name} (Type {n.type})" for n in found)
+        listed = ", ".join(_listed(n) for n in found)
         raise DefinitionError(
             f"the local runner cannot run step {listed}; it runs these step types: "
             f"{', '.join(SUPPORTED_STEP_TYPES)}. Pass {FLAG} {SUCCEED} (marked Succeeded, outputs "

@@ -386,3 +386,19 @@ def test_a_running_execution_is_not_mistaken_for_a_dead_one(tmp_path):
     assert load(Path(record.run_dir))["status"] == "Executing"  # held by this live process
     lock.release()
     assert load(Path(record.run_dir))["status"] == "Failed"
+
+
+def test_the_summary_names_the_model_and_evaluation_files_beside_their_uris(code, tmp_path):
+    record, _ = run(code, tmp_path, step_definition())
+    uri = record.step("Train").properties["ModelArtifacts"]["S3ModelArtifacts"]
+    assert record.step("Train").detail == f"model {uri} ({code.local_path(uri)})"
+    code.put_bytes(b"{}", "s3://bucket/eval/evaluation.json")
+
+    class Runner:
+        storage = code
+        _with_file = PipelineRunner._with_file
+
+    outputs = {"ProcessingOutputConfig": {"Outputs": [{"S3Output": {"S3Uri": "s3://bucket/eval"}},
+                                                      {"S3Output": {"S3Uri": "s3://bucket/none"}}]}}
+    assert PipelineRunner._reports(Runner(), outputs) == (
+        f"evaluation.json s3://bucket/eval/evaluation.json ({code.local_path('s3://bucket/eval/evaluation.json')})")

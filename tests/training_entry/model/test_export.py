@@ -35,7 +35,7 @@ def test_serving_bytes_takes_png_and_jpeg_of_any_size_and_matches_the_float_sign
     # The input and output keys are the contract's (what evaluation and endpoint clients send).
     assert list(by_bytes.structured_input_signature[1]) == [contract.SERVING_INPUT_IMAGE_BYTES]
     assert list(by_float.structured_input_signature[1]) == [contract.SERVING_INPUT_IMAGES]
-    assert list(by_bytes.structured_outputs) == [contract.SERVING_OUTPUT]
+    assert set(by_bytes.structured_outputs) == {contract.SERVING_OUTPUT, contract.SERVING_CLASSES}
 
     grey_png = tf.io.encode_png(_photo(20, 28, 1, 0)).numpy()
     colour_jpeg = tf.io.encode_jpeg(_photo(64, 48, 3, 1)).numpy()
@@ -72,3 +72,16 @@ def test_augmentation_keeps_the_shape_and_range_and_only_training_augments():
     np.testing.assert_array_equal(evaluated[0], evaluated[1])  # no randomness outside training
     trained = [images.parse_example(tf.constant(record), SIZE, training=True)[0] for _ in range(4)]
     assert any(not np.array_equal(trained[0], t) for t in trained[1:])
+
+
+def test_every_signature_carries_the_class_names(tmp_path):
+    model = architectures.small_cnn(SIZE, CLASSES)
+    names = ["cat", "dog", "emu"]
+    loaded = tf.saved_model.load(save_for_serving(model, str(tmp_path), "1", SIZE, class_names=names))
+    pixels = tf.constant(np.random.default_rng(4).uniform(0, 255, (3, SIZE, SIZE, 3)).astype(np.float32))
+    out = loaded.signatures[contract.SIGNATURE_DEFAULT](**{contract.SERVING_INPUT_IMAGES: pixels})
+    best = out[contract.SERVING_OUTPUT].numpy().argmax(axis=1)
+    assert [c.decode() for c in out[contract.SERVING_CLASSES].numpy()] == [names[i] for i in best]
+    encoded = tf.constant([tf.io.encode_png(tf.cast(p, tf.uint8)).numpy() for p in pixels])
+    by_bytes = loaded.signatures[contract.SIGNATURE_BYTES](**{contract.SERVING_INPUT_IMAGE_BYTES: encoded})
+    assert by_bytes[contract.SERVING_CLASSES].shape == (3,)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from training_entry import contract
 from training_entry.model.init_weights import InitError, load_initial_weights
 from training_entry.model.network import INPUT_NAME, OUTPUT_NAME, build_model, save_for_serving
 
@@ -48,8 +49,11 @@ def test_saved_model_serves_probabilities_under_x(tmp_path):
     serving = tf.saved_model.load(path).signatures["serving_default"]
     x = np.ones((2, 64), "float32")
     out = serving(**{INPUT_NAME: tf.constant(x)})
-    assert list(out) == [OUTPUT_NAME]
+    assert sorted(out) == [contract.SERVING_CLASSES, OUTPUT_NAME]
     np.testing.assert_allclose(out[OUTPUT_NAME].numpy(), model(x).numpy(), rtol=1e-5)
+    # No class names in the manifest (labels 0..K-1): the classes are the indices as text.
+    expected = [str(i).encode() for i in model(x).numpy().argmax(axis=1)]
+    assert list(out[contract.SERVING_CLASSES].numpy()) == expected
     save_for_serving(model, str(tmp_path / "model"), "1")  # a reused tree: replaced, not nested
     assert sorted(p.name for p in (tmp_path / "model" / "1").iterdir()) == sorted(
         ["assets", "fingerprint.pb", "keras_metadata.pb", "saved_model.pb", "variables"])

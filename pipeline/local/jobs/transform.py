@@ -1,0 +1,261 @@
+"""A Transform (batch transform) job on this machine, as SageMaker runs one: the model's
+serving container on each of ``InstanceCount`` instances, the input objects under
+``TransformInput``'s S3 prefix split across them (each object whole on one instance), every
+object's records sent to its instance's ``/invocations`` and the answers written to
+``<S3OutputPath>/<object's path under the prefix>.out``.
+
+An instance is ``python -m serving.server`` (a TensorFlow Serving model, the code behind
+``trainpipe serve``) or ``python -m serving.handler`` (a framework model's inference script)
+on a port of 127.0.0.1; records, batches, joins and filters are ``transform_records.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pipeline.local.jobs import transform_records as tr
+from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.logs import now_iso
+from pipeline.local.store.storage import Storage, StorageError
+
+KIND = "Transform"
+STARTUP_SECONDS = 180  # SageMaker: a container must answer /ping within minutes
+DEFAULT_INVOCATION_TIMEOUT = 600  # SageMaker: ModelClientConfig.InvocationsTimeoutInSeconds
+DEFAULT_MAX_PAYLOAD_MB = 6
+TFS, FRAMEWORK = "tfs", "framework"  # dag/inference.py's kinds, passed in by the runner
+SERVER_MODULES = {TFS: "serving.server", FRAMEWORK: "serving.handler"}
+
+
+def settings_of(request: dict) -> tr.Settings:
+    """The request's record settings; a value SageMaker would refuse is one line."""
+    source = request.get("TransformInput") or {}
+    output = request.get("TransformOutput") or {}
+    processing = request.get("DataProcessing") or {}
+    split_type = source.get("SplitType", "None")
+    strategy = request.get("BatchStrategy") or ("MultiRecord" if split_type == "Line" else "SingleRecord")
+    assemble = output.get("AssembleWith", "None")
+    join = processing.get("JoinSource", "None")
+    checks = [("SplitType", split_type, ("None", "Line")), ("BatchStrategy", strategy, ("SingleRecord", "MultiRecord")),
+              ("AssembleWith", assemble, ("None", "Line")), ("JoinSource", join, ("None", "Input"))]
+    for name, value, allowed in checks:
+        if value not in allowed:
+            raise JobFailure(f"ClientError: {name} {value!r} is not one the local runner reads: {', '.join(allowed)}",
+                             CLIENT_ERROR)
+    if source.get("CompressionType", "None") not in ("None", None):
+        raise JobFailure("ClientError: CompressionType Gzip input is not read locally; decompress it first", CLIENT_ERROR)
+    megabytes = int(request.get("MaxPayloadInMB", DEFAULT_MAX_PAYLOAD_MB))
+    if not 0 <= megabytes <= 100:
+        raise JobFailure(f"ClientError: MaxPayloadInMB {megabytes} is outside 0..100", CLIENT_ERROR)
+    return tr.Settings(content_type=source.get("ContentType"), accept=output.get("Accept"), split_type=split_type,
+                       batch_strategy=strategy, max_payload_bytes=megabytes * tr.MEGABYTE, assemble_with=assemble,
+                       input_filter=processing.get("InputFilter", "$"), output_filter=processing.get("OutputFilter", "$"),
+                       join_input=join == "Input")
+
+
+def input_objects(storage: Storage, request: dict) -> tuple[str, list[str]]:
+    """(the prefix's folder, the objects under it, sorted)."""
+    s3 = ((request.get("TransformInput") or {}).get("DataSource") or {}).get("S3DataSource") or {}
+    if s3.get("S3DataType", "S3Prefix") != "S3Prefix":
+        raise JobFailure(f"ClientError: S3DataType {s3.get('S3DataType')} is not read locally; use S3Prefix", CLIENT_ERROR)
+    prefix = str(s3.get("S3Uri") or "")
+    objects = [uri for uri in storage.list(prefix) if not uri.endswith("/")]
+    if not objects:
+        raise JobFailure(f"ClientError: no input objects under {prefix}", CLIENT_ERROR)
+    return prefix[: prefix.rfind("/") + 1], objects
+
+
+def output_uri(output_path: str, folder: str, uri: str) -> str:
+    return output_path.rstrip("/") + "/" + uri[len(folder):] + ".out"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Instance:
+    """One instance: its model server, and the objects it transforms."""
+
+    def __init__(self, host: str, kind: str, model_dir: Path, log: Path, environment: dict, python: str):
+        self.host, self.port, self.log = host, _free_port(), log
+        log.parent.mkdir(parents=True, exist_ok=True)
+        argv = [python, "-m", SERVER_MODULES[kind], "--model-dir", str(model_dir), "--port", str(self.port)]
+        env = {**os.environ, **environment, "PYTHONPATH": _repository_path(), "TF_CPP_MIN_LOG_LEVEL": "2"}
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise JobFailure(f"AlgorithmError: the model server of {self.host} exited {self.process.returncode}: "
+                                 f"{_tail(self.log)}", ALGORITHM_ERROR)
+            try:
+                with urllib.request.urlopen(self.url + "/ping", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.2)
+        raise JobFailure(f"AlgorithmError: the model server of {self.host} did not answer /ping in "
+                         f"{STARTUP_SECONDS} s: {_tail(self.log)}", ALGORITHM_ERROR)
+
+    def invoke(self, body: bytes, settings: tr.Settings, timeout: float, where: str) -> bytes:
+        headers = {"Content-Type": settings.content_type or "application/json"}
+        if settings.accept:
+            headers["Accept"] = settings.accept
+        request = urllib.request.Request(self.url + "/invocations", data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as answer:
+                return answer.read()
+        except urllib.error.HTTPError as error:
+            detail = error.read().decode("utf-8", "replace").strip()[:500]
+            raise JobFailure(f"ClientError: {where}: the model answered {error.code}: {detail}",
+                             CLIENT_ERROR if error.code < 500 else ALGORITHM_ERROR) from None
+        except (urllib.error.URLError, OSError) as error:
+            raise JobFailure(f"AlgorithmError: {where}: no answer from the model server of {self.host} "
+                             f"({error}): {_tail(self.log)}", ALGORITHM_ERROR) from None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)  # the server drains, then exits
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def _repository_path() -> str:
+    """Where the serving package is (this checkout, or the installed package's site);
+    found, not imported: pipeline never runs TensorFlow itself."""
+    spec = importlib.util.find_spec("serving")
+    if spec is None or spec.origin is None:
+        raise JobFailure("InternalError: the serving package is not installed beside pipeline", ALGORITHM_ERROR)
+    return str(Path(spec.origin).resolve().parents[1])
+
+
+def _tail(log: Path, lines: int = 5) -> str:
+    try:
+        return " | ".join(log.read_text(errors="replace").strip().splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+class TransformJob:
+    """``run()`` -> JobResult (kind Transform), its description the step's properties."""
+
+    def __init__(self, request: dict, name: str, storage: Storage, job_dir: Path, *, model: dict,
+                 region: str, account: str, python: str = sys.executable, echo=None):
+        self.request, self.name, self.storage, self.job_dir = request, name, storage, Path(job_dir)
+        self.model, self.region, self.account, self.python = model, region, account, python
+        self.echo = echo or (lambda line: None)
+        self.log = self.job_dir / "job.log"
+        self.description = {
+            **{k: v for k, v in request.items() if k != "Tags"},
+            "TransformJobName": name, "TransformJobArn": arn(region, account, "transform-job", name),
+            "TransformJobStatus": "InProgress", "CreationTime": now_iso(),
+        }
+
+    def say(self, line: str) -> None:
+        with open(self.log, "a") as f:
+            f.write(line + "\n")
+        self.echo(line)
+
+    def run(self) -> JobResult:
+        self.job_dir.mkdir(parents=True, exist_ok=True)
+        start = time.time()
+        self.description["TransformStartTime"] = now_iso()
+        instances: list[Instance] = []
+        status, reason, failure_type = "Completed", None, None
+        try:
+            settings = settings_of(self.request)
+            folder, objects = input_objects(self.storage, self.request)
+            count = int((self.request.get("TransformResources") or {}).get("InstanceCount", 1))
+            shares = [objects[i::count] for i in range(count)]
+            model_dir = self._model_dir()
+            for index, share in enumerate(shares, 1):
+                if share:  # SageMaker: an instance with no object still starts; here it need not
+                    instances.append(Instance(f"algo-{index}", self.model["kind"], model_dir,
+                                              self.job_dir / "hosts" / f"algo-{index}" / "server.log",
+                                              self.model.get("Environment") or {}, self.python))
+            for instance in instances:
+                instance.wait_ready()
+            self.say(f"{len(objects)} object(s) on {len(instances)} instance(s): {[len(s) for s in shares]}")
+            with ThreadPoolExecutor(len(instances)) as pool:
+                list(pool.map(lambda pair: self._transform(pair[0], pair[1], folder, settings),
+                              zip(instances, [s for s in shares if s], strict=True)))
+        except JobFailure as failure:
+            status, reason, failure_type = "Failed", failure.reason, failure.failure_type
+        except (StorageError, ValueError) as error:
+            status, reason, failure_type = "Failed", f"ClientError: {error}", CLIENT_ERROR
+        except KeyboardInterrupt:
+            for instance in instances:
+                instance.stop()
+            raise JobStopped(self._result("Stopped", "stopped", None, start)) from None
+        finally:
+            for instance in instances:
+                instance.stop()
+        if reason:
+            self.say(f"Failed: {reason}")
+        return self._result(status, reason, failure_type, start)
+
+    def _result(self, status: str, reason: str | None, failure_type: str | None, start: float) -> JobResult:
+        self.description.update(TransformJobStatus=status, TransformEndTime=now_iso())
+        if reason:
+            self.description["FailureReason"] = reason
+        return JobResult(self.name, KIND, status, self.description, self.job_dir, self.log, start, time.time(),
+                         failure_reason=reason, failure_type=failure_type)
+
+    def _model_dir(self) -> Path:
+        """The model's archive, extracted as its container's /opt/ml/model."""
+        from training_entry import archives
+
+        url = self.model.get("ModelDataUrl")
+        target = self.job_dir / "model"
+        if not url:
+            raise JobFailure("ClientError: the model has no ModelDataUrl: nothing to serve", CLIENT_ERROR)
+        archive = self.job_dir / "model.tar.gz"
+        self.storage.get_file(url, archive)
+        try:
+            archives.extract(str(archive), str(target))
+        except (OSError, EOFError, ValueError, tarfile.TarError) as error:
+            raise JobFailure(f"ClientError: cannot extract the model archive {url}: {error}", CLIENT_ERROR) from None
+        archive.unlink()
+        return target
+
+    def _transform(self, instance: Instance, objects: list[str], folder: str, settings: tr.Settings) -> None:
+        output_path = str((self.request.get("TransformOutput") or {}).get("S3OutputPath") or "")
+        timeout = float((self.request.get("ModelClientConfig") or {}).get(
+            "InvocationsTimeoutInSeconds", DEFAULT_INVOCATION_TIMEOUT))
+        for uri in objects:
+            started = time.monotonic()
+            records = tr.split(self.storage.read_bytes(uri), settings.split_type)
+            sent = [tr.filter_input(r, settings) for r in records]
+            parts = []
+            for batch in tr.batches(sent, settings):
+                where = f"{uri} record {batch[0] + 1}" + (f"-{batch[-1] + 1}" if len(batch) > 1 else "")
+                answer = instance.invoke(tr.body(sent, batch), settings, timeout, where)
+                if not settings.per_record:
+                    parts.append(answer)
+                    continue
+                outputs = tr.per_record(answer, len(batch), where)
+                parts.extend(tr.joined(records[i], out, settings) for i, out in zip(batch, outputs, strict=True))
+            target = output_uri(output_path, folder, uri)
+            self.storage.put_bytes(tr.assemble(parts, settings.assemble_with), target)
+            self.say(f"{instance.host}: {uri} -> {target}: {len(records)} record(s) in "
+                     f"{time.monotonic() - started:.2f} s")

@@ -1,0 +1,77 @@
+"""``python -m serving.predict --model-dir DIR FILE...``: the served model's answers for files,
+without a server (``trainpipe predict`` resolves the model and runs this).
+
+Each file goes through the same decoding as a request to ``serving.server`` (codec.py), by its
+extension: ``.csv`` rows (text/csv), ``.json``/``.jsonl`` bodies, anything else one image.
+Prints one line per prediction: the input (``file`` or ``file:row``), the class name and its
+probability; ``--json``: one JSON object per line instead. Exit 2 when any file was refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from serving import codec
+from serving.model import RequestError, ServedModel
+from training_entry import contract
+
+TYPES_BY_SUFFIX = {".csv": codec.CSV_TYPE, ".json": "application/json", ".jsonl": "application/jsonlines",
+                   ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def content_type(path: Path) -> str:
+    return TYPES_BY_SUFFIX.get(path.suffix.lower(), "application/x-image")
+
+
+def predictions(model: ServedModel, path: Path) -> list[dict]:
+    """One dict per instance in ``path``: input, class, probability, probabilities."""
+    request = codec.decode(model, content_type(path), path.read_bytes())
+    answer = codec.encode(request, model.predict(request.signature, request.inputs))
+    rows = answer.get("predictions")
+    if rows is None:  # a columnar JSON body: {"outputs": {...}}
+        outputs = answer["outputs"]
+        rows = [dict(zip(outputs, values, strict=True)) for values in zip(*outputs.values(), strict=True)]
+    single = len(rows) == 1 and content_type(path) not in (codec.CSV_TYPE,)
+    out = []
+    for number, row in enumerate(rows, 1):
+        probabilities = row[contract.SERVING_OUTPUT] if isinstance(row, dict) else row
+        best = max(range(len(probabilities)), key=probabilities.__getitem__)
+        name = row.get(contract.SERVING_CLASSES, str(best)) if isinstance(row, dict) else str(best)
+        out.append({"input": str(path) if single else f"{path}:{number}", "class": name,
+                    "probability": probabilities[best], "probabilities": probabilities})
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serving.predict", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model-dir", required=True, help="<version>/saved_model.pb under it")
+    parser.add_argument("--json", action="store_true", help="one JSON object per prediction")
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    args = parser.parse_args(argv)
+    try:
+        model = ServedModel(args.model_dir)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"predict: error: {e}", file=sys.stderr)
+        return 2
+    refused = 0
+    for path in args.files:
+        try:
+            rows = predictions(model, path)
+        except (OSError, RequestError) as e:
+            print(f"predict: {path}: {e}", file=sys.stderr)
+            refused += 1
+            continue
+        for row in rows:
+            if args.json:
+                print(json.dumps(row), flush=True)
+            else:
+                print(f"{row['input']}\t{row['class']}\t{row['probability']:.4f}", flush=True)
+    return 2 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""benchmarks/serve_load.py, small: zero 5xx, every well-formed request answered right."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.benchmarks.test_smoke import run
+
+pytestmark = pytest.mark.slow
+
+
+def test_serve_load_small(tmp_path):
+    found = run("benchmarks.serve_load", "--requests", "400", "--clients", "4", "--latency-requests", "5",
+                work=tmp_path)
+    assert float(found["serve_load_5xx"]) == 0
+    assert float(found["serve_load_wrong_or_unanswered"]) == 0
+    assert {"serve_mlp_json_c8_p99_ms", "serve_cnn_png_c1_rps", "serve_load_rss_growth_mib"} <= set(found)

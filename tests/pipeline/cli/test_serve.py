@@ -1,0 +1,111 @@
+"""``trainpipe serve`` / ``predict`` (pipeline/cli/serve.py): which model, then the real thing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+import requests
+
+from pipeline.cli.main import main
+from pipeline.cli.serve import resolve_model
+from pipeline.errors import UserError
+from pipeline.local.store.registry import Registry
+from tests.serving.conftest import TABLE_CLASSES, free_port, save_table_model, start, stop
+
+
+def _archive(path: Path, saved_model_dir: Path | None = None) -> Path:
+    """A model.tar.gz as training writes it: 1/saved_model.pb (a dummy unless given one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        if saved_model_dir is None:
+            dummy = path.parent / "saved_model.pb"
+            dummy.write_bytes(b"pb")
+            tar.add(dummy, "1/saved_model.pb")
+        else:
+            tar.add(saved_model_dir / "1", "1")
+    return path
+
+
+def _register(workdir: Path, uri: str, group: str = "digits") -> None:
+    Registry(workdir / "registry.sqlite").register(
+        group=group, approval_status="Approved", model_data_url=uri, region="us-east-1",
+        account="000000000000", created=f"2026-01-0{len(Registry(workdir / 'registry.sqlite').list()) + 1}", request={})
+
+
+def test_every_way_to_name_a_model(tmp_path):
+    work = tmp_path / "w"
+    for version in (1, 2):
+        _archive(work / "store" / "bucket" / f"v{version}" / "model.tar.gz")
+        _register(work, f"s3://bucket/v{version}/model.tar.gz")
+    latest, what = resolve_model(work)
+    assert (latest / "1" / "saved_model.pb").is_file() and "digits/2" in what
+    assert resolve_model(work, "latest") == (latest, what)
+    first, what = resolve_model(work, "1")
+    assert first != latest and "digits/1" in what
+    assert resolve_model(work, "digits/2")[0] == latest
+    assert resolve_model(work, "arn:aws:sagemaker:us-east-1:000000000000:model-package/digits/1")[0] == first
+    assert resolve_model(work, "s3://bucket/v1/model.tar.gz")[0] == first  # extracted once
+    archive = _archive(tmp_path / "elsewhere" / "model.tar.gz")
+    assert (resolve_model(work, str(archive))[0] / "1" / "saved_model.pb").is_file()
+    assert resolve_model(work, str(first))[0] == first  # a folder as it is
+    run = work / "runs" / "exec-1"
+    run.mkdir(parents=True)
+    (run / "execution.json").write_text(json.dumps({"status": "Succeeded", "steps": [
+        {"name": "Train", "properties": {"ModelArtifacts": {"S3ModelArtifacts": "s3://bucket/v2/model.tar.gz"}}}]}))
+    assert resolve_model(work, run="exec-1")[0] == latest
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("7", "no such model package"),
+    ("what", "is not a file, folder, s3:// URI, model package ARN or registry version"),
+    ("s3://bucket/none/model.tar.gz", "is not in the local store"),
+])
+def test_a_model_that_is_not_there_is_one_line(tmp_path, spec, words):
+    work = tmp_path / "w"
+    _archive(work / "store" / "bucket" / "v1" / "model.tar.gz")
+    _register(work, "s3://bucket/v1/model.tar.gz")
+    with pytest.raises(UserError, match=words):
+        resolve_model(work, spec)
+
+
+def test_no_registry_and_not_a_model_archive(tmp_path, capsys):
+    assert main(["predict", "--workdir", str(tmp_path / "w"), "x.csv"]) == 2
+    assert "no model packages in" in capsys.readouterr().err
+    bad = tmp_path / "bad.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        (tmp_path / "readme").write_text("hi")
+        tar.add(tmp_path / "readme", "readme")
+    with pytest.raises(UserError, match="holds no <version>/saved_model.pb"):
+        resolve_model(tmp_path / "w", str(bad))
+    with pytest.raises(UserError, match="no execution"):
+        resolve_model(tmp_path / "w", run="nope")
+
+
+@pytest.mark.slow
+def test_serve_and_predict_the_registered_model_end_to_end(tmp_path):
+    saved = Path(save_table_model(str(tmp_path / "saved")))
+    work = tmp_path / "w"
+    _archive(work / "store" / "bucket" / "m" / "model.tar.gz", saved)
+    _register(work, "s3://bucket/m/model.tar.gz")
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a,b,c,d\n5.1,3.5,1.4,0.2\n6.7,3.0,5.2,2.3\n")
+    trainpipe = [sys.executable, "-m", "pipeline"]
+    printed = subprocess.run([*trainpipe, "predict", "--workdir", str(work), "--json", str(rows)],
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    lines = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [line["input"] for line in lines] == [f"{rows}:1", f"{rows}:2"]
+    assert all(line["class"] in TABLE_CLASSES and 0 < line["probability"] <= 1 for line in lines)
+
+    port = free_port()
+    server = start([*trainpipe, "serve", "--workdir", str(work), "--port", str(port)], port)
+    answer = requests.post(server.url + "/invocations", data=rows.read_text(), headers={"Content-Type": "text/csv"}, timeout=30)
+    assert [p["classes"] for p in answer.json()["predictions"]] == [line["class"] for line in lines]
+    code, out = stop(server)
+    assert code == 0, out
+    assert "trainpipe serve: model package arn:aws:sagemaker:us-east-1:000000000000:model-package/digits/1" in out

@@ -1,0 +1,199 @@
+"""serving/server.py over real HTTP: a started server, requests from this process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import signal
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import numpy as np
+import pytest
+import requests
+
+from serving import server as server_module
+from tests.serving.conftest import (
+    IMAGE_CLASSES,
+    TABLE_CLASSES,
+    encoded_image,
+    free_port,
+    start,
+    stop,
+)
+
+ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
+
+
+@pytest.fixture(scope="module")
+def expected(table_model):
+    from serving.model import ServedModel
+
+    model = ServedModel(table_model)
+    out = model.predict(model.signature(None), {"x": ROWS})
+    return out["probabilities"], [c.decode() for c in out["classes"]]
+
+
+def _check_rows(predictions, expected):
+    probabilities, classes = expected
+    assert [p["classes"] for p in predictions] == classes
+    np.testing.assert_allclose([p["probabilities"] for p in predictions], probabilities, rtol=1e-5)
+    assert set(classes) <= set(TABLE_CLASSES)
+
+
+def test_json_bodies_as_sagemaker_tfs_reads_them(table_server, expected):
+    for body in [{"instances": ROWS}, {"instances": [{"x": r} for r in ROWS]},
+                 {"instances": ROWS, "signature_name": "serving_default"}, ROWS]:
+        answer = table_server.post("/invocations", json.dumps(body))
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        _check_rows(answer.json()["predictions"], expected)
+    lines = "\n".join(json.dumps(r) for r in ROWS)
+    _check_rows(table_server.post("/invocations", lines, "application/jsonlines").json()["predictions"], expected)
+    columnar = table_server.post("/invocations", json.dumps({"inputs": {"x": ROWS}})).json()["outputs"]
+    assert columnar["classes"] == expected[1]
+    single = table_server.post("/invocations", json.dumps(ROWS[0])).json()["predictions"]
+    assert len(single) == 1 and single[0]["classes"] == expected[1][0]
+
+
+def test_csv_rows_with_or_without_a_header(table_server, expected):
+    body = "\n".join(",".join(map(str, r)) for r in ROWS)
+    for text in [body, "a,b,c,d\n" + body + "\n"]:
+        answer = table_server.post("/invocations", text, "text/csv; charset=utf-8")
+        assert answer.status_code == 200, answer.text
+        _check_rows(answer.json()["predictions"], expected)
+
+
+def test_images_as_bytes_and_as_b64_json(image_server):
+    png, jpeg = encoded_image("png"), encoded_image("jpeg", 1)
+    answers = [image_server.post("/invocations", png, "image/png"),
+               image_server.post("/invocations", jpeg, "image/jpeg"),
+               image_server.post("/invocations", png, "application/x-image")]
+    for answer in answers:
+        assert answer.status_code == 200, answer.text
+        (row,) = answer.json()["predictions"]
+        assert row["classes"] in IMAGE_CLASSES and abs(sum(row["probabilities"]) - 1) < 1e-5
+    b64 = {"instances": [{"b64": base64.b64encode(png).decode()}, {"b64": base64.b64encode(jpeg).decode()}]}
+    rows = image_server.post("/invocations", json.dumps(b64)).json()["predictions"]
+    assert [r["classes"] for r in rows] == [answers[0].json()["predictions"][0]["classes"],
+                                             answers[1].json()["predictions"][0]["classes"]]
+    pixels = np.zeros((1, 32, 32, 3)).tolist()
+    by_float = image_server.post("/invocations", json.dumps({"instances": pixels}))
+    assert by_float.status_code == 200 and by_float.json()["predictions"][0]["classes"] in IMAGE_CLASSES
+
+
+@pytest.mark.parametrize("body, content_type, status, words", [
+    ('{"instances": [[1, 2', "application/json", 400, "malformed JSON"),
+    ('{"instances": [[1, 2, 3]]}', "application/json", 400, "has shape [1, 3]; the model takes serving_default(x: float32 [None, 4])"),
+    ('{"instances": [[1, 2, 3, 4], [1]]}', "application/json", 400, "not a regular array"),
+    ('{"instances": [[1, 2, 3, 4]], "signature_name": "nope"}', "application/json", 400, "unknown signature_name 'nope'"),
+    ('{"instances": []}', "application/json", 400, "'instances' is empty"),
+    ('{"instances": [{"y": [1, 2, 3, 4]}]}', "application/json", 400, "lacks ['x']"),
+    ("1,2,3\n", "text/csv", 400, "CSV row 1 has 3 values; the model takes 4"),
+    ("1,2,3,4\n1,x,3,4\n", "text/csv", 400, "CSV row 2 holds a value that is not a number"),
+    ("<a/>", "application/xml", 415, "Unsupported Media Type: application/xml"),
+    ("xx", "image/png", 415, "image/png is for image models"),
+])
+def test_bad_requests_get_one_line_json_errors_and_the_server_keeps_serving(table_server, body, content_type, status, words):
+    answer = table_server.post("/invocations", body, content_type)
+    assert answer.status_code == status
+    assert "\n" not in answer.text and words in answer.json()["error"]
+    assert table_server.post("/invocations", json.dumps({"instances": ROWS})).status_code == 200
+
+
+def test_image_errors(image_server):
+    answer = image_server.post("/invocations", b"not an image at all", "image/jpeg")
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith("the bytes are not an image the model can read")
+    assert image_server.post("/invocations", json.dumps({"instances": [{"b64": "!!"}]})).status_code == 400
+    assert image_server.post("/invocations", "1,2\n", "text/csv").status_code == 415
+
+
+def test_body_limit_routes_and_methods(table_server):
+    big = b"[" + b"0," * (3 * 2**20) + b"0]"
+    answer = table_server.post("/invocations", big)
+    assert answer.status_code == 413 and "6 MB" in answer.json()["error"]
+    assert requests.get(table_server.url + "/invocations", timeout=10).status_code == 405
+    assert requests.get(table_server.url + "/nowhere", timeout=10).json()["error"].startswith("Not Found")
+
+
+def test_tf_serving_rest_paths(table_server, expected):
+    status = requests.get(table_server.url + "/v1/models/model", timeout=10).json()
+    assert status["model_version_status"][0]["state"] == "AVAILABLE"
+    metadata = requests.get(table_server.url + "/v1/models/model/metadata", timeout=10).json()
+    signature = metadata["metadata"]["signature_def"]["signature_def"]["serving_default"]
+    assert signature["inputs"]["x"]["dtype"] == "DT_FLOAT"
+    assert set(signature["outputs"]) == {"probabilities", "classes"}
+    # TF Serving reads JSON whatever the Content-Type (curl -d sends a form's).
+    answer = table_server.post("/v1/models/model:predict", json.dumps({"instances": ROWS}),
+                               "application/x-www-form-urlencoded")
+    _check_rows(answer.json()["predictions"], expected)
+    assert table_server.post("/v1/models/model/versions/1:predict", json.dumps({"instances": ROWS})).status_code == 200
+    assert table_server.post("/v1/models/other:predict", "{}").status_code == 404
+
+
+def test_boto3_invoke_endpoint_and_the_sdk_predictor(table_server, expected):
+    runtime = boto3.client("sagemaker-runtime", endpoint_url=table_server.url, region_name="us-east-1")
+    answer = runtime.invoke_endpoint(EndpointName="local", ContentType="text/csv", Accept="application/json",
+                                     Body="\n".join(",".join(map(str, r)) for r in ROWS))
+    _check_rows(json.loads(answer["Body"].read())["predictions"], expected)
+
+    from sagemaker.deserializers import JSONDeserializer
+    from sagemaker.predictor import Predictor
+    from sagemaker.serializers import JSONSerializer
+    from sagemaker.session import Session
+
+    session = Session(boto_session=boto3.Session(region_name="us-east-1"), sagemaker_runtime_client=runtime)
+    predictor = Predictor("local", sagemaker_session=session, serializer=JSONSerializer(),
+                          deserializer=JSONDeserializer())
+    _check_rows(predictor.predict({"instances": ROWS})["predictions"], expected)
+
+
+def test_concurrent_clients_get_their_own_answers(table_server):
+    rng = np.random.default_rng(5)
+    bodies = [rng.uniform(0, 8, (n % 5 + 1, 4)).round(3).tolist() for n in range(64)]
+    with requests.Session() as alone:
+        wanted = [alone.post(table_server.url + "/invocations", json=dict(instances=b), timeout=30).json() for b in bodies]
+
+    def ask(i):
+        return requests.post(table_server.url + "/invocations", json={"instances": bodies[i]}, timeout=30).json()
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(ask, range(len(bodies)))) == wanted
+
+
+def test_ping_is_503_until_the_model_is_loaded():
+    holder = server_module.Holder("/nowhere", "model")
+    app = server_module.build_app(holder)
+    ping = next(r for r in app.routes if r.path == "/ping").endpoint
+    assert asyncio.run(ping(None)).status_code == 503
+    holder.load(lambda *_: None)
+    answer = asyncio.run(ping(None))
+    assert answer.status_code == 503 and b"does not exist" in answer.body
+
+
+def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model):
+    port = free_port()
+    server = start([sys.executable, "-m", "serving.server", "--model-dir", table_model, "--port", str(port)], port)
+    body = json.dumps({"instances": ROWS}).encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        head = f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        conn.sendall(head.encode() + body[:10])  # in flight: half its body sent
+        time.sleep(0.3)
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        with pytest.raises(requests.ConnectionError):  # no new connections while draining
+            requests.get(server.url + "/ping", timeout=5)
+        conn.sendall(body[10:])
+        reply = b""
+        while chunk := conn.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    assert b'"predictions"' in reply
+    code, out = stop(server)
+    assert code == 0, out
+    assert "serving " in out and "MiB resident" in out and "stopped" in out
