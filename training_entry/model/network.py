@@ -95,8 +95,13 @@ def with_classes(signatures: dict, class_names: Sequence[str]) -> dict:
     wrapped = {}
     for key, function in signatures.items():
         concrete = function.get_concrete_function()
+        if contract.SERVING_CLASSES in concrete.structured_outputs:
+            wrapped[key] = function  # a table's signatures name their classes themselves
+            continue
         args, _ = concrete.structured_input_signature
-        specs = [tf.nest.map_structure(_named, spec, name) for name, spec in _arguments(function, args)]
+        # A dict of columns keeps its columns' names; a bare tensor takes its argument's.
+        specs = [tf.nest.map_structure(lambda s, n=name: _named(s, n), spec)
+                 for name, spec in _arguments(function, args)]
 
         wrapped[key] = tf.function(_adding_classes(concrete, names), input_signature=specs)
     return wrapped

@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from training_entry.model import tabular
+from training_entry.model.network import save_for_serving
 
 SCHEMA = (
     {"name": "island", "key": "island", "type": "categorical", "vocabulary": ["", "Biscoe", "Dream"]},
@@ -41,9 +42,10 @@ def test_both_signatures_answer_probabilities_and_class_names(tmp_path):
     model.compile("adam", "sparse_categorical_crossentropy")
     model.fit(x, y, epochs=30, batch_size=32, verbose=0)
     names = ("Adelie", "Chinstrap", "Gentoo")
-    model.save(tmp_path / "1", save_format="tf", include_optimizer=False,
-               signatures=tabular.tabular_signatures(model, SCHEMA, names))
-    loaded = tf.saved_model.load(str(tmp_path / "1"))
+    # As training exports it: save_for_serving keeps the table's own classes outputs.
+    path = save_for_serving(model, str(tmp_path), "1", class_names=names,
+                            signatures=tabular.tabular_signatures(model, SCHEMA, names))
+    loaded = tf.saved_model.load(path)
     csv = loaded.signatures[tabular.SIGNATURE_CSV](csv_lines=tf.constant(["Dream,41,zed,1", "null,,ann,x"]))
     assert [c.decode() for c in csv["classes"].numpy()] == ["Chinstrap", "Gentoo"]
     default = loaded.signatures["serving_default"](island=tf.constant(["Biscoe"]), bill=tf.constant([np.nan]),
