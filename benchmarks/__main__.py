@@ -28,9 +28,9 @@ COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
 # stays under 15 minutes on the 2-core reference machine.
 BENCHMARKS = {
-    "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process)"),
+    "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
     "p1cnn": ("benchmarks.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
-              "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process"),
+              "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process and vs the best single process"),
     "image_input": ("benchmarks.image_input", ["--repeats", "3"],
                     "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
     "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
@@ -52,6 +52,8 @@ BENCHMARKS = {
     "serve": ("benchmarks.serve_load", [],
               "trainpipe serve: p50/p99 and requests/s (digits MLP JSON, small CNN PNG; 1 and 8 clients), "
               "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth"),
+    "transform": ("benchmarks.transform", [],
+                  "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 

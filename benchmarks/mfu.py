@@ -16,7 +16,13 @@ repetition gives one MFU and the RESULT is their median. RESULT lines:
 printed beside them. Targets and why the MLP's is low: benchmarks/notes.md, "Model FLOP
 utilisation".
 
+``--compare VARIANT ...`` adds, per workload, a one-process run with one change (``VARIANTS``:
+one thread, more steps per call) to the same interleaved rotation, and prints its MFU against
+the unchanged one-process run's probe (the same denominator: the change is to the training,
+not to the machine) as ``mfu_<workload>_1p_<variant>`` (no target): a before/after in one run.
+
     .venv/bin/python -m benchmarks.mfu [--repeats 2] [--only mlp cnn mobilenet]
+    .venv/bin/python -m benchmarks.mfu --only mlp --repeats 3 --compare threads1 spe64
 """
 
 from __future__ import annotations
@@ -28,6 +34,9 @@ from pathlib import Path
 
 from benchmarks import flops
 from benchmarks import harness as h
+from pipeline.local.hosts import tuning
+from training_entry.contract import DEFAULT_STEPS_PER_EXECUTION as DEFAULT_SPE
+from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "matmul_probe.py"
@@ -42,6 +51,13 @@ WORKLOADS = {
 # Targets (benchmarks/notes.md explains each): the MLP's steps are too small to fill a core.
 TARGETS = {"mlp": ">= 0.01", "cnn": ">= 0.15", "mobilenet": ">= 0.15"}
 LAYOUTS = {"1p": lambda: h.tuned(1, 2 * BATCH), "2r": lambda: h.tuned(2, BATCH)}
+# --compare: name -> (what it changes, the one-process launch with it).
+VARIANTS = {
+    "threads1": ("TRAINPIPE_RANK_THREADS=1 (one intra-op, inter-op and tf.data thread)",
+                 lambda: h.tuned(1, 2 * BATCH, **tuning.rank_threads(1, len(tuning.usable_cpus()), "1").env())),
+    "spe64": (f"{HP_SPE} 64 (Keras dispatch paid once per 64 steps, not {DEFAULT_SPE})",
+              lambda: dataclasses.replace(h.tuned(1, 2 * BATCH), hyperparameters={HP_SPE: 64})),
+}
 
 
 def mfu(flops_per_sample: float, samples_per_sec: float, probe_flops: float) -> float:
@@ -49,7 +65,7 @@ def mfu(flops_per_sample: float, samples_per_sec: float, probe_flops: float) -> 
     return flops_per_sample * samples_per_sec / probe_flops if probe_flops > 0 else 0.0
 
 
-def measure(name: str, repeats: int, work: Path) -> dict[str, list[float]]:
+def measure(name: str, repeats: int, work: Path, compare: tuple[str, ...] = ()) -> dict[str, list[float]]:
     architecture, size, head_only, hps, epochs = WORKLOADS[name]
     counted = flops.count_in_subprocess(architecture, size, head_only)
     h.say(f"{name}: {counted.training / 1e6:.4g} MFLOP per training sample "
@@ -66,6 +82,12 @@ def measure(name: str, repeats: int, work: Path) -> dict[str, list[float]]:
                                   label=f"probe_{layout}", validation=False).steady()
 
         runs[f"{layout}_train"], runs[f"{layout}_probe"] = train, probe
+    for variant in compare:
+        def changed(variant=variant):
+            return h.training_job(work, splits, VARIANTS[variant][1](), epochs=epochs, label=f"{name}_{variant}",
+                                  validation=False, hyperparameters=hps).steady()
+
+        runs[f"1p_{variant}_train"] = changed
     measured = h.interleave(runs, repeats)
     out = {}
     for layout in LAYOUTS:
@@ -74,6 +96,14 @@ def measure(name: str, repeats: int, work: Path) -> dict[str, list[float]]:
         h.say(f"  {layout}: {h.spread(rates)} samples/s, probe {h.spread([p / 1e9 for p in probes])} GFLOP/s, "
               f"MFU {h.spread(out[layout])}")
         h.result(f"mfu_{name}_{layout}", h.median(out[layout]), TARGETS[name])
+    for variant in compare:
+        rates = measured[f"1p_{variant}_train"]
+        key = f"1p_{variant}"
+        out[key] = [mfu(counted.training, r, p) for r, p in zip(rates, measured["1p_probe"], strict=True)]
+        h.say(f"  1p with {VARIANTS[variant][0]}: {h.spread(rates)} samples/s "
+              f"(x{h.median(rates) / h.median(measured['1p_train']):.2f} the unchanged 1p's median), "
+              f"MFU {h.spread(out[key])} against the 1p probe")
+        h.result(f"mfu_{name}_{key}", h.median(out[key]), "-")
     return out
 
 
@@ -81,10 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.mfu", description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
+    parser.add_argument("--compare", nargs="+", choices=list(VARIANTS), default=[],
+                        help="also a one-process run with this change, in the same rotation")
     args = parser.parse_args(argv)
     work = h.work_dir("mfu")
     for name in args.only:
-        measure(name, args.repeats, work)
+        measure(name, args.repeats, work, tuple(args.compare))
     return 0
 
 

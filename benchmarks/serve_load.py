@@ -39,18 +39,28 @@ MALFORMED = [
 ]
 
 
-def _models(work) -> tuple[str, str, np.ndarray]:
-    """(MLP folder, CNN folder, digits rows): the MLP fitted one epoch on digits."""
+def save_digits_mlp(model_dir) -> np.ndarray:
+    """The digits MLP (64 features, classes "digit 0".."digit 9") fitted one epoch, saved as
+    training saves it (``<model_dir>/1``); returns the digits rows. benchmarks/transform.py's
+    model too."""
     import tensorflow as tf
 
-    from training_entry.model import architectures, network
+    from training_entry.model import network
 
     x, y = h.digits_arrays()
     tf.keras.utils.set_random_seed(0)
     mlp = network.build_model(64, 10, x.mean(axis=0), x.std(axis=0) + 1e-6)
     mlp.compile("adam", "sparse_categorical_crossentropy")
     mlp.fit(x, y, epochs=1, batch_size=64, verbose=0)
-    network.save_for_serving(mlp, str(work / "mlp"), "1", class_names=[f"digit {i}" for i in range(10)])
+    network.save_for_serving(mlp, str(model_dir), "1", class_names=[f"digit {i}" for i in range(10)])
+    return x
+
+
+def _models(work) -> tuple[str, str, np.ndarray]:
+    """(MLP folder, CNN folder, digits rows)."""
+    from training_entry.model import architectures, network
+
+    x = save_digits_mlp(work / "mlp")
     network.save_for_serving(architectures.small_cnn(32, 10), str(work / "cnn"), "1", 32)
     return str(work / "mlp"), str(work / "cnn"), x
 

@@ -24,6 +24,7 @@ PROPERTY_FILE_NAME = "EvaluationReport"
 MODEL_ARCHIVE = "model.tar.gz"
 
 ACCURACY_JSON_PATH = "metrics.accuracy.value"
+KIND_JSON_PATH = "kind"  # KIND_TABLE or KIND_IMAGE: what the batch-inference condition reads
 LOSS_JSON_PATH = "metrics.loss.value"
 TOP_K_JSON_PATH = "metrics.top_k_accuracy.value"  # with "k" beside "value"
 # The class names as one string (a JSON list, at most METADATA_VALUE_CHARS characters): what
@@ -72,6 +73,7 @@ def build_report(
     if misclassified is not None:
         report["misclassified"] = misclassified
     assert read_json_path(report, ACCURACY_JSON_PATH) == float(accuracy)
+    assert read_json_path(report, KIND_JSON_PATH) == kind
     return report
 
 

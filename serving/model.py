@@ -8,7 +8,6 @@ folder itself (``saved_model.pb`` in it) is taken as version 1.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,17 +16,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
+from serving.web import RequestError, process_seconds, resident_mib  # noqa: F401 (theirs)
 from training_entry import contract
 
 SAVED_MODEL_FILE = "saved_model.pb"
-
-
-class RequestError(ValueError):
-    """A bad request: the client's to fix. ``status`` is the HTTP code it answers with."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 def find_version(model_dir: str | Path) -> tuple[Path, str]:
@@ -175,26 +167,3 @@ def _first_line(message: str, signature: Signature) -> str:
     if signature.name == contract.SIGNATURE_BYTES or "decode" in message.lower():
         return f"the bytes are not an image the model can read (JPEG, PNG, GIF or BMP): {cause[:200]}"
     return f"{signature.name} refused the input: {cause[:300]}"
-
-
-def process_seconds() -> float:
-    """Seconds since this process started (Linux /proc; 0 elsewhere): startup includes
-    importing TensorFlow, which is most of it."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
-        return 0.0
-
-
-def resident_mib() -> float:
-    """This process's resident memory (Linux /proc; the peak elsewhere)."""
-    try:
-        with open(f"/proc/{os.getpid()}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        import resource
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -19,35 +19,29 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
-import threading
 import time
-import traceback
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from serving import codec
-from serving.model import RequestError, ServedModel, process_seconds, resident_mib
+from serving import codec, web
+from serving.model import ServedModel
+from serving.web import (  # noqa: F401 (MAX_BODY_BYTES, DEFAULT_PORT: read here by callers)
+    DEFAULT_PORT,
+    MAX_BODY_BYTES,
+    REQUEST_TIMEOUT_SECONDS,
+    RequestError,
+    error,
+    process_seconds,
+    resident_mib,
+)
 
-# SageMaker: an endpoint's request payload limit and its model's time to answer.
-MAX_BODY_BYTES = 6 * 1024 * 1024
-REQUEST_TIMEOUT_SECONDS = 60.0
-DEFAULT_PORT = 8080  # SageMaker: the port a serving container listens on
 DEFAULT_MODEL_NAME = "model"  # TF Serving's MODEL_NAME default
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
-
-
-def error(status: int, message: str) -> Response:
-    """TF Serving's and SageMaker TFS's error body: ``{"error": "..."}``, one line."""
-    return Response(json.dumps({"error": " ".join(message.split())}), status,
-                    media_type="application/json")
 
 
 class Holder:
@@ -85,7 +79,7 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
         attributes = request.headers.get(CUSTOM_ATTRIBUTES, "")
         if "tfs-method=" in attributes and "tfs-method=predict" not in attributes:
             return error(400, "only tfs-method=predict is served (classify and regress are not)")
-        body = await _body(request, max_body)
+        body = await web.read_body(request, max_body)
         if isinstance(body, Response):
             return body
         try:
@@ -122,28 +116,12 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
         Route("/endpoints/{endpoint}/invocations", invocations, methods=["POST"]),
         Route("/v1/models/{spec:path}", tf_serving, methods=["GET", "POST"]),
     ]
-    handlers = {HTTPException: _http_error, Exception: _server_error}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    return Starlette(routes=routes, exception_handlers=web.EXCEPTION_HANDLERS)
 
 
 def _predict(model: ServedModel, content_type: str, body: bytes) -> dict:
     request = codec.decode(model, content_type, body)
     return codec.encode(request, model.predict(request.signature, request.inputs))
-
-
-async def _body(request: Request, limit: int) -> bytes | Response:
-    too_big = error(413, f"the request body is over {limit // 2**20} MB (SageMaker's limit); "
-                         "send fewer instances per request")
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        return too_big
-    chunks, size = [], 0
-    async for chunk in request.stream():  # counted as it arrives: no 1 GB body in memory
-        size += len(chunk)
-        if size > limit:
-            return too_big
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _accept(request: Request) -> str:
@@ -165,39 +143,25 @@ def _json(doc: dict) -> Response:
     return Response(json.dumps(doc), 200, media_type="application/json")
 
 
-async def _http_error(request: Request, exc: HTTPException) -> Response:
-    return error(exc.status_code, f"{exc.detail}: {request.method} {request.url.path}")
-
-
-async def _server_error(request: Request, exc: Exception) -> Response:
-    traceback.print_exception(exc, file=sys.stderr)
-    return error(500, f"internal error ({type(exc).__name__}); the server keeps serving")
-
-
 def serve(model_dir: str, host: str, port: int, name: str = DEFAULT_MODEL_NAME,
           access_log: bool = False) -> int:
     holder = Holder(model_dir, name)
-    config = uvicorn.Config(build_app(holder), host=host, port=port, log_level="warning",
-                            access_log=access_log, timeout_graceful_shutdown=int(REQUEST_TIMEOUT_SECONDS) + 5)
-    server = uvicorn.Server(config)
 
-    def loaded(holder: Holder, seconds: float) -> None:
-        if holder.failure:
-            print(f"serve: error: {holder.failure}", file=sys.stderr, flush=True)
-            server.should_exit = True
-            return
-        model = holder.model
-        print(f"serving {model.path} (version {model.version}; signatures "
-              f"{', '.join(model.signatures)}) on http://{host}:{port} as {name!r}: started in "
-              f"{process_seconds():.1f} s (model {seconds:.1f} s), memory "
-              f"{resident_mib():.0f} MiB resident", flush=True)
+    def load(server) -> None:
+        def loaded(holder: Holder, seconds: float) -> None:
+            if holder.failure:
+                print(f"serve: error: {holder.failure}", file=sys.stderr, flush=True)
+                server.should_exit = True
+                return
+            model = holder.model
+            print(f"serving {model.path} (version {model.version}; signatures "
+                  f"{', '.join(model.signatures)}) on http://{host}:{port} as {name!r}: started in "
+                  f"{process_seconds():.1f} s (model {seconds:.1f} s), memory "
+                  f"{resident_mib():.0f} MiB resident", flush=True)
 
-    threading.Thread(target=holder.load, args=(loaded,), name="load-model", daemon=True).start()
-    # Uvicorn re-raises the signal that stopped it once it has drained: with these handlers
-    # that re-raise is a no-op, and a drained server exits 0, not killed by its own signal.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
-    server.run()
+        holder.load(loaded)
+
+    server = web.run(build_app(holder), host, port, load, access_log)
     if holder.failure:
         return 1
     if not server.started:

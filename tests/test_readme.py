@@ -273,7 +273,11 @@ def check_trainpipe_command(words: list[str]) -> str | None:
         return stderr.getvalue().strip().splitlines()[-1]
     if getattr(args, "parameters", None) and not getattr(args, "definition", None):
         try:  # a definition of one's own (--definition FILE) has its own parameters
-            parameters.resolve(parameters.parse_assignments(args.parameters), bucket="b", prefix="p")
+            assignments = parameters.parse_assignments(args.parameters)
+            if getattr(args, "local", False):  # run --local copies a local path into its store
+                assignments.update({name: "s3://b/p/uploads/x/" for name in parameters.S3_URI_PARAMETERS
+                                    if assignments.get(name) and not assignments[name].startswith("s3://")})
+            parameters.resolve(assignments, bucket="b", prefix="p")
         except Exception as error:  # noqa: BLE001 -- the message is the finding
             return str(error)
     return None

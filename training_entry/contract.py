@@ -43,6 +43,12 @@ EXIT_MESSAGE_FILE = "/opt/ml/output/message"
 CHECKPOINT_DIR = "/opt/ml/checkpoints"  # SageMaker: CheckpointConfig.LocalPath default
 # TF Serving loads numbered versions: /opt/ml/model/1 is servable as it stands.
 MODEL_VERSION = "1"
+# SageMaker: a framework inference container (SKLearn, PyTorch, TensorFlow with a script)
+# imports the script this names, from this folder: an s3:// sourcedir.tar.gz, or
+# /opt/ml/model/code where the SDK repacked the script into model.tar.gz.
+PROGRAM_ENV = "SAGEMAKER_PROGRAM"
+SUBMIT_DIRECTORY_ENV = "SAGEMAKER_SUBMIT_DIRECTORY"
+MODEL_CODE_DIR = "/opt/ml/model/code"
 
 # --- Entry point file and channel names ----------------------------------------------------
 ENTRY_POINT = "train.py"

@@ -120,8 +120,12 @@ def run_and_report(main: Callable[[], object], where: Callable[[], str] = lambda
             location = where()
         except Exception:  # describing the failure must not fail
             location = ""
-        traceback.print_exc()
-        reason = describe(root_cause(error), location)
+        cause = root_cause(error)
+        if not (cause is error and isinstance(error, UserError)):
+            # A refusal raised as it is says all in its one line; with several ranks, the same
+            # traceback from each would only bury it.
+            traceback.print_exc()
+        reason = describe(cause, location)
         print(f"trainpipe: training failed: {reason}", file=sys.stderr, flush=True)
         write_failure(reason, failure_file())
         for cleanup in _cleanups:  # os._exit skips atexit and finally blocks

@@ -6,6 +6,8 @@
     trainpipe executions [--limit N]                    the pipeline's executions, newest first
     trainpipe status|executions --local [--workdir W]   the same for `run --local`'s executions
     trainpipe diff OLD.json NEW.json                    readable diff of two definitions (offline)
+    trainpipe deploy [--version N] [--wait] [--dry-run] a real-time endpoint from an approved
+                                                        model package in the registry
 
 See SETTINGS_HELP for where the account settings come from.
 """
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.cli import local_executions
@@ -135,6 +138,56 @@ def register(subparsers) -> None:
     diff.add_argument("old", type=Path)
     diff.add_argument("new", type=Path)
     diff.set_defaults(func=run_diff)
+    _register_deploy(subparsers)
+
+
+def _register_deploy(subparsers) -> None:
+    from pipeline.settings import INFERENCE_INSTANCE_TYPE, Settings
+
+    deploy = subparsers.add_parser(
+        "deploy", help="create or update a real-time endpoint from an approved model package",
+        description="Deploy a model package of the registry to a real-time SageMaker endpoint:\n"
+        "CreateModel from the package, a new EndpointConfig, then CreateEndpoint, or\n"
+        "UpdateEndpoint in place when the endpoint exists (no downtime). Default: the group's\n"
+        "latest Approved version. An endpoint bills per instance-hour until it is deleted:\n"
+        "aws sagemaker delete-endpoint --endpoint-name NAME\n\n" + SETTINGS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = deploy.add_mutually_exclusive_group()
+    which.add_argument("--version", type=int, default=None, metavar="N",
+                       help="version N of the group (default: the latest Approved one)")
+    which.add_argument("--model-package-arn", default=None, metavar="ARN",
+                       help="a model package by ARN (any group)")
+    deploy.add_argument("--allow-unapproved", action="store_true",
+                        help="deploy a package that is not Approved "
+                             "(PendingManualApproval, Rejected)")
+    deploy.add_argument("--endpoint-name", default=None, metavar="NAME",
+                        help="default: the model package group's name")
+    deploy.add_argument("--instance-type", default=INFERENCE_INSTANCE_TYPE, metavar="TYPE",
+                        help=f"(default: {INFERENCE_INSTANCE_TYPE}, the type the pipeline "
+                             "registers)")
+    deploy.add_argument("--instance-count", type=int, default=1, metavar="N", help="(default: 1)")
+    deploy.add_argument("--tag", dest="tags", action="append", default=[], metavar="KEY=VALUE",
+                        help="tag the model, config and endpoint (repeatable)")
+    deploy.add_argument("--dry-run", action="store_true",
+                        help="print what would be created or updated; write nothing")
+    deploy.add_argument("--wait", action="store_true",
+                        help="follow the endpoint until InService or Failed")
+    deploy.add_argument("--poll-seconds", type=float, default=30.0, help="(default: 30)")
+    deploy.add_argument("--timeout-minutes", type=float, default=None,
+                        help="stop waiting after this long (the deployment goes on)")
+    group = deploy.add_argument_group("account settings (also TRAINPIPE_<NAME> variables)")
+    group.add_argument("--region", dest="setting_region", default=None, metavar="REGION")
+    group.add_argument("--role-arn", dest="setting_role_arn", default=None, metavar="ARN",
+                       help="execution role the endpoint runs as (default: the stack's)")
+    group.add_argument("--model-package-group", dest="setting_model_package_group", default=None,
+                       metavar="GROUP", help="(default: the stack's ModelPackageGroupName, "
+                                             f"else {Settings().model_package_group!r})")
+    group.add_argument("--no-network-isolation", dest="setting_network_isolation",
+                       action="store_false", default=None,
+                       help="let the serving container reach the network")
+    _add_stack_argument(deploy)
+    deploy.set_defaults(func=run_deploy)
 
 
 def _target(args: argparse.Namespace, required=()):
@@ -307,3 +360,52 @@ def run_diff(args: argparse.Namespace) -> int:
             raise UserError(f"{path}: not a readable definition JSON ({error})") from None
     print(definition_diff(*documents))
     return 0
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    from pipeline.cloud import endpoint as ep
+
+    tags = _parse_tags(args.tags)
+    request = ep.DeployRequest(
+        group="", role_arn="", endpoint_name=args.endpoint_name, version=args.version,
+        package_arn=args.model_package_arn, instance_type=args.instance_type,
+        instance_count=args.instance_count, allow_unapproved=args.allow_unapproved, tags=tags,
+    )
+    ep.check_request(request)  # bad flags fail before credentials, the stack or any call
+    if args.poll_seconds < 0 or (args.timeout_minutes is not None and args.timeout_minutes <= 0):
+        raise UserError("--poll-seconds must be 0 or more, and --timeout-minutes more than 0")
+    if args.model_package_arn and args.setting_region is None:
+        args.setting_region = _arn_region(args.model_package_arn)  # the ARN says where it is
+    target = _target(args, required=("role_arn",))
+    settings, sagemaker = target.settings, target.clients.sagemaker
+    request = replace(request, group=settings.model_package_group, role_arn=settings.role_arn,
+                      network_isolation=settings.network_isolation)
+    ep.check_tags(tags, target.clients.credential_values())
+    plan = ep.plan_deploy(sagemaker, request)
+    print(f"endpoint {plan.endpoint_name!r} in {settings.region}")
+    for line in plan.lines():
+        print(f"  {line}")
+    if plan.up_to_date:
+        return 0
+    if args.dry_run:
+        print("dry run: nothing was created or updated")
+        return 0
+    arn = ep.apply_deploy(sagemaker, plan)
+    print(f"{'creating' if plan.creates else 'updating'} {arn}: it bills per instance-hour "
+          f"until deleted (aws sagemaker delete-endpoint --endpoint-name {plan.endpoint_name})")
+    if not args.wait:
+        print("follow it: aws sagemaker wait endpoint-in-service --endpoint-name "
+              f"{plan.endpoint_name}")
+        return 0
+    described = ep.wait_for_endpoint(
+        sagemaker, plan.endpoint_name, poll_seconds=args.poll_seconds,
+        timeout_seconds=args.timeout_minutes * 60 if args.timeout_minutes else None,
+        new_config=None if plan.creates else plan.config_name,
+        on_status=lambda status, seconds: print(f"  {seconds / 60:5.1f} min  {status}", flush=True),
+    )
+    problem = ep.outcome(plan, described)
+    if problem is None:
+        print(f"endpoint {plan.endpoint_name!r} InService, serving {plan.package.label}")
+        return 0
+    print(f"endpoint {plan.endpoint_name!r}: {problem}", file=sys.stderr)
+    return EXIT_NOT_SUCCEEDED

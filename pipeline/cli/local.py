@@ -8,7 +8,9 @@
         $TRAINPIPE_WORKDIR, else .trainpipe at the project root, else ./.trainpipe; one line on
         stderr says which):
         runs/<execution>/, store/ (the s3:// object store: s3://bucket/key is store/bucket/key;
-        see `trainpipe store`), cache/, registry.sqlite. An s3:// parameter also takes a local path.
+        see `trainpipe store`), cache/, registry.sqlite. An s3:// parameter also takes a local path
+        (-p InputDataUri=~/photos/): it is copied into the store under
+        s3://<bucket>/<prefix>/uploads/<name>-<content digest>/ once, and the run says where.
         Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
         stopped (Ctrl-C, SIGTERM, SIGHUP), 2 for bad input; the reason is on the last line. An
         execution whose runner died (SIGKILL, out of memory) is marked Failed, and what its
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -48,7 +51,9 @@ from pipeline.local.store.storage import (
     S3Uri,
     Storage,
     StorageError,
+    content_digest,
     join_uri,
+    local_files,
 )
 from pipeline.workdir import HELP as WORKDIR_HELP
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
@@ -194,14 +199,59 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
     check_data_and_model(storage, settings, values, say)
 
 
+def find_local_data(overrides: dict, settings) -> dict[str, tuple[Path, str]]:
+    """-p values of s3:// parameters that name a local file or folder (a path or a file://
+    URI) are swapped in ``overrides`` for the store prefix they will be copied to; returns
+    {name: (path, uri)}. Nothing is written here: the copy waits until every value is checked."""
+    from pipeline.definition import parameters as P
+    from pipeline.local.dag.preflight import local_path_of
+
+    found = {}
+    for name in P.S3_URI_PARAMETERS:
+        value = overrides.get(name)
+        path = local_path_of(value)
+        if path is None:
+            continue
+        if not path.exists():
+            raise UserError(f"-p {name}={value}: no such file or directory; give an s3:// URI, "
+                            "or a local file or folder to copy into the store")
+        if not local_files(path):
+            raise UserError(f"-p {name}={value}: the folder holds no files (symbolic links are "
+                            "not followed); give the folder that holds the data")
+        label = re.sub(r"[^A-Za-z0-9._-]+", "-", path.resolve().name).strip("-.") or "data"
+        uri = P.local_upload_uri(settings.bucket, settings.prefix, label, content_digest(path))
+        overrides[name] = uri
+        found[name] = (path, uri)
+    return found
+
+
+def copy_local_data(storage: Storage, found: dict[str, tuple[Path, str]], say) -> None:
+    """Copy what ``find_local_data`` found; one line each says where it is."""
+    for name, (path, uri) in found.items():
+        shown = f"{path}/" if path.is_dir() else str(path)
+        if path.is_dir():
+            objects, written = storage.put_tree_if_changed(path, uri)
+            count = len(objects)
+        else:
+            count, written = 1, int(storage.put_file_if_changed(path, join_uri(uri, path.name)))
+        if written:
+            say(f"-p {name}: {shown} copied to {uri} ({written} of {count} object(s) written)")
+        else:
+            say(f"-p {name}: {shown} is already in the store at {uri} ({count} object(s))")
+
+
 def check_data_and_model(storage: Storage, settings, values: dict, say) -> None:
-    """Before any job: the data's kind fits ModelArchitecture, the user's model builds."""
-    from pipeline.data.kind import check_input_data
+    """Before any job: the data's kind fits ModelArchitecture, its train split fills a batch
+    on every rank, the user's model builds for its real classes and input, BatchInputUri
+    holds data of that kind."""
+    from pipeline.data.batch_input import check_batch_input
+    from pipeline.data.kind import inspect_input_data
     from pipeline.definition.user_model import check_user_model, uses_user_model
 
-    kind = check_input_data(storage, values, has_model_file=bool(settings.model_file))
+    shape = inspect_input_data(storage, values, has_model_file=bool(settings.model_file))
+    check_batch_input(storage, values, shape.kind)
     if uses_user_model(values, settings.model_file):
-        say(f"model file checked: {check_user_model(settings.model_file, kind, values)}")
+        say(f"model file checked: {check_user_model(settings.model_file, shape, values)}")
 
 
 def run_pipeline(args: argparse.Namespace) -> int:
@@ -214,6 +264,7 @@ def run_pipeline(args: argparse.Namespace) -> int:
             raise UserError("--definition runs with --local only")
         return run_definition_file(args, settings)
     overrides = parameter_overrides(args)
+    local_data = find_local_data(overrides, settings) if args.local else {}
     # Bad values are one line, before the SDK is imported or anything is written.
     values = P.resolve(overrides, bucket=settings.bucket, prefix=settings.prefix,
                        default_data_records=DIGITS_RECORDS)
@@ -223,20 +274,24 @@ def run_pipeline(args: argparse.Namespace) -> int:
         print(note, flush=True)
     if args.sagemaker_local:
         return run_sagemaker_local(settings, overrides)
-    return run_local(args, settings, overrides, values)
+    return run_local(args, settings, overrides, values, local_data)
 
 
 def _say(text: str) -> None:
     print(text, flush=True)
 
 
-def run_local(args, settings, overrides, values) -> int:
+def run_local(args, settings, overrides, values, local_data) -> int:
     from pipeline.definition.cache import cached_definition
 
     storage = make_storage(args, settings.region)
     definition, _ = cached_definition(settings, overrides, Path(args.workdir) / "definitions")
-    return execute(args, settings, storage, definition, settings.pipeline_name, {},
-                   prepare=lambda: place_code_and_data(storage, settings, values, _say))
+
+    def prepare():
+        copy_local_data(storage, local_data, _say)
+        place_code_and_data(storage, settings, values, _say)
+
+    return execute(args, settings, storage, definition, settings.pipeline_name, {}, prepare=prepare)
 
 
 def run_definition_file(args, settings) -> int:
@@ -252,8 +307,10 @@ def run_definition_file(args, settings) -> int:
 
 def execute(args, settings, storage, definition, pipeline_name, parameters, prepare) -> int:
     """Run one execution of ``definition``; print the summary; the exit code."""
+    from pipeline.local import artifacts
     from pipeline.local.execution import STOPPED, SUCCEEDED, summary_table
     from pipeline.local.hosts.namespaces import mode_line
+    from pipeline.local.jobs.failures import in_user_terms, parameter_terms
     from pipeline.local.runner import PipelineRunner, RunOptions
 
     say = _say
@@ -283,12 +340,18 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     if isinstance(storage, LocalStorage):
         say(f"object store:  {storage.root}")
     say(f"registry:      {runner.registry.path} (trainpipe models --workdir {workdir})")
+    made = artifacts.lines(record, storage)  # the model, evaluation.json: URI, and file beneath
+    for line in made:
+        say(line)
+    if made and record.status == SUCCEEDED:
+        say(f"try it:        trainpipe predict --workdir {workdir} --run {record.execution_id} FILE...")
     say(mode_line())
     if record.status == SUCCEEDED:
         say(f"Execution {record.execution_id} Succeeded")
         return 0
-    print(f"Execution {record.execution_id} {record.status}: {record.failure_reason}",
-          file=sys.stderr, flush=True)
+    # The last line: a refusal about a hyperparameter names the -p parameter that set it.
+    reason = in_user_terms(str(record.failure_reason), parameter_terms(definition))
+    print(f"Execution {record.execution_id} {record.status}: {reason}", file=sys.stderr, flush=True)
     return EXIT_STOPPED if record.status == STOPPED else EXIT_FAILED
 
 

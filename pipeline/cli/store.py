@@ -1,10 +1,14 @@
 """``trainpipe store``: put code and data where a definition's ``s3://`` URIs point, for
 ``trainpipe run --local``.
 
-    trainpipe store cp SOURCE DEST [--workdir DIR] [--s3-endpoint URL | --aws-s3]
-        SOURCE a local file or folder and DEST an s3:// URI (a folder goes under DEST/, like
-        `aws s3 cp --recursive`; a file to a URI ending in / keeps its name), or the reverse to
-        copy out of the store. Identical objects are not written again.
+    trainpipe store cp SOURCE DEST [--recursive] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
+        SOURCE a local file or folder and DEST an s3:// URI, or the reverse to copy out of the
+        store. As `aws s3 cp`: a DEST ending in / (local or s3://) is a folder, and a file keeps
+        its name inside it. A folder (or an s3:// prefix) is copied whole, with or without
+        --recursive. Identical objects are not written again.
+    trainpipe store rm S3_URI [--recursive] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
+        Remove one object, or with --recursive every object under S3_URI taken as a folder;
+        each is named as it goes. A prefix without --recursive is refused, as `aws s3 rm` does.
     trainpipe store ls [S3_URI] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
         The objects under S3_URI (a key prefix), with sizes; without it, the local store's
         buckets.
@@ -15,6 +19,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from pipeline.cli.local import absolute_path, make_storage, storage_errors_are_user_errors
@@ -40,8 +45,16 @@ def register(subparsers) -> None:
     cp = actions.add_parser("cp", help="copy a local file or folder to an s3:// URI, or back")
     cp.add_argument("source")
     cp.add_argument("dest")
+    cp.add_argument("--recursive", "-r", action="store_true",
+                    help="accepted for `aws s3 cp` habits: a folder is always copied whole")
     common(cp)
     cp.set_defaults(func=copy)
+    rm = actions.add_parser("rm", help="remove an object, or every object under a prefix")
+    rm.add_argument("uri", metavar="S3_URI")
+    rm.add_argument("--recursive", "-r", action="store_true",
+                    help="remove every object under S3_URI (taken as a folder)")
+    common(rm)
+    rm.set_defaults(func=remove)
     ls = actions.add_parser("ls", help="list the objects under an s3:// URI")
     ls.add_argument("uri", nargs="?")
     common(ls)
@@ -59,8 +72,9 @@ def copy(args: argparse.Namespace) -> int:
             local = Path(source.removeprefix("file://"))
             S3Uri.parse(dest, "DEST")
             if local.is_dir():
-                written = storage.put_tree(local, dest.rstrip("/") + "/")
-                print(f"{local}/ -> {dest.rstrip('/')}/: {len(written)} object(s)")
+                objects, written = storage.put_tree_if_changed(local, dest.rstrip("/") + "/")
+                print(f"{local}/ -> {dest.rstrip('/')}/: {len(objects)} object(s)"
+                      + ("" if written == len(objects) else f", {len(objects) - written} unchanged"))
             elif local.is_file():
                 uri = join_uri(dest, local.name) if dest.endswith("/") else dest
                 changed = storage.put_file_if_changed(local, uri)
@@ -71,7 +85,9 @@ def copy(args: argparse.Namespace) -> int:
             S3Uri.parse(source, "SOURCE")
             local = Path(dest)
             if storage.exists(source) and not source.endswith("/"):
-                target = local / source.rsplit("/", 1)[1] if local.is_dir() else local
+                # As `aws s3 cp`: DEST/ (or an existing folder) is a folder, created if need be.
+                into_folder = dest.endswith(("/", os.sep)) or local.is_dir()
+                target = local / source.rsplit("/", 1)[1] if into_folder else local
                 storage.get_file(source, target)
                 print(f"{source} -> {target}")
             else:
@@ -82,6 +98,34 @@ def copy(args: argparse.Namespace) -> int:
         else:
             raise UserError("store cp: one of SOURCE and DEST must be an s3:// URI and the other "
                             "a local path (e.g. trainpipe store cp data/ s3://my-bucket/raw/)")
+    return 0
+
+
+def remove(args: argparse.Namespace) -> int:
+    """``store rm``: only objects the store lists are removed; LocalStorage keeps every key
+    inside its root (``contained``), so nothing outside the store can go."""
+    storage = make_storage(args, args.region)
+    uri = args.uri
+    key = S3Uri.parse(uri, "store rm").key
+    folder = uri.rstrip("/") + "/"
+    with storage_errors_are_user_errors(storage):
+        is_object = bool(key) and not key.endswith("/") and storage.exists(uri)
+        under = storage.list(folder)
+        if not args.recursive:
+            if not is_object and under:
+                raise UserError(f"store rm: {folder} is a prefix holding {len(under)} object(s); "
+                                f"add --recursive to remove them all (trainpipe store rm --recursive {folder})")
+            targets = [uri] if is_object else []
+        else:
+            targets = ([uri] if is_object else []) + under
+        if not targets:
+            raise UserError(f"store rm: no object {uri} and none under {folder} in the "
+                            f"{storage.describe()}; see what is there with `trainpipe store ls`")
+        for target in targets:
+            storage.delete(target)
+            print(f"removed {target}")
+    if len(targets) > 1:
+        print(f"{len(targets)} object(s) removed from the {storage.describe()}")
     return 0
 
 

@@ -28,6 +28,9 @@ from pipeline.costs.prices import PriceBook, missing_message
 from pipeline.errors import UserError
 
 RAPL = Path("/sys/class/powercap/intel-rapl:0/energy_uj")
+# Job statuses (SageMaker's words) of a job that ended without completing: it keeps its row,
+# charged for the time it held its instances (SageMaker bills a stopped job up to the stop).
+ENDED_EARLY = ("Stopped", "Failed")
 
 
 @dataclass
@@ -89,6 +92,16 @@ def cloud_job_cost(description: dict, kind: str, region: str, book: PriceBook,
     doc["instance_type"] = ", ".join(t for t, _ in groups)
     doc["instance_count"] = sum(c for _, c in groups)
     doc["seconds"] = billed
+    status = description.get("TrainingJobStatus") or description.get("ProcessingJobStatus")
+    if status in ENDED_EARLY:
+        doc["status"] = status
+    if billed is None and status in ENDED_EARLY:
+        # Ended before its instances started: nothing was billed, so it adds nothing to the
+        # totals (an unknown figure would blank the whole execution's sums).
+        doc.update(seconds=0.0, instance_hours=0.0, cost_usd=0.0,
+                   energy={"kwh": 0.0, "co2e_kg": 0.0, "factors": []})
+        doc["notes"].append(f"{name}: {status.lower()} before any billable time (nothing charged)")
+        return doc
     if billed is None:
         doc["notes"].append("the job has not run yet (no billable time)")
         return doc
@@ -193,6 +206,15 @@ def local_job_cost(description: dict, kind: str, region: str, book: PriceBook,
     return doc
 
 
+def stopped_local_job(doc: dict, reason: str | None) -> dict:
+    """A local job's cost document (``local_job_cost``) when the run was stopped during it:
+    its instance-time until the stop still counts, and the row says it stopped."""
+    doc = {**doc, "status": "Stopped", "notes": list(doc.get("notes", []))}
+    doc["notes"].append(f"{doc.get('job') or '?'}: ran {doc.get('seconds') or 0.0:.1f} s until "
+                        f"{reason or 'stopped'}; charged up to the stop")
+    return doc
+
+
 def totals(jobs: list[dict]) -> dict:
     """The execution's sums; a sum over a job with a missing figure is None (never partial)."""
     def total(get):
@@ -225,7 +247,9 @@ def report_lines(jobs: list[dict], *, local: bool) -> list[str]:
     for job in jobs:
         energy = job.get("energy") or {}
         spot = f" (spot -{job['spot_savings']:.0%})" if job.get("spot_savings") else ""
-        rows.append((job.get("step") or job["job"], f"{job.get('instance_count', '?')} x {job.get('instance_type', '?')}",
+        ended = f" ({job['status'].lower()})" if job.get("status") in ENDED_EARLY else ""
+        rows.append(((job.get("step") or job["job"]) + ended,
+                     f"{job.get('instance_count', '?')} x {job.get('instance_type', '?')}",
                      _num(job.get("instance_hours"), ".4f", "h"), _money(job.get("cost_usd")) + spot,
                      _num(energy.get("kwh"), ".4g", "kWh"), _num(energy.get("co2e_kg"), ".4g", "kg")))
     total = totals(jobs)

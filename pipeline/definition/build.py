@@ -4,8 +4,9 @@
 
     PreprocessData ──> TrainModel ──> EvaluateModel ──> CheckAccuracy ─┬─ accuracy >= threshold ──> RegisterModel
     (Processing)       (Training,      (Processing,      (Condition,    │
-     raw -> TFRecord    Horovod/MPI)    evaluation.json)  JsonGet)      └─ otherwise ──> AccuracyTooLow (Fail)
-     shards+manifest
+     raw -> TFRecord    Horovod/MPI)    evaluation.json)  JsonGet)      │    └─> CheckBatchInput (when BatchInputUri is
+     shards+manifest                                                    │        given: CreateModel, Transform; steps/batch.py)
+                                                                        └─ otherwise ──> AccuracyTooLow (Fail)
 
 Each step has its own builder in ``pipeline/definition/steps/``. Everything the steps share is defined
 once elsewhere: step names in ``steps/names.py``, parameter names in ``parameters.py``,
@@ -25,6 +26,9 @@ from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.evaluate import evaluate_step
 from pipeline.definition.steps.gate import accuracy_gate
 from pipeline.definition.steps.names import (
+    STEP_BATCH_CONDITION,
+    STEP_BATCH_KIND,
+    STEP_BATCH_MODEL,
     STEP_CONDITION,
     STEP_EVALUATE,
     STEP_FAIL,
@@ -32,6 +36,8 @@ from pipeline.definition.steps.names import (
     STEP_PREPROCESS,
     STEP_REGISTER,
     STEP_TRAIN,
+    STEP_TRANSFORM_IMAGES,
+    STEP_TRANSFORM_TABLE,
 )
 from pipeline.definition.steps.preprocess import preprocess_step
 from pipeline.definition.steps.train import train_step
@@ -39,8 +45,9 @@ from pipeline.settings import Settings
 
 # Callers import the step names from here, the module that wires the steps.
 __all__ = [
-    "STEP_CONDITION", "STEP_EVALUATE", "STEP_FAIL", "STEP_ORDER", "STEP_PREPROCESS",
-    "STEP_REGISTER", "STEP_TRAIN", "build_definition", "get_pipeline",
+    "STEP_BATCH_CONDITION", "STEP_BATCH_KIND", "STEP_BATCH_MODEL", "STEP_CONDITION", "STEP_EVALUATE",
+    "STEP_FAIL", "STEP_ORDER", "STEP_PREPROCESS", "STEP_REGISTER", "STEP_TRAIN",
+    "STEP_TRANSFORM_IMAGES", "STEP_TRANSFORM_TABLE", "build_definition", "get_pipeline",
 ]
 
 
@@ -54,7 +61,7 @@ def get_pipeline(
     preprocess = preprocess_step(ctx)
     train = train_step(ctx, preprocess)
     evaluate = evaluate_step(ctx, preprocess, train)
-    check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel | AccuracyTooLow
+    check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel (+ batch) | AccuracyTooLow
     return Pipeline(
         name=ctx.settings.pipeline_name,
         parameters=list(ctx.params.values()),

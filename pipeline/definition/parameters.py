@@ -31,6 +31,7 @@ class ParameterSpec:
     choices: tuple = ()
     minimum: float | None = None
     maximum: float | None = None
+    may_be_empty: bool = False  # a string whose empty value means "off" (BatchInputUri)
 
     def parse(self, raw) -> object:
         """Convert and check one value (a string from the command line, or a typed value)."""
@@ -55,7 +56,7 @@ class ParameterSpec:
             raise ParameterError(f"{self.name}={value}: must be at least {self.minimum:g}")
         if self.maximum is not None and value > self.maximum:
             raise ParameterError(f"{self.name}={value}: must be at most {self.maximum:g}")
-        if self.type is str and not value:
+        if self.type is str and not value and not self.may_be_empty:
             raise ParameterError(f"{self.name}: must not be empty")
         return value
 
@@ -82,8 +83,13 @@ AUGMENTATION = "Augmentation"
 HEAD_EPOCHS = "HeadEpochs"
 FINE_TUNE_LAYERS = "FineTuneLayers"
 FINE_TUNE_LR_FACTOR = "FineTuneLearningRateFactor"
+BATCH_INPUT_URI = "BatchInputUri"
+BATCH_INSTANCE_COUNT = "BatchInstanceCount"
 
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
+# Parameters whose value is an s3:// location: `run --local` also takes a local path for them
+# (pipeline/cli/local.py copies it under local_upload_uri); elsewhere one must be s3://.
+S3_URI_PARAMETERS = (INPUT_DATA_URI, BATCH_INPUT_URI)
 
 SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file, or an image "
@@ -131,6 +137,12 @@ SPECS: tuple[ParameterSpec, ...] = (
                   0.9, minimum=0.0, maximum=1.0),
     ParameterSpec(MODEL_APPROVAL_STATUS, str, "approval status of the registered model package",
                   "PendingManualApproval", choices=APPROVAL_STATUSES),
+    ParameterSpec(BATCH_INPUT_URI, str, "s3:// prefix of new data to predict after registration, one "
+                  "output per input object (<key>.out: predictions with class names) under the "
+                  "execution's output; images, or CSV files of feature rows; empty: no batch inference",
+                  "", may_be_empty=True),
+    ParameterSpec(BATCH_INSTANCE_COUNT, int, "instances of the batch transform; the input objects are "
+                  "split across them", 1, minimum=1),
 )
 BY_NAME = {spec.name: spec for spec in SPECS}
 
@@ -143,6 +155,20 @@ def default_image_data_uri(bucket: str, prefix: str) -> str:
     """The embedded digits as an image tree (``0/ .. 9/`` of PNGs); ``run --local`` puts it
     there when InputDataUri names it, e.g. ``-p InputDataUri=s3://<bucket>/<prefix>/data/digits-images/``."""
     return f"s3://{bucket}/{prefix}/data/digits-images/"
+
+
+def local_upload_uri(bucket: str, prefix: str, name: str, digest: str) -> str:
+    """Where ``run --local`` copies a local file or folder given to an s3:// parameter: named
+    after it and its content digest, so a re-run finds it there and changed data gets a new one."""
+    return f"s3://{bucket}/{prefix}/uploads/{name}-{digest}/"
+
+
+def _not_s3(name: str, value: object, bucket: str, prefix: str) -> ParameterError:
+    where = f"s3://{bucket}/{prefix}/uploads/"
+    copy = (f" (e.g. aws s3 sync {value} {where})"
+            if isinstance(value, str) and ("://" not in value or value.startswith("file://")) else "")
+    return ParameterError(f"{name}={value!r}: must be an s3:// URI; copy the data to S3 first{copy} "
+                          f"and pass that URI (only `trainpipe run --local` copies a local path itself)")
 
 
 def parse_assignments(assignments: Iterable[str]) -> dict[str, str]:
@@ -185,8 +211,9 @@ def resolve(
         elif spec.default is not None:
             values[spec.name] = spec.default
     values.setdefault(INPUT_DATA_URI, default_input_data_uri(bucket, prefix))
-    if not str(values[INPUT_DATA_URI]).startswith("s3://"):
-        raise ParameterError(f"{INPUT_DATA_URI}={values[INPUT_DATA_URI]!r}: must be an s3:// URI")
+    for name in S3_URI_PARAMETERS:
+        if values.get(name) not in (None, "") and not str(values[name]).startswith("s3://"):
+            raise _not_s3(name, values[name], bucket, prefix)
     if PROCESSES_PER_HOST not in values:
         instance_type = values[TRAINING_INSTANCE_TYPE]
         gpus = gpus_per_instance(instance_type)

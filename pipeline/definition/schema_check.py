@@ -7,7 +7,12 @@ Apache-2.0) is older than what SDK 2.257 emits, so it is read in a relaxed way:
 ModelApprovalStatus or ProfilerConfig are unknown to it), and (b) every ``*ArgumentValue``
 may also be a one-key expression object (Get, Std:Join, Std:JsonGet, Std:Select), and
 (c) a retry policy's ``ExceptionType`` may be a list of the schema's allowed values (the
-schema says one string; the SageMaker API reference and the SDK use a list). That still
+schema says one string; the SageMaker API reference and the SDK use a list), (d) a condition's
+branches may hold any step a pipeline may (the schema lists five types; SageMaker's own
+examples put CreateModel, Transform and nested Condition steps there), (e) a condition may
+be ``Not`` (``ConditionNot``: the SDK emits it, the schema predates it), and (f) a container's
+``ModelDataUrl`` may be an expression (the training step's artifact), as its other fields
+may. That still
 rejects a wrong Version, an unknown step Type, a step without Name or Arguments, a parameter
 without a Name or of an unknown Type.
 """
@@ -54,11 +59,29 @@ def relaxed_schema() -> dict:
         original = copy.deepcopy(definitions[name])
         # anyOf, not oneOf: a Get object matches both the original GetFunction and _EXPRESSION.
         definitions[name] = {"anyOf": [original, _EXPRESSION]}
+    _any_step_in_branches(schema)
     exception_type = definitions["RetryPolicy"]["properties"]["ExceptionType"]
     definitions["RetryPolicy"]["properties"]["ExceptionType"] = {
         "anyOf": [exception_type, {"type": "array", "minItems": 1, "items": exception_type}]
     }
     return schema
+
+
+def _any_step_in_branches(schema: dict) -> None:
+    """(d), (e) and (f) of the module's docstring."""
+    definitions = schema["definitions"]
+    arguments = definitions["ConditionStep"]["properties"]["Arguments"]["properties"]
+    for branch in ("IfSteps", "ElseSteps"):
+        arguments[branch]["items"] = copy.deepcopy(schema["properties"]["Steps"]["items"])
+    conditions = arguments["Conditions"]["items"]["oneOf"]
+    definitions["NotCondition"] = {
+        "type": "object",
+        "properties": {"Type": {"enum": ["Not"]}, "Condition": {"anyOf": copy.deepcopy(conditions)}},
+        "required": ["Type", "Condition"],
+    }
+    conditions.append({"$ref": "#/definitions/NotCondition"})
+    container = definitions["ContainerDefinition"]["properties"]
+    container["ModelDataUrl"] = {"anyOf": [container["ModelDataUrl"], _EXPRESSION]}
 
 
 def check_definition(definition: dict | str) -> None:

@@ -1,7 +1,9 @@
 """The user's model file, checked before any job starts: a subprocess of the environment's
 Python runs ``training_entry.model.check_model`` (``pipeline`` never imports TensorFlow), building
-the model once on a placeholder input of the data's kind. The job checks again with the real
-input shape and class count in its first seconds."""
+the model once with the data's real input shape and class count, read from the store's
+listing (``pipeline.data.kind``: class folders; a table's header and label column). Only
+where those are unknown before processing (a large table, or one in S3) does it build on a
+placeholder, and says so; the job checks again with the manifest in its first seconds."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+from pipeline.data.shape import DataShape
 from pipeline.definition import parameters as P
 from pipeline.definition.bundles import REPO_ROOT
 from pipeline.environment import scrubbed
@@ -18,7 +21,7 @@ from pipeline.errors import UserError
 from training_entry import contract as training
 from training_entry.input.records import KIND_IMAGE
 
-# A placeholder: the real class count and feature count come from processing.
+# Placeholders, only where the data's shape is unknown before processing (a large table).
 CHECK_CLASSES = 3
 CHECK_FEATURES = 8
 CHECK_TIMEOUT_SECONDS = 300
@@ -29,12 +32,16 @@ def uses_user_model(values: Mapping[str, object], model_file: str | None) -> boo
     return bool(model_file) and architecture in (training.ARCH_AUTO, training.ARCH_CUSTOM)
 
 
-def check_user_model(model_file: str, kind: str, values: Mapping[str, object]) -> str:
-    """One line saying what was built; UserError with the check's one line otherwise."""
-    shape = (["--image-size", str(values[P.IMAGE_SIZE])] if kind == KIND_IMAGE
-             else ["--features", str(CHECK_FEATURES)])
+def check_user_model(model_file: str, data: DataShape | str, values: Mapping[str, object]) -> str:
+    """One line saying what was built; UserError with the check's one line otherwise.
+    ``data``: the shape ``pipeline.data.kind`` read (or only the data's kind)."""
+    data = DataShape(data) if isinstance(data, str) else data
+    classes = data.num_classes or CHECK_CLASSES
+    features = data.num_features or CHECK_FEATURES
+    shape = (["--image-size", str(values[P.IMAGE_SIZE])] if data.kind == KIND_IMAGE
+             else ["--features", str(features)])
     command = [sys.executable, "-m", "training_entry.model.check_model", os.path.abspath(model_file),
-               *shape, "--classes", str(CHECK_CLASSES)]
+               *shape, "--classes", str(classes)]
     # The user's code gets what a job's would (pipeline/environment.py): no credential, a
     # HOME of its own (not ~/.aws), trainpipe's code on the path and nothing else of ours.
     with tempfile.TemporaryDirectory(prefix="trainpipe-model-check-") as home:
@@ -46,7 +53,17 @@ def check_user_model(model_file: str, kind: str, values: Mapping[str, object]) -
         except subprocess.TimeoutExpired:
             raise UserError(f"--model-file {model_file}: building the model took over "
                             f"{CHECK_TIMEOUT_SECONDS}s") from None
+    facts = _facts(data, values)
     if done.returncode != 0:
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise UserError(f"--model-file: {lines[-1] if lines else f'check exited {done.returncode}'}")
-    return done.stdout.strip()
+        raise UserError(f"--model-file: {lines[-1] if lines else f'check exited {done.returncode}'} ({facts})")
+    return f"{done.stdout.strip()} ({facts})"
+
+
+def _facts(data: DataShape, values: Mapping[str, object]) -> str:
+    """Where the check's shape came from, for its one line."""
+    if data.class_names is None:
+        return (f"the data's classes{'' if data.kind == KIND_IMAGE else ' and features'} are known only "
+                f"after processing: checked with placeholders, the job checks again")
+    shown = ", ".join(data.class_names[:5]) + (", ..." if len(data.class_names) > 5 else "")
+    return f"{P.INPUT_DATA_URI} holds {data.num_classes} classes: {shown}"

@@ -35,7 +35,7 @@ def create_model(runner, node, record: StepRecord) -> bool:
         "ExecutionRoleArn": arguments.get("ExecutionRoleArn"),
         "LocalServing": kind,  # which server (dag/inference.py); not a SageMaker property
     }
-    record.detail = f"model {name} ({container.get('Image')}, {container.get('ModelDataUrl')})"
+    record.detail = f"model {name} ({container.get('Image')}, {container.get('ModelDataUrl')}{_script(container)})"
     record.status = SUCCEEDED
     return True
 
@@ -72,6 +72,15 @@ def run_transform(runner, node, record: StepRecord, job_name: str) -> bool:
     record.detail = f"{len(written)} object(s) under {output}" + (f" ({first.parent})" if first else "")
     record.status = SUCCEEDED
     return True
+
+
+def _script(container: dict) -> str:
+    """A framework model's inference script and where it is, for the step's line."""
+    environment = container.get("Environment") or {}
+    program = environment.get(inference.PROGRAM_ENV) if isinstance(environment, dict) else None
+    if not program:
+        return ""
+    return f"; script {program} from {environment.get(inference.SUBMIT_DIRECTORY_ENV) or 'the model/code'}"
 
 
 def _account(arguments: dict) -> str:

@@ -336,7 +336,16 @@ class PipelineRunner:
                 self.ctx.properties[node.name] = entry.properties
                 return True
         meter = accounting.LocalMeter()
-        result = self._run_with_retries(node, request, record)
+        try:
+            result = self._run_with_retries(node, request, record)
+        except KeyboardInterrupt as stop:
+            # A stopped job held its instances until the stop: the cost table still lists it.
+            described = stop.result.description if isinstance(stop, JobStopped) else {
+                **request, f"{node.type}JobName": record.job_name}
+            with interrupts_deferred():
+                record.cost = accounting.stopped_local_job(self._cost(node, described, meter),
+                                                           stop_reason())
+            raise
         record.cost = self._cost(node, result.description, meter)
         record.properties = result.description
         record.metrics = {m["MetricName"]: m["Value"] for m in result.description.get("FinalMetricDataList", [])}

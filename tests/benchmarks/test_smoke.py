@@ -33,7 +33,8 @@ def run(module: str, *args: str, work: Path, timeout: float = 300) -> dict[str, 
 def test_p1_local_scaling(tmp_path):
     found = run("benchmarks.p1_local_scaling", "--quick", "--replicate", "1", "--epochs", "2",
                 "--repeats", "1", work=tmp_path)
-    assert {"p1_local_scaling", "p1_local_scaling_naive", "p1_end_to_end_ratio"} <= set(found)
+    assert {"p1_local_scaling", "p1_local_scaling_naive", "p1_end_to_end_ratio",
+            "p1_vs_best_single_process", "p1_samples_per_s_best_single_process"} <= set(found)
 
 
 def test_p2_pipe_reader(tmp_path):
@@ -97,6 +98,12 @@ def test_p6_namespaces(tmp_path):
 def test_p1_cnn_workload_and_image_input(tmp_path):
     found = run("benchmarks.p1_local_scaling", "--workload", "cnn", "--quick", "--epochs", "2",
                 "--repeats", "1", work=tmp_path, timeout=600)
-    assert {"p1_cnn_local_scaling", "p1_cnn_samples_per_s_one_process", "p1_cnn_end_to_end_ratio"} <= set(found)
+    assert {"p1_cnn_local_scaling", "p1_cnn_samples_per_s_one_process", "p1_cnn_end_to_end_ratio",
+            "p1_cnn_vs_best_single_process"} <= set(found)
     found = run("benchmarks.image_input", "--batches", "5", "--repeats", "1", work=tmp_path)
     assert {"image_input_images_per_s", "image_step_demand_images_per_s", "image_input_vs_step"} <= set(found)
+
+
+def test_mfu_mlp_and_a_before_after_variant(tmp_path):
+    found = run("benchmarks.mfu", "--only", "mlp", "--repeats", "1", "--compare", "threads1", work=tmp_path)
+    assert {"mfu_mlp_1p", "mfu_mlp_2r", "mfu_mlp_1p_threads1"} <= set(found)

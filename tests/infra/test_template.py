@@ -6,7 +6,8 @@ from __future__ import annotations
 from pipeline.cloud.stack import ALL_OUTPUTS
 
 # Actions AWS defines without resource-level permissions: "*" is the only resource they take.
-RESOURCE_STAR_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+RESOURCE_STAR_ACTIONS = {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData",
+                         "sagemaker:ListModelPackages"}
 
 
 def as_list(value) -> list:

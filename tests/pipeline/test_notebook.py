@@ -9,11 +9,16 @@ import pytest
 
 from evaluation.report import OUTPUT_NAME, REPORT_FILE, build_report
 from pipeline.definition.build import (
+    STEP_BATCH_CONDITION,
+    STEP_BATCH_KIND,
+    STEP_BATCH_MODEL,
     STEP_CONDITION,
     STEP_EVALUATE,
     STEP_FAIL,
     STEP_PREPROCESS,
     STEP_TRAIN,
+    STEP_TRANSFORM_IMAGES,
+    STEP_TRANSFORM_TABLE,
     build_definition,
 )
 from pipeline.notebook import (
@@ -42,12 +47,22 @@ def definition() -> dict:
 def test_the_dag_is_the_pipeline_order_with_labelled_branches(definition):
     steps, edges = dag_edges(definition)
     register = next(s["Name"] for s in steps if s["Type"] == "RegisterModel")
+    batch_model = f"{STEP_BATCH_MODEL}-CreateModel"
     assert sorted(reduced_edges(edges)) == sorted([
         (STEP_PREPROCESS, STEP_TRAIN, ""),
         (STEP_TRAIN, STEP_EVALUATE, ""),
         (STEP_EVALUATE, STEP_CONDITION, ""),
         (STEP_CONDITION, register, "if"),
         (STEP_CONDITION, STEP_FAIL, "else"),
+        # Batch inference: after the registration, in the gate's if-branch, then by data kind.
+        (STEP_CONDITION, STEP_BATCH_CONDITION, "if"),
+        (register, STEP_BATCH_CONDITION, ""),
+        (STEP_BATCH_CONDITION, batch_model, "if"),
+        (STEP_BATCH_CONDITION, STEP_BATCH_KIND, "if"),
+        (STEP_BATCH_KIND, STEP_TRANSFORM_IMAGES, "if"),
+        (STEP_BATCH_KIND, STEP_TRANSFORM_TABLE, "else"),
+        (batch_model, STEP_TRANSFORM_IMAGES, ""),
+        (batch_model, STEP_TRANSFORM_TABLE, ""),
     ])
     # The full edge list keeps the data references the picture leaves out.
     assert (STEP_PREPROCESS, STEP_EVALUATE, "") in edges  # the test split

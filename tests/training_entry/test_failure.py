@@ -62,6 +62,21 @@ def test_a_failing_main_writes_the_reason_and_exits_non_zero(tmp_path):
     assert not (tmp_path / "scratch").exists()
 
 
+def test_a_refusal_is_its_one_line_with_no_traceback(tmp_path):
+    # Every rank refuses alike: a traceback from each would bury the one line that says the fix.
+    proc = _run(
+        "from training_entry import failure\n"
+        "def main():\n"
+        "    raise failure.UserError('batch-size 32 is larger than the 18 records')\n"
+        "failure.run_and_report(main, where=lambda: 'rank 1 of 2 on algo-2')\n",
+        tmp_path,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr == ("trainpipe: training failed: batch-size 32 is larger than the 18 records "
+                           "[rank 1 of 2 on algo-2]\n")
+    assert (tmp_path / "output" / "failure").read_text().startswith("batch-size 32 is larger")
+
+
 def test_a_successful_main_exits_zero_and_writes_nothing(tmp_path):
     proc = _run("from training_entry import failure\nfailure.run_and_report(lambda: None)\n", tmp_path)
     assert proc.returncode == 0

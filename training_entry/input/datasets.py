@@ -5,7 +5,8 @@
 - Pipe: one FIFO per pass, from ``pipe_source`` (PipeModeDataset or our reader).
 
 Training gets ``epochs`` passes of exactly ``plan.steps`` batches as one dataset; validation
-one pass per iteration.
+one pass per iteration (in File/FastFile mode every record of the rank once, in ``plan.steps``
+partial batches: ``plan`` says why).
 
 Python 3.10 syntax.
 """
@@ -105,6 +106,10 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
     records than one batch)."""
     if ctx.image_size or plan.channel.is_pipe or getattr(ctx, "columns", None):  # typed columns: streamed
         return None
+    if not tf.executing_eagerly():
+        # ParameterServer: the workers' dataset function is traced on the chief, where the
+        # Python loop below would read symbolic blocks forever: stream instead.
+        return None
     row_bytes = 4 * ctx.num_features + 8
     if plan.quota * row_bytes > in_memory_budget():
         return None
@@ -136,7 +141,47 @@ def _validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset
     if plan.channel.is_pipe:
         return _batches(pipe_source.pipe_blocks(plan, ctx, shuffle=False), plan, ctx, hide_cardinality=True, batched=True)
     ds = _rank_file_records(plan, ctx.hosts).repeat().take(plan.quota)
+    if plan.records:
+        return _partial_batches(ds, plan, ctx)
     return _batches(ds, plan, ctx)
+
+
+def _partial_batches(ds: tf.data.Dataset, plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:
+    """All ``plan.records`` records of the pass, once each, as exactly ``plan.steps`` batches
+    of nearly equal size, the larger ones first (``plan.batch_sizes()``). Horovod: every rank
+    runs the same number of evaluation steps, whatever its records."""
+    if ctx.image_size:
+        size = ctx.image_size
+        # Per record (decode_image takes one image), in parallel, before batching.
+        ds = ds.map(lambda record: images.parse_example(record, size, False, ctx.augmentation),
+                    num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+        return _group_batches(ds, plan).prefetch(tf.data.AUTOTUNE)
+    ds = _group_batches(ds, plan)  # tables: one parse per batch
+    columns = getattr(ctx, "columns", None)
+    if columns:
+        return ds.map(lambda batch: typed_examples.parse_batch(batch, columns)).prefetch(tf.data.AUTOTUNE)
+    return ds.map(lambda batch: examples.parse_batch(batch, ctx.num_features)).prefetch(tf.data.AUTOTUNE)
+
+
+def _group_batches(ds: tf.data.Dataset, plan: ChannelPlan) -> tf.data.Dataset:
+    """Elements -> ``plan.steps`` batches of ``plan.batch_sizes()``, in contiguous runs, so
+    ``group_by_window`` holds one batch at a time (not the pass)."""
+    larger, smaller, larger_count = plan.batch_sizes()
+    boundary = larger * larger_count  # elements in the larger batches
+
+    def batch_of(index, *_element):
+        return tf.where(index < boundary, index // larger,
+                        larger_count + (index - boundary) // max(smaller, 1))
+
+    def one_batch(_key, window):
+        return window.map(lambda _index, *element: element[0] if len(element) == 1 else element).batch(larger)
+
+    return ds.enumerate().group_by_window(
+        key_func=batch_of,
+        reduce_func=one_batch,
+        window_size_func=lambda key: tf.where(key < larger_count, tf.constant(larger, tf.int64),
+                                              tf.constant(smaller, tf.int64)),
+    )
 
 
 def _rank_file_records(plan: ChannelPlan, hosts: Hosts) -> tf.data.Dataset:

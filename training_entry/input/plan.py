@@ -14,6 +14,13 @@ Horovod deadlock (horovod#2083): the rank with more batches waits forever in an 
 For the same reason no input pipeline can run short: File mode repeats its shards
 (``datasets``), Pipe mode raises when a stream holds fewer records than the manifest promised.
 
+Evaluation channels (validation) need no full batches: a small split (245 photos, 15%
+validation, 2 ranks: 18 records a rank) must not be refused for batch size 32. In File and
+FastFile mode every rank reads all its records exactly once per pass, in ``steps`` batches of
+nearly equal size (``evaluation_steps``); in Pipe mode the batches shrink to what the rank
+with the fewest records can fill. Training keeps whole batches: the gradients' allreduce
+averages per-rank means, and the learning-rate scaling assumes ``batch_size`` a rank.
+
 No TensorFlow here: a plan is arithmetic on the manifest and a look at the channel directory.
 
 Python 3.10 syntax.
@@ -26,6 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from training_entry import contract
 from training_entry.config import Channel, Hosts
 from training_entry.failure import UserError
 from training_entry.input import pipe, records
@@ -92,11 +100,22 @@ class ChannelPlan:
     # ``guaranteed`` records the stream surely carries.
     round_robin: bool = False
     guaranteed: int = 0
+    # Evaluation, File/FastFile: all this rank's records per pass (0: whole batches), cut into
+    # ``steps`` batches of nearly equal size (``batch_sizes``).
+    records: int = 0
 
     @property
     def quota(self) -> int:
-        """Records each rank uses per pass: exactly steps x batch."""
-        return self.steps * self.batch_size
+        """Records each rank uses per pass: steps x batch, or all its records (evaluation)."""
+        return self.records or self.steps * self.batch_size
+
+    def batch_sizes(self) -> tuple[int, int, int]:
+        """(larger, smaller, how many larger): the pass's batches, the larger ones first.
+        Whole batches: (batch_size, batch_size, steps)."""
+        if not self.records:
+            return self.batch_size, self.batch_size, self.steps
+        smaller, larger_count = divmod(self.records, self.steps)
+        return smaller + (1 if larger_count else 0), smaller, larger_count
 
     def router(self) -> pipe.RecordRouter:
         if self.round_robin:
@@ -119,11 +138,11 @@ def host_stream(manifest: records.Manifest, distribution: str, host_index: int, 
     return names
 
 
-def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layout, batch_size: int,
-                    channel: str) -> int:
-    """min over all ranks of floor(records of the rank / batch); the same on every rank."""
+def rank_counts(manifest: records.Manifest, distribution: str, layout: Layout,
+                channel: str) -> list[tuple[int, int, int]]:
+    """(records, rank, shards) of every rank, by the one rule of who reads what."""
     world = layout.world_size
-    fewest = None
+    counts = []
     for host_index in range(layout.host_count):
         for local_rank in range(layout.local_size):
             shards = rank_shards(manifest, distribution, layout, host_index, local_rank)
@@ -135,10 +154,14 @@ def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layou
                     f"rank {rank} gets none; re-run processing with --instance-count x "
                     f"--processes-per-host = {layout.host_count} x {layout.local_size}"
                 )
-            count = sum(manifest.shards[s] for s in shards)
-            if fewest is None or count < fewest[0]:
-                fewest = (count, rank, len(shards))
-    count, rank, shard_count = fewest
+            counts.append((sum(manifest.shards[s] for s in shards), rank, len(shards)))
+    return counts
+
+
+def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layout, batch_size: int,
+                    channel: str) -> int:
+    """min over all ranks of floor(records of the rank / batch); the same on every rank."""
+    count, rank, shard_count = min(rank_counts(manifest, distribution, layout, channel))
     steps = count // batch_size
     if steps == 0:
         raise DataError(
@@ -149,16 +172,45 @@ def steps_per_epoch(manifest: records.Manifest, distribution: str, layout: Layou
     return steps
 
 
+def evaluation_steps(fewest: int, most: int, batch_size: int, channel: str) -> int:
+    """Steps of an evaluation pass that reads every record of every rank exactly once, the
+    same on every rank: ceil(most / batch), so no batch is larger than ``batch_size``, but
+    never more than the rank with the ``fewest`` records can fill with one record a batch
+    (then its batches grow past ``batch_size``, by one or two records at most when the shards
+    are equal give or take one, as processing writes them)."""
+    if fewest < 1:
+        raise DataError(f"channel {channel!r}: a rank reads no record of it; re-run processing "
+                        f"for this job's ranks")
+    return min(fewest, -(-most // batch_size))
+
+
+def is_evaluation(channel: Channel) -> bool:
+    """Every channel but the training one is only evaluated: partial batches are fine."""
+    return channel.name != contract.CHANNEL_TRAIN
+
+
 def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, batch_size: int,
-                 gather: Callable[[object], list] | None = None) -> ChannelPlan:
+                 gather: Callable[[object], list] | None = None,
+                 evaluation: bool | None = None) -> ChannelPlan:
     """This rank's plan. ``gather`` (Horovod's allgather_object) lets ShardedByS3Key channels
     plan from what the hosts actually received; without it (tests of the FullyReplicated
-    arithmetic) the sorted-keys rule of ``records.host_objects`` stands in."""
+    arithmetic) the sorted-keys rule of ``records.host_objects`` stands in. ``evaluation``
+    (default: every channel but train) allows partial or smaller batches."""
+    evaluation = is_evaluation(channel) if evaluation is None else evaluation
     if channel.distribution == "ShardedByS3Key" and gather is not None:
         if channel.is_pipe:
-            return _plan_sharded_pipe(channel, manifest, layout, batch_size)
-        return _plan_sharded_files(channel, manifest, layout, batch_size, gather)
-    steps = steps_per_epoch(manifest, channel.distribution, layout, batch_size, channel.name)
+            return _plan_sharded_pipe(channel, manifest, layout, batch_size, evaluation)
+        return _plan_sharded_files(channel, manifest, layout, batch_size, gather, evaluation)
+    counts = rank_counts(manifest, channel.distribution, layout, channel.name)
+    fewest, most = min(counts)[0], max(counts)[0]
+    my_records = 0
+    if evaluation and not channel.is_pipe:  # every record once, in steps partial batches
+        steps = evaluation_steps(fewest, most, batch_size, channel.name)
+        my_records = counts[layout.host_index * layout.local_size + layout.local_rank][0]
+    else:
+        if evaluation:  # Pipe: whole batches, as small as the fewest records need
+            batch_size = min(batch_size, fewest)
+        steps = steps_per_epoch(manifest, channel.distribution, layout, batch_size, channel.name)
     mine = rank_shards(manifest, channel.distribution, layout, layout.host_index, layout.local_rank)
     stream = host_stream(manifest, channel.distribution, layout.host_index, layout.host_count)
     owner_of = {
@@ -175,11 +227,13 @@ def plan_channel(channel: Channel, manifest: records.Manifest, layout: Layout, b
         my_shards=tuple(mine),
         stream=tuple((name, manifest.shards[name]) for name in stream),
         owners=tuple(owner_of.get(name) for name in stream),
+        records=my_records,
     )
 
 
 def _plan_sharded_files(channel: Channel, manifest: records.Manifest, layout: Layout,
-                        batch_size: int, gather: Callable[[object], list]) -> ChannelPlan:
+                        batch_size: int, gather: Callable[[object], list],
+                        evaluation: bool = False) -> ChannelPlan:
     """ShardedByS3Key, File/FastFile: from the shards this host holds; steps agreed by all."""
     present = present_shards(channel, manifest)
     size, local_rank = layout.local_size, layout.local_rank
@@ -195,6 +249,13 @@ def _plan_sharded_files(channel: Channel, manifest: records.Manifest, layout: La
     # Horovod: every rank must run the same number of steps; one allgather, then each rank
     # computes the same minimum (and, if one is hopeless, the same error).
     everyone = sorted(gather((count, rank, len(mine))))
+    if evaluation:  # every record once, in the same number of partial batches on every rank
+        steps = evaluation_steps(everyone[0][0], everyone[-1][0], batch_size, channel.name)
+        return ChannelPlan(
+            channel=channel, manifest=manifest, layout=layout, batch_size=batch_size, steps=steps,
+            my_shards=tuple(mine), stream=tuple((name, manifest.shards[name]) for name in present),
+            owners=tuple(None for _ in present), split_records=split_records, records=count,
+        )
     count, rank, shard_count = everyone[0]
     steps = count // batch_size
     if steps == 0:
@@ -211,11 +272,13 @@ def _plan_sharded_files(channel: Channel, manifest: records.Manifest, layout: La
 
 
 def _plan_sharded_pipe(channel: Channel, manifest: records.Manifest, layout: Layout,
-                       batch_size: int) -> ChannelPlan:
+                       batch_size: int, evaluation: bool = False) -> ChannelPlan:
     """ShardedByS3Key, Pipe: the stream's objects are unknown until read; count on the
     smallest object (every host receives at least one), dealt to the ranks in turn."""
     smallest = min(manifest.shards.values())
     per_rank = smallest // layout.local_size
+    if evaluation and per_rank:  # whole batches, as small as the records need
+        batch_size = min(batch_size, per_rank)
     steps = per_rank // batch_size
     if steps == 0:
         raise DataError(

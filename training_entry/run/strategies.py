@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from training_entry import contract
 from training_entry.failure import UserError
+from training_entry.run.callbacks import MetricLine
 
 TF_CONFIG_ENV = "TF_CONFIG"
 # How long a parameter-server worker waits for the chief to come up before giving up.
@@ -158,6 +159,42 @@ def _layers(model):
         yield layer
         if isinstance(layer, tf.keras.Model):
             yield from _layers(layer)
+
+
+# ParameterServer: the chief's own filesystem. Without it each parameter server would write
+# (and read) its variables' part of a checkpoint on its own host's disk.
+CHIEF_DEVICE = "/job:chief/replica:0/task:0/device:CPU:0"
+
+
+class ChiefCheckpoint(tf.train.Checkpoint):
+    """ParameterServer: a checkpoint whose files the chief reads and writes, whichever
+    parameter server holds the variables. SageMaker: every host's /opt/ml/checkpoints is its
+    own; the chief's is the one the job resumes from."""
+
+    def write(self, file_prefix, options=None):
+        return super().write(file_prefix, options=options or _chief_io())
+
+    def read(self, save_path, options=None):
+        return super().read(save_path, options=options or _chief_io())
+
+
+def _chief_io() -> tf.train.CheckpointOptions:
+    return tf.train.CheckpointOptions(experimental_io_device=CHIEF_DEVICE)
+
+
+class EpochMetricLine(MetricLine):
+    """ParameterServer: the metric line from epoch hooks alone. Keras refuses batch hooks
+    with a ClusterCoordinator (each would wait for the scheduled steps), so an epoch's time
+    runs from its start to the coordinator's join at its end, ``step_spread`` is not
+    measured (no per-call times) and ``cpu_time`` is the chief's, which schedules the steps."""
+
+    # ParameterServer: Keras's own no-op (marked default), so that Keras sees no batch hook.
+    on_train_batch_end = tf.keras.callbacks.Callback.on_train_batch_end
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.trained = time.perf_counter()
+        self.cpu_trained = time.process_time()
+        super().on_epoch_end(epoch, logs)
 
 
 def allgather_object(strategy: tf.distribute.Strategy, obj) -> list:

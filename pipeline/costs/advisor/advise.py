@@ -12,7 +12,7 @@ from pipeline.costs.advisor import fit as F
 from pipeline.costs.advisor import platforms as PL
 from pipeline.costs.advisor import plot as plotting
 from pipeline.costs.advisor.model import Platform, StepModel
-from pipeline.costs.advisor.observations import Observation, local_observations
+from pipeline.costs.advisor.observations import Observation, local_observations, why_not_modelled
 from pipeline.costs.advisor.recommend import Row, Workload, choose, duration, predict, table
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
@@ -66,7 +66,7 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
     report = Report()
     groups: dict[str, list[Observation]] = defaultdict(list)
     for obs in observed:
-        groups["local" if obs.local else obs.instance_type].append(obs)
+        groups[obs.group].append(obs)  # platform, and strategy: never fitted together
     report.lines.append(f"trainpipe advise: {len(observed)} run(s) measured "
                         f"({', '.join(f'{k}: {len(v)}' for k, v in groups.items())})")
     report.lines += [f"  skipped {s}" for s in skipped[:10]]
@@ -97,6 +97,10 @@ def _fit_measured(report: Report, groups: dict[str, list[Observation]], workdir:
         if note:
             groups[name] = runs
             out.append(f"  {name}: {note}")
+        why_not = why_not_modelled(runs)
+        if why_not:
+            out.append(f"  {name}: {why_not}")
+            continue
         platform = _platform_of(runs[0], workdir)
         if platform is None:
             out.append(f"  {name}: no hardware figures for this type; its runs are not used")
@@ -149,7 +153,7 @@ def _predict(report: Report, candidates: Candidates, workload: Workload, max_wor
     for name, (model, platform) in candidates.items():
         # Locally hosts are simulated on one machine: both shapes are a choice (1 host x N
         # ranks, N hosts x 1 rank); a SageMaker type gets one rank per GPU (per host on CPU).
-        shapes = ({"local 1 host": max_workers, "local N hosts": 1} if name == "local"
+        shapes = ({f"{name} 1 host": max_workers, f"{name} N hosts": 1} if platform.name == "local"
                   else {name: PL.ranks_per_host(name, platform)})
         for label, per_host in shapes.items():
             rows, also = predict(model, platform, workload, max_workers, per_host, book, region,

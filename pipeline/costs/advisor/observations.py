@@ -4,7 +4,9 @@ files under a workdir, and (given credentials) the SageMaker jobs of a pipeline'
 An observation is one training job's steady state: the median over its epochs after the
 first (which traces the graph) of the metric line's ``step_seconds``, ``step_spread_seconds``
 and ``cpu_seconds_per_step`` (``training_entry.contract.METRIC_KEYS``), with its layout,
-per-worker batch, parameter count, gradient tensor count and the machine it ran on.
+per-worker batch, parameter count, gradient tensor count, the machine it ran on and its
+distribution strategy. Runs of different strategies are never fitted together (``group``):
+an allreduce step and an asynchronous parameter-server step cost different things.
 """
 
 from __future__ import annotations
@@ -17,11 +19,17 @@ from pathlib import Path
 
 from pipeline.costs.advisor.model import Layout
 from pipeline.definition import parameters as P
+from pipeline.local.hosts.tf_config import MULTI_WORKER_MIRRORED_ENABLED, PARAMETER_SERVER_ENABLED
 from training_entry.contract import (
     HP_BATCH_SIZE,
+    HP_DISTRIBUTION,
     HP_FP16_ALLREDUCE,
     HP_STEPS_PER_EXECUTION,
     METRIC_KEYS,
+    STRATEGIES,
+    STRATEGY_HOROVOD,
+    STRATEGY_MIRRORED,
+    STRATEGY_PARAMETER_SERVER,
 )
 
 # SageMaker metric names the entrypoint's line is read into (one definition: the contract).
@@ -52,10 +60,55 @@ class Observation:
     # Training steps per call into the graph (StepsPerExecution); 1 where the run predates the
     # parameter (every step was a call). A step's fixed cost depends on it.
     steps_per_execution: int = 1
+    # How the workers shared the training (build setting --distribution); horovod where the
+    # run predates the setting.
+    strategy: str = STRATEGY_HOROVOD
 
     @property
     def throughput(self) -> float:
+        if self.strategy == STRATEGY_PARAMETER_SERVER:
+            # ParameterServer: the chief times the steps of every worker, each one worker's batch.
+            return self.batch / self.step_seconds
         return self.layout.workers * self.batch / self.step_seconds
+
+    @property
+    def platform(self) -> str:
+        return "local" if self.local else self.instance_type
+
+    @property
+    def group(self) -> str:
+        """The runs one model is fitted on: the platform's, and the strategy's beside
+        Horovod's (whose groups keep the platform's bare name)."""
+        return group_name(self.platform, self.strategy)
+
+
+def group_name(platform: str, strategy: str) -> str:
+    return platform if strategy == STRATEGY_HOROVOD else f"{platform} --distribution {strategy}"
+
+
+def why_not_modelled(runs: list[Observation]) -> str | None:
+    """Why a group's runs cannot be fitted by the step model, or None. The model is a
+    synchronous allreduce step's (Horovod's and MultiWorkerMirrored's alike); an asynchronous
+    parameter-server step has no allreduce and no wait for the slowest worker, but a round
+    trip to the servers and their bandwidth, which it does not describe."""
+    if runs and runs[0].strategy == STRATEGY_PARAMETER_SERVER:
+        best = max(runs, key=lambda r: r.throughput)
+        return (f"measured, not modelled (the step model is synchronous allreduce's): best "
+                f"{best.throughput:.0f} samples/s ({best.source}, {best.layout})")
+    return None
+
+
+def strategy_of(hps: dict) -> str:
+    """The job's strategy as recorded in its hyperparameters: the entrypoint's own, else
+    the flags the SageMaker SDK sets from the estimator's ``distribution``, else Horovod."""
+    named = _hp(hps, HP_DISTRIBUTION, None)
+    if named in STRATEGIES:
+        return named
+    if _truthy(_hp(hps, PARAMETER_SERVER_ENABLED, False)):
+        return STRATEGY_PARAMETER_SERVER
+    if _truthy(_hp(hps, MULTI_WORKER_MIRRORED_ENABLED, False)):
+        return STRATEGY_MIRRORED
+    return STRATEGY_HOROVOD
 
 
 def steady(series: list[float], skip: int = 1) -> tuple[float | None, int]:
@@ -116,7 +169,7 @@ def from_execution(doc: dict) -> list[Observation]:
             instance_type=str(params.get(P.TRAINING_INSTANCE_TYPE, cost.get("instance_type", "local"))),
             local=True, cores=int(machine.get("cores") or os.cpu_count() or 1), epochs_used=used,
             tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
-            steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
+            steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
         ))
     return found
 
@@ -155,7 +208,7 @@ def from_training_job(described: dict) -> Observation | None:
         fp16_allreduce=_truthy(_hp(hps, HP_FP16_ALLREDUCE, False)),
         instance_type=resources.get("InstanceType", "?"), local=False, cores=None, epochs_used=1,
         tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
-        steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)),
+        steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
     )
 
 

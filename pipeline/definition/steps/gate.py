@@ -1,9 +1,9 @@
-"""CheckAccuracy (Condition): accuracy >= threshold -> RegisterModel, otherwise AccuracyTooLow."""
+"""CheckAccuracy (Condition): accuracy >= threshold -> RegisterModel (and the batch inference
+of steps/batch.py), otherwise AccuracyTooLow."""
 
 from __future__ import annotations
 
 from sagemaker.model_metrics import MetricsSource, ModelMetrics
-from sagemaker.tensorflow import TensorFlowModel
 from sagemaker.workflow.condition_step import ConditionStep
 from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
 from sagemaker.workflow.fail_step import FailStep
@@ -13,11 +13,11 @@ from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
 from evaluation import report
 from pipeline.definition import parameters as P
+from pipeline.definition.steps.batch import batch_steps, serving_model
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.evaluate import accuracy, class_names, report_uri
 from pipeline.definition.steps.names import STEP_CONDITION, STEP_FAIL, STEP_REGISTER
-from pipeline.definition.steps.train import model_artifact
-from pipeline.settings import INFERENCE_FRAMEWORK_VERSION, INFERENCE_INSTANCE_TYPE
+from pipeline.settings import INFERENCE_INSTANCE_TYPE
 
 
 def accuracy_gate(
@@ -29,20 +29,15 @@ def accuracy_gate(
         conditions=[
             ConditionGreaterThanOrEqualTo(left=test_accuracy, right=ctx.params[P.ACCURACY_THRESHOLD])
         ],
-        if_steps=[register_step(ctx, step_train, step_evaluate)],
+        # Batch inference (when BatchInputUri is given): the model that passed the gate, once registered.
+        if_steps=[register := register_step(ctx, step_train, step_evaluate),
+                  batch_steps(ctx, step_train, step_evaluate, after=register)],
         else_steps=[fail_step(ctx, test_accuracy)],
     )
 
 
 def register_step(ctx: BuildContext, step_train: TrainingStep, step_evaluate: ProcessingStep) -> ModelStep:
-    model = TensorFlowModel(
-        model_data=model_artifact(step_train),
-        role=ctx.settings.role_arn,
-        framework_version=INFERENCE_FRAMEWORK_VERSION,
-        image_uri=ctx.image(INFERENCE_INSTANCE_TYPE, scope="inference"),
-        sagemaker_session=ctx.session,
-    )
-    register_args = model.register(
+    register_args = serving_model(ctx, step_train).register(
         content_types=["application/json"],
         response_types=["application/json"],
         inference_instances=[INFERENCE_INSTANCE_TYPE],

@@ -8,4 +8,12 @@ STEP_EVALUATE = "EvaluateModel"
 STEP_CONDITION = "CheckAccuracy"
 STEP_REGISTER = "RegisterModel"  # ModelStep: the definition names it "RegisterModel-RegisterModel"
 STEP_FAIL = "AccuracyTooLow"
-STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL)
+# Batch inference, after registration (steps/batch.py): only when BatchInputUri is not empty.
+STEP_BATCH_CONDITION = "CheckBatchInput"
+STEP_BATCH_MODEL = "BatchModel"  # ModelStep: the definition names it "BatchModel-CreateModel"
+STEP_BATCH_KIND = "CheckBatchDataKind"  # images and tables reach the model in different forms
+STEP_TRANSFORM_IMAGES = "BatchTransformImages"
+STEP_TRANSFORM_TABLE = "BatchTransformTable"
+STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL,
+              STEP_BATCH_CONDITION, STEP_BATCH_MODEL, STEP_BATCH_KIND, STEP_TRANSFORM_IMAGES,
+              STEP_TRANSFORM_TABLE)

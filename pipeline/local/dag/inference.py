@@ -13,11 +13,9 @@ from __future__ import annotations
 import re
 
 from pipeline.local.dag.interpreter import STEP_MODEL, STEP_TRANSFORM  # noqa: F401 (re-exported)
+from training_entry.contract import PROGRAM_ENV, SUBMIT_DIRECTORY_ENV  # noqa: F401 (the script's name, folder)
 
 TFS, FRAMEWORK = "tfs", "framework"
-# SageMaker: the framework containers read the script's name and folder from these.
-PROGRAM_ENV = "SAGEMAKER_PROGRAM"
-SUBMIT_DIRECTORY_ENV = "SAGEMAKER_SUBMIT_DIRECTORY"
 _TFS_IMAGE = re.compile(r"/tensorflow-inference(-eia)?:|/sagemaker-tensorflow-serving(-eia)?:")
 _FRAMEWORK_IMAGE = re.compile(r"/(sagemaker-scikit-learn|pytorch-inference|tensorflow-inference|sklearn-inference):")
 

@@ -20,7 +20,6 @@ names.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from pipeline.local.dag.interpreter import (
     ExpressionError,
     StepNode,
 )
-from pipeline.local.store.storage import S3Uri, S3UriError, Storage, StorageError
+from pipeline.local.store.storage import S3Uri, S3UriError, Storage, StorageError, content_digest
 
 LOCAL_INPUTS_PREFIX = "trainpipe-local-inputs"
 PREFIX, OBJECT = "prefix", "object"
@@ -187,17 +186,6 @@ def _first_bucket(definition: Mapping) -> str | None:
     return None
 
 
-def _content_hash(path: Path) -> str:
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for file in files:
-        digest.update(file.relative_to(path if path.is_dir() else path.parent).as_posix().encode() + b"\0")
-        with open(file, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()[:16]
-
-
 def local_path_of(value) -> Path | None:
     """The local path a parameter value names (``file://...`` or a plain path), or None."""
     if not isinstance(value, str) or not value or value.startswith("s3://") or "://" in value.replace("file://", "", 1):
@@ -222,7 +210,7 @@ def place_local_parameters(definition: Mapping, nodes: list[StepNode], parameter
         default = str(declared.get(name, {}).get("DefaultValue", ""))
         bucket = (default[5:].split("/", 1)[0] if default.startswith("s3://") else None) \
             or _first_bucket(definition) or _FALLBACK_BUCKET
-        prefix = f"s3://{bucket}/{LOCAL_INPUTS_PREFIX}/{name}/{_content_hash(path)}"
+        prefix = f"s3://{bucket}/{LOCAL_INPUTS_PREFIX}/{name}/{content_digest(path)}"
         try:
             if path.is_dir():
                 storage.put_tree(path, prefix + "/")

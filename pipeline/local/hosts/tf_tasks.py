@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pipeline.local.hosts import tf_config
 
 # SageMaker: the toolkit's _run_ps, as a process: the cluster as the toolkit builds it (with
-# "master"), no GPU, until stopped. SIGTERM is how the job ends it after the scripts finish.
+# "master"), no GPU, until stopped. SIGTERM is how the job ends it after the scripts finish:
+# exit 0 then. The main thread waits in signal.pause(), not server.join(): a Python handler
+# runs only when the main thread is back in the interpreter, which join() never returns to.
 PS_PROGRAM = """\
 import json, os, signal
 signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -26,7 +28,8 @@ server = tf.distribute.Server(
     tf.train.ClusterSpec(config["cluster"]), job_name="ps", task_index=config["task"]["index"],
     protocol="grpc", config=tf.compat.v1.ConfigProto(device_count={"GPU": 0}))
 print(f"parameter server ps:{config['task']['index']} serving at {server.target}", flush=True)
-server.join()
+while True:
+    signal.pause()
 """
 
 PS_SUFFIX = ".ps"  # a host's parameter server's label: algo-2.ps

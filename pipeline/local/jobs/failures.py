@@ -4,6 +4,8 @@ process that failed first."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.local.hosts.processes import EXTERNAL_SIGNALS, signal_name
@@ -95,3 +97,42 @@ def exit_failure(who: str, signum: int | None, code: int | None, detail: str | N
     else:
         how = f"exited with code {code}"
     return JobFailure(f"AlgorithmError: {who} {how}" + (f": {detail}" if detail else ""), ALGORITHM_ERROR)
+
+
+# --- The failure in the user's terms ------------------------------------------------------------
+def parameter_terms(definition: Mapping) -> dict[str, str]:
+    """{hyperparameter: pipeline parameter} for each Training step hyperparameter that is a
+    parameter as it stands: ``{"Get": "Parameters.X"}``, or the SDK's one-value ``Std:Join``
+    of it. The definition is the one place that says which parameter feeds which
+    hyperparameter, for trainpipe's own definition and any other alike."""
+    terms: dict[str, str] = {}
+    for step in definition.get("Steps", []):
+        if step.get("Type") != "Training":
+            continue
+        for name, value in step.get("Arguments", {}).get("HyperParameters", {}).items():
+            join = value.get("Std:Join", {}) if isinstance(value, dict) else {}
+            if join.get("On") == "" and len(join.get("Values", [])) == 1:
+                value = join["Values"][0]
+            get = value.get("Get") if isinstance(value, dict) and len(value) == 1 else None
+            if isinstance(get, str) and get.startswith("Parameters."):
+                terms[name] = get.split(".", 1)[1]
+    return terms
+
+
+# A number after the name: ``batch-size 32``, ``--batch-size=32``.
+_VALUE = r"(?:[ =](?P<value>-?\d+(?:\.\d+)?(?:[eE]-?\d+)?)(?!\w|\.\d))"
+
+
+def in_user_terms(reason: str, terms: Mapping[str, str]) -> str:
+    """``reason`` with each hyperparameter named as the user sets it in ``run --local``:
+    ``batch-size 32`` (or ``--batch-size 32``) becomes ``-p BatchSize=32`` and a bare
+    ``batch-size`` ``-p BatchSize``. A one-word name (``epochs``) is plain English too, so
+    it is renamed only where a number follows it."""
+    for hyperparameter, parameter in terms.items():
+        name = r"(?<![\w-])(?:--)?" + re.escape(hyperparameter) + r"(?![\w-])"
+        one_word = re.fullmatch(r"[A-Za-z]+", hyperparameter) is not None
+        pattern = re.compile(name + (_VALUE if one_word else _VALUE + "?"))
+        reason = pattern.sub(
+            lambda m, p=parameter: f"-p {p}" + (f"={m['value']}" if m["value"] is not None else ""),
+            reason)
+    return reason

@@ -29,6 +29,7 @@ from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailu
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
 from pipeline.local.jobs.logs import now_iso
 from pipeline.local.store.storage import Storage, StorageError
+from training_entry.contract import SUBMIT_DIRECTORY_ENV
 
 KIND = "Transform"
 STARTUP_SECONDS = 180  # SageMaker: a container must answer /ping within minutes
@@ -89,10 +90,13 @@ def _free_port() -> int:
 class Instance:
     """One instance: its model server, and the objects it transforms."""
 
-    def __init__(self, host: str, kind: str, model_dir: Path, log: Path, environment: dict, python: str):
+    def __init__(self, host: str, kind: str, model_dir: Path, log: Path, environment: dict, python: str,
+                 code_dir: Path | None = None):
         self.host, self.port, self.log = host, _free_port(), log
         log.parent.mkdir(parents=True, exist_ok=True)
         argv = [python, "-m", SERVER_MODULES[kind], "--model-dir", str(model_dir), "--port", str(self.port)]
+        if code_dir is not None:
+            argv += ["--code-dir", str(code_dir)]  # the framework script's unpacked sourcedir.tar.gz
         env = {**os.environ, **environment, "PYTHONPATH": _repository_path(), "TF_CPP_MIN_LOG_LEVEL": "2"}
         with open(log, "ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -187,12 +191,13 @@ class TransformJob:
             folder, objects = input_objects(self.storage, self.request)
             count = int((self.request.get("TransformResources") or {}).get("InstanceCount", 1))
             shares = [objects[i::count] for i in range(count)]
-            model_dir = self._model_dir()
+            model_dir, code_dir = self._model_dir(), self._code_dir()
+            environment = {k: str(v) for k, v in (self.model.get("Environment") or {}).items()}
             for index, share in enumerate(shares, 1):
                 if share:  # SageMaker: an instance with no object still starts; here it need not
                     instances.append(Instance(f"algo-{index}", self.model["kind"], model_dir,
                                               self.job_dir / "hosts" / f"algo-{index}" / "server.log",
-                                              self.model.get("Environment") or {}, self.python))
+                                              environment, self.python, code_dir))
             for instance in instances:
                 instance.wait_ready()
             self.say(f"{len(objects)} object(s) on {len(instances)} instance(s): {[len(s) for s in shares]}")
@@ -223,18 +228,29 @@ class TransformJob:
 
     def _model_dir(self) -> Path:
         """The model's archive, extracted as its container's /opt/ml/model."""
-        from training_entry import archives
-
         url = self.model.get("ModelDataUrl")
-        target = self.job_dir / "model"
         if not url:
             raise JobFailure("ClientError: the model has no ModelDataUrl: nothing to serve", CLIENT_ERROR)
-        archive = self.job_dir / "model.tar.gz"
+        return self._extract(str(url), self.job_dir / "model", "the model archive")
+
+    def _code_dir(self) -> Path | None:
+        """A framework model's script folder where it is an ``s3://`` sourcedir.tar.gz (the SDK's
+        entry_point without repacking), unpacked as the container unpacks it; else None: the
+        handler finds it in the model (``/opt/ml/model/code``, where the SDK repacked it)."""
+        submit = str((self.model.get("Environment") or {}).get(SUBMIT_DIRECTORY_ENV) or "")
+        if self.model["kind"] != FRAMEWORK or not submit.startswith("s3://"):
+            return None
+        return self._extract(submit, self.job_dir / "code", SUBMIT_DIRECTORY_ENV)
+
+    def _extract(self, url: str, target: Path, what: str) -> Path:
+        from training_entry import archives
+
+        archive = self.job_dir / Path(url).name
         self.storage.get_file(url, archive)
         try:
             archives.extract(str(archive), str(target))
         except (OSError, EOFError, ValueError, tarfile.TarError) as error:
-            raise JobFailure(f"ClientError: cannot extract the model archive {url}: {error}", CLIENT_ERROR) from None
+            raise JobFailure(f"ClientError: cannot extract {what} {url}: {error}", CLIENT_ERROR) from None
         archive.unlink()
         return target
 

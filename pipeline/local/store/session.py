@@ -79,6 +79,11 @@ class LocalStoreSession(OfflinePipelineSession):
         super().__init__(region=region, bucket=bucket)
         self.storage = storage
         self.s3_resource = _StoreResource(storage)
+        # SageMaker SDK: a Model's entry_point (SKLearnModel, ...) goes up as sourcedir.tar.gz
+        # through boto_session.resource("s3"), not through s3_resource as an estimator's does.
+        resource = self.boto_session.resource
+        self.boto_session.resource = lambda name, *args, **kwargs: (
+            self.s3_resource if name == "s3" else resource(name, *args, **kwargs))
 
     # SageMaker: uploads of local code and data (OfflinePipelineSession refuses them).
     def upload_data(self, *args, **kwargs):

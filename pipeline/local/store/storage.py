@@ -97,6 +97,30 @@ def md5_of_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def local_files(path: Path) -> list[Path]:
+    """What ``Storage.put_tree`` (a folder) or ``put_file`` (a file) uploads from ``path``,
+    sorted. SageMaker: symlinks are not followed, as the SDK's uploads do not."""
+    path = Path(path)
+    if path.is_file():
+        return [path]
+    return [p for p in sorted(path.rglob("*")) if p.is_file() and not p.is_symlink()]
+
+
+def content_digest(path: Path, length: int = 16) -> str:
+    """A short hex digest of what ``local_files`` finds: relative names and bytes. Equal data
+    gives an equal digest wherever it lies, so a prefix named by it is written once; changed
+    data (a file added, renamed or edited) gives another."""
+    path = Path(path)
+    base = path if path.is_dir() else path.parent
+    digest = hashlib.sha256()
+    for file in local_files(path):
+        digest.update(file.relative_to(base).as_posix().encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:length]
+
+
 class PathEscapeError(StorageError, UserError):
     """An object key that would name a file outside the directory it belongs in."""
 
@@ -142,6 +166,10 @@ class Storage(ABC):
         """MD5 hex of the object, None when absent or unknown (multipart ETag)."""
 
     @abstractmethod
+    def delete(self, uri: str) -> None:
+        """Remove one object; absent is not an error (as S3's DeleteObject)."""
+
+    @abstractmethod
     def describe(self) -> str:
         """Where the objects are, for messages."""
 
@@ -174,13 +202,22 @@ class Storage(ABC):
         SageMaker: symlinks are not followed."""
         directory = Path(directory)
         uploaded = []
-        for path in sorted(directory.rglob("*")):
-            if path.is_symlink() or not path.is_file():
-                continue
+        for path in local_files(directory):
             target = join_uri(uri, path.relative_to(directory).as_posix())
             self.put_file(path, target)
             uploaded.append(target)
         return uploaded
+
+    def put_tree_if_changed(self, directory: Path, uri: str) -> tuple[list[str], int]:
+        """``put_tree``, skipping objects already there with the same bytes: (every object
+        of the tree, how many were written)."""
+        directory = Path(directory)
+        objects, written = [], 0
+        for path in local_files(directory):
+            target = join_uri(uri, path.relative_to(directory).as_posix())
+            written += self.put_file_if_changed(path, target)
+            objects.append(target)
+        return objects, written
 
     def get_tree(self, uri: str, directory: Path) -> list[Path]:
         """Download every object under ``uri`` (taken as a folder) into ``directory``."""
@@ -259,6 +296,21 @@ class LocalStorage(Storage):
     def md5(self, uri: str) -> str | None:
         path = self._path(uri)
         return md5_of_file(path) if path.is_file() else None
+
+    def delete(self, uri: str) -> None:
+        path = self._path(uri)
+        if uri.endswith("/") or not path.is_file():
+            return
+        path.unlink()
+        # Folders left empty go too: a store listed by folder shows no ghosts of removed data.
+        bucket_dir = self.root / S3Uri.parse(uri).bucket
+        for parent in path.parents:
+            if parent == bucket_dir or not parent.is_relative_to(bucket_dir):
+                break
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (or not ours to remove): the folders above are kept
+                break
 
 
 _PARTIAL_SUFFIX = ".trainpipe-partial"
@@ -355,3 +407,7 @@ class Boto3Storage(Storage):
             return None
         etag = head.get("ETag", "").strip('"')
         return None if "-" in etag else etag
+
+    def delete(self, uri: str) -> None:
+        s3 = S3Uri.parse(uri)
+        self._call(uri, self.client.delete_object, Bucket=s3.bucket, Key=s3.key)

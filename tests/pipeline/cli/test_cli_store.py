@@ -47,6 +47,79 @@ def test_cp_refuses_what_it_cannot_copy_in_one_line(tmp_path, capsys):
     assert "not a valid bucket name" in capsys.readouterr().err
 
 
+def test_cp_to_a_destination_ending_in_a_slash_copies_into_that_folder(tmp_path, capsys):
+    work = ["--workdir", str(tmp_path / "w")]
+    (tmp_path / "model.tar.gz").write_bytes(b"model")
+    assert main(["store", "cp", str(tmp_path / "model.tar.gz"), "s3://my-bucket/run/", *work]) == 0
+    # As `aws s3 cp`: out/ is a folder (made if need be), and the file keeps its name in it.
+    assert main(["store", "cp", "s3://my-bucket/run/model.tar.gz", f"{tmp_path / 'out'}/", *work]) == 0
+    assert (tmp_path / "out" / "model.tar.gz").read_bytes() == b"model"
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"s3://my-bucket/run/model.tar.gz -> {tmp_path / 'out' / 'model.tar.gz'}")
+    # An existing folder without the slash is a folder too; any other name is the file's.
+    assert main(["store", "cp", "s3://my-bucket/run/model.tar.gz", str(tmp_path / "out"), *work]) == 0
+    assert main(["store", "cp", "s3://my-bucket/run/model.tar.gz", str(tmp_path / "renamed.tgz"), *work]) == 0
+    assert (tmp_path / "renamed.tgz").read_bytes() == b"model"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["model.tar.gz"]
+
+
+def test_cp_of_a_folder_again_writes_only_what_changed(tmp_path, capsys):
+    work = ["--workdir", str(tmp_path / "w")]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.txt").write_text("a")
+    (tmp_path / "d" / "b.txt").write_text("b")
+    assert main(["store", "cp", str(tmp_path / "d"), "s3://my-bucket/d", "--recursive", *work]) == 0
+    (tmp_path / "d" / "b.txt").write_text("b2")
+    assert main(["store", "cp", str(tmp_path / "d"), "s3://my-bucket/d", *work]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{tmp_path / 'd'}/ -> s3://my-bucket/d/: 2 object(s)",
+                                                    f"{tmp_path / 'd'}/ -> s3://my-bucket/d/: 2 object(s), 1 unchanged"]
+
+
+def test_rm_removes_an_object_or_with_recursive_a_prefix_and_names_each(tmp_path, capsys):
+    work = ["--workdir", str(tmp_path / "w")]
+    data = tmp_path / "data"
+    (data / "ants").mkdir(parents=True)
+    (data / "ants" / "a.jpg").write_bytes(b"a")
+    (data / "ants" / "b.jpg").write_bytes(b"b")
+    (data / "t.csv").write_text("x\n")
+    assert main(["store", "cp", str(data), "s3://my-bucket/raw/", *work]) == 0
+    assert main(["store", "cp", str(data / "t.csv"), "s3://my-bucket/rawer/", *work]) == 0
+    capsys.readouterr()
+    store = LocalStorage(tmp_path / "w" / "store")
+    assert main(["store", "rm", "s3://my-bucket/raw/t.csv", *work]) == 0
+    assert capsys.readouterr().out == "removed s3://my-bucket/raw/t.csv\n"
+    # A prefix without --recursive: refused, as `aws s3 rm` does, and nothing removed.
+    assert main(["store", "rm", "s3://my-bucket/raw", *work]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trainpipe store: error: store rm: s3://my-bucket/raw/ is a prefix holding 2 object(s); add "
+        "--recursive to remove them all (trainpipe store rm --recursive s3://my-bucket/raw/)")
+    assert len(store.list("s3://my-bucket/raw/")) == 2
+    # --recursive takes the prefix as a folder: raw/ goes, rawer/ (the same string prefix) stays.
+    assert main(["store", "rm", "s3://my-bucket/raw", "--recursive", *work]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "removed s3://my-bucket/raw/ants/a.jpg", "removed s3://my-bucket/raw/ants/b.jpg",
+        f"2 object(s) removed from the local object store {tmp_path / 'w' / 'store'}"]
+    assert store.list("s3://my-bucket/") == ["s3://my-bucket/rawer/t.csv"]
+    assert not (tmp_path / "w" / "store" / "my-bucket" / "raw").exists()  # no empty folders left
+    assert (data / "ants" / "a.jpg").exists()  # the local source is not the store's
+
+
+def test_rm_refuses_what_is_not_there_and_what_is_not_in_the_store(tmp_path, capsys):
+    work = ["--workdir", str(tmp_path / "w")]
+    assert main(["store", "rm", "s3://my-bucket/nothing", "--recursive", *work]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trainpipe store: error: store rm: no object s3://my-bucket/nothing and none under "
+        f"s3://my-bucket/nothing/ in the local object store {tmp_path / 'w' / 'store'}; see what is "
+        "there with `trainpipe store ls`")
+    (tmp_path / "w" / "outside").mkdir(parents=True)
+    (tmp_path / "w" / "outside" / "keep").write_text("k")
+    assert main(["store", "rm", "s3://my-bucket/../../outside/keep", *work]) == 2
+    assert "'..' is not allowed in a key" in capsys.readouterr().err
+    assert main(["store", "rm", str(tmp_path / "w" / "outside" / "keep"), *work]) == 2
+    assert "is not an s3:// URI" in capsys.readouterr().err
+    assert (tmp_path / "w" / "outside" / "keep").exists()
+
+
 def test_cp_to_an_s3_endpoint_needs_no_credentials(tmp_path, capsys, monkeypatch, moto_url):  # noqa: F811
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
@@ -61,6 +134,9 @@ def test_cp_to_an_s3_endpoint_needs_no_credentials(tmp_path, capsys, monkeypatch
     assert "no AWS credentials configured; using dummy ones" in captured.err
     assert main(["store", "ls", "s3://no-creds/", "--s3-endpoint", moto_url]) == 0
     assert "s3://no-creds/f.txt" in capsys.readouterr().out
+    assert main(["store", "rm", "s3://no-creds/f.txt", "--s3-endpoint", moto_url]) == 0
+    assert capsys.readouterr().out == "removed s3://no-creds/f.txt\n"
+    assert main(["store", "rm", "s3://no-creds/f.txt", "--s3-endpoint", moto_url]) == 2
 
 
 def test_the_sdk_s_uploads_land_in_the_local_store(tmp_path):

@@ -23,7 +23,7 @@ def top_level_step(definition: dict, name: str) -> dict:
 
 
 def test_nothing_deployed(base):
-    assert definition_diff(None, base).startswith("new pipeline: 6 steps (PreprocessData, TrainModel,")
+    assert definition_diff(None, base).startswith("new pipeline: 11 steps (PreprocessData, TrainModel,")
 
 
 def test_identical(base):

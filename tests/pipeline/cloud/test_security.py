@@ -5,16 +5,20 @@ encrypted with the KMS key."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 
 import boto3
 import pytest
+import yaml
 
 from pipeline.cli.main import main
+from pipeline.cloud.endpoint import Package, default_endpoint_name, resource_name
 from pipeline.cloud.secrets import SECRET_KEY, find_secrets
 from pipeline.definition.build import build_definition
 from pipeline.settings import Settings
 from processing import contract as processing
-from tests.moto_aws import MOTO_CFN_WARNING, REGION, deployed_definition
+from tests.infra.conftest import _CloudFormationLoader
+from tests.moto_aws import MOTO_CFN_WARNING, REGION, TEMPLATE, deployed_definition
 from training_entry import contract as training
 
 pytestmark = pytest.mark.filterwarnings(MOTO_CFN_WARNING)
@@ -225,3 +229,56 @@ def test_upsert_refuses_a_tag_with_a_credential(stack, monkeypatch, capsys, tag)
     assert tag.split("=", 1)[1] not in err
     sagemaker = boto3.client("sagemaker", region_name=REGION)
     assert sagemaker.list_pipelines()["PipelineSummaries"] == []
+
+
+# --- least privilege for trainpipe deploy (infra/template.yaml) ------------------------------------
+
+
+def _policy_statements(role: str) -> dict[str, dict]:
+    """The role's inline statements by Sid, read with the infra tests' CloudFormation loader."""
+    template = yaml.load(TEMPLATE.read_text(), Loader=_CloudFormationLoader)  # noqa: S506
+    policies = template["Resources"][role]["Properties"]["Policies"]
+    return {s["Sid"]: s for p in policies for s in p["PolicyDocument"]["Statement"]}
+
+
+def _as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_ci_role_deploys_only_endpoints_named_after_the_group():
+    statements = _policy_statements("CiRole")
+    granted = {a for s in statements.values() for a in _as_list(s["Action"])}
+    # Every call pipeline/cloud/endpoint.py makes, and nothing that deletes.
+    assert {"sagemaker:ListModelPackages", "sagemaker:DescribeModelPackage",
+            "sagemaker:CreateModel", "sagemaker:CreateEndpointConfig", "sagemaker:CreateEndpoint",
+            "sagemaker:UpdateEndpoint", "sagemaker:DescribeEndpoint",
+            "sagemaker:DescribeEndpointConfig", "sagemaker:DescribeModel"} <= granted
+    assert not [a for a in granted if "Delete" in a]
+    deploy = statements["DeployTheGroupsEndpoints"]
+    kinds = {r["Fn::Sub"].rsplit(":", 1)[1] for r in deploy["Resource"]}
+    assert kinds == {"model/${ModelPackageGroupName}*", "endpoint-config/${ModelPackageGroupName}*",
+                     "endpoint/${ModelPackageGroupName}*"}
+    # ... and the names the CLI makes by default are inside that scope.
+    package = Package("arn", "trainpipe-models", 3, "Approved", "Completed", None, ())
+    assert default_endpoint_name("trainpipe-models") == "trainpipe-models"
+    assert resource_name("trainpipe-models", package, datetime.now(timezone.utc)).startswith(
+        "trainpipe-models-")
+    models = statements["CreateNetworkIsolatedModelsFromThem"]
+    assert models["Resource"]["Fn::Sub"].endswith(":model/${ModelPackageGroupName}*")
+    assert models["Condition"] == {"Bool": {"sagemaker:NetworkIsolation": "true"}}
+    packages = statements["ReadTheGroupsModelPackages"]
+    assert packages["Resource"]["Fn::Sub"].endswith(":model-package/${ModelPackageGroupName}/*")
+    passes = statements["HandTheExecutionRoleToThePipeline"]
+    assert passes["Resource"] == {"Fn::GetAtt": ["ExecutionRole", "Arn"]}
+    assert passes["Condition"]["StringEquals"]["iam:PassedToService"] == "sagemaker.amazonaws.com"
+
+
+def test_the_endpoint_runs_as_the_execution_role_with_image_model_and_log_access():
+    statements = _policy_statements("ExecutionRole")
+    images = [r["Fn::Sub"] for r in statements["PullTheDeepLearningImages"]["Resource"]]
+    assert any(r.endswith("repository/tensorflow-inference") for r in images)
+    model_data = statements["ReadWriteTheArtifactPrefix"]
+    assert "s3:GetObject" in model_data["Action"]
+    assert "kms:Decrypt" in statements["UseTheArtifactKey"]["Action"]
+    (logs,) = statements["WriteEndpointLogs"]["Resource"]
+    assert logs["Fn::Sub"].endswith("log-group:/aws/sagemaker/Endpoints/${ModelPackageGroupName}*")

@@ -9,6 +9,7 @@ from pipeline.cli.main import main
 from pipeline.cloud import uploads
 from pipeline.cloud.deploy import DESCRIPTION, MANAGED_BY_TAG
 from pipeline.data.default import DIGITS_FILENAME, DIGITS_RECORDS
+from pipeline.definition import build as D
 from pipeline.definition import parameters as P
 from pipeline.definition.build import build_definition
 from pipeline.definition.bundles import all_bundles
@@ -85,7 +86,7 @@ def test_first_upsert_uploads_everything_and_creates_the_pipeline(stack, puts, c
 
     # Where every setting came from is printed, and the plan.
     assert "output ExecutionRoleArn of stack 'trainpipe'" in out
-    assert "deployed: nothing yet" in out and "new pipeline: 6 steps" in out
+    assert "deployed: nothing yet" in out and "new pipeline: 11 steps" in out
     assert f"created {described['PipelineArn']}" in out
 
 
@@ -213,3 +214,41 @@ def test_the_default_image_data_uri_gets_the_digits_as_pngs(stack, puts, capsys)
     puts.clear()
     assert main(["upsert", "-p", f"InputDataUri={uri}"]) == 0
     assert not [k for k in puts if "/data/" in k]
+
+
+def steps_by_name(definition: dict) -> dict[str, dict]:
+    found = {}
+    for step in definition["Steps"]:
+        found[step["Name"]] = step
+        for branch in ("IfSteps", "ElseSteps"):
+            found.update(steps_by_name({"Steps": step.get("Arguments", {}).get(branch, [])}))
+    return found
+
+
+def test_the_batch_inference_steps_are_deployed_with_the_stacks_role_and_key(stack, puts, capsys):
+    new_data = f"s3://{stack['ArtifactBucketName']}/new-data/"
+    assert main(["upsert", "-p", f"BatchInputUri={new_data}", "-p", "BatchInstanceCount=2"]) == 0
+    capsys.readouterr()
+    deployed = deployed_definition()
+    assert deployed == build_definition(settings_of(stack), {P.BATCH_INPUT_URI: new_data,
+                                                             P.BATCH_INSTANCE_COUNT: 2})
+    defaults = {p["Name"]: p["DefaultValue"] for p in deployed["Parameters"]}
+    assert (defaults[P.BATCH_INPUT_URI], defaults[P.BATCH_INSTANCE_COUNT]) == (new_data, 2)
+    steps = steps_by_name(deployed)
+    model = steps[f"{D.STEP_BATCH_MODEL}-CreateModel"]["Arguments"]
+    assert model["ExecutionRoleArn"] == stack["ExecutionRoleArn"]
+    for name in (D.STEP_TRANSFORM_IMAGES, D.STEP_TRANSFORM_TABLE):
+        args = steps[name]["Arguments"]
+        # Predictions land in the stack's bucket, encrypted with its key, as every output does.
+        assert args["TransformOutput"]["KmsKeyId"] == stack["KmsKeyArn"]
+        assert args["TransformOutput"]["S3OutputPath"]["Std:Join"]["Values"][0] == (
+            f"s3://{stack['ArtifactBucketName']}/{stack['ArtifactPrefix']}")
+    # Back to no batch inference: the update says which defaults changed.
+    assert main(["upsert"]) == 0
+    out = capsys.readouterr().out
+    assert f"~ {P.BATCH_INPUT_URI}: default" in out and f"~ {P.BATCH_INSTANCE_COUNT}: default 2 -> 1" in out
+    # A count below 1 is one line, and the deployed pipeline is left as it was.
+    assert main(["upsert", "-p", "BatchInstanceCount=0"]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.strip().splitlines()) == 1 and "BatchInstanceCount=0: must be at least 1" in captured.err
+    assert {p["Name"]: p["DefaultValue"] for p in deployed_definition()["Parameters"]}[P.BATCH_INPUT_URI] == ""

@@ -3,7 +3,10 @@ same computation done by hand; the report's lines name every factor's source."""
 
 from __future__ import annotations
 
+import io
+import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import boto3
 import pytest
@@ -110,3 +113,69 @@ def test_report_prints_each_factor_with_its_source():
     assert "PUE = 1.15" in text and "sustainability" in text
     assert "NVIDIA datasheets" in text
     assert "price ml.p3.2xlarge: $3.825/h [table https://aws.amazon.com/sagemaker/pricing/" in text
+
+
+# --- a stopped execution ------------------------------------------------------------------------
+def _stopped_local_run(tmp_path, monkeypatch):
+    """A local execution of two training steps whose second job is stopped (Ctrl-C) part way:
+    the runner's job launcher is replaced, the recording around it is the real one."""
+    from pipeline.local import runner as runner_module
+    from pipeline.local.jobs.lifecycle import JobResult, JobStopped
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"user.py": "print('hi')\n"})
+    definition = {"Version": "2020-12-01", "Parameters": [], "Steps": [
+        {"Name": name, "Type": "Training", "Arguments": training_request(code)}
+        for name in ("First", "Second")]}
+
+    def launch(self, node, request, record):
+        record.attempts, record.job_name = 1, f"job-{node.name}"
+        described = {**request, "TrainingJobName": record.job_name,
+                     "ModelArtifacts": {"S3ModelArtifacts": f"s3://{BUCKET}/out/model.tar.gz"}}
+        result = JobResult(record.job_name, "Training", "Completed", described, tmp_path, tmp_path / "log",
+                           0.0, 1.0)
+        if node.name == "Second":
+            raise JobStopped(JobResult(**{**vars(result), "status": "Stopped"}))
+        return result
+
+    monkeypatch.setattr(runner_module.PipelineRunner, "_run_with_retries", launch)
+    options = runner_module.RunOptions(workdir=tmp_path / "work", storage=storage, echo=False,
+                                       stream=io.StringIO(), use_cache=False)
+    return runner_module.PipelineRunner(definition, "testpipe", options).run()
+
+
+def test_the_cost_table_of_a_stopped_run_lists_every_job_that_ran(tmp_path, monkeypatch):
+    from pipeline.local.execution import record_from_document, summary_table
+
+    record = _stopped_local_run(tmp_path, monkeypatch)
+    assert record.status == "Stopped"
+    assert [(s.name, s.status) for s in record.steps] == [("First", "Succeeded"), ("Second", "Stopped")]
+    stopped = record.steps[1].cost
+    assert stopped["status"] == "Stopped" and stopped["seconds"] >= 0
+    assert any(note.startswith("job-Second: ran ") and note.endswith("; charged up to the stop")
+               for note in stopped["notes"])
+    doc = json.loads((Path(record.run_dir) / "execution.json").read_text())
+    assert doc["cost"]["jobs"] == 2
+    # The run's summary and `executions --local`'s (read back from execution.json) alike.
+    for table in (summary_table(record), summary_table(record_from_document(doc))):
+        rows = table[table.index("cost and carbon"):].splitlines()
+        assert any(row.split()[0] == "First" for row in rows[2:])
+        assert any(row.strip().startswith("Second (stopped)") for row in rows), table
+        assert any(row.strip().startswith("TOTAL") for row in rows)
+
+
+def test_a_cloud_job_stopped_before_billing_adds_nothing_and_keeps_the_totals():
+    started = accounting.cloud_job_cost(training_answer(TrainingJobStatus="Stopped", BillableTimeInSeconds=900),
+                                        "Training", REGION, PriceBook({"ml.p3.2xlarge": 3.825}))
+    never = training_answer(TrainingJobStatus="Stopped")
+    del never["BillableTimeInSeconds"], never["TrainingTimeInSeconds"]
+    unbilled = accounting.cloud_job_cost(never, "Training", REGION, PriceBook({"ml.p3.2xlarge": 3.825}))
+    assert started["status"] == "Stopped" and started["cost_usd"] == pytest.approx(2 * 900 / 3600 * 3.825)
+    assert unbilled["cost_usd"] == 0.0 and unbilled["notes"] == [f"{JOB}: stopped before any billable time (nothing charged)"]
+    total = accounting.totals([started, unbilled])
+    assert total["cost_usd"] == pytest.approx(started["cost_usd"]) and total["jobs"] == 2
+    assert total["energy_kwh"] == pytest.approx(started["energy"]["kwh"])
+    text = "\n".join(accounting.report_lines([started, unbilled], local=False))
+    assert text.count(f"{JOB} (stopped)") == 2

@@ -1,10 +1,13 @@
-"""pipeline.data.kind before any job: split folders are splits, not classes."""
+"""pipeline.data.kind before any job: split folders are splits, not classes; the data's shape
+(classes, features, training records) and a training split too small for BatchSize."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.data.kind import check_input_data
+from pipeline.data import kind
+from pipeline.data.kind import check_input_data, inspect_input_data
+from pipeline.data.shape import DataShape
 from pipeline.definition import parameters as P
 from pipeline.local.store.storage import LocalStorage
 
@@ -32,3 +35,66 @@ def test_a_top_level_mixing_split_and_class_folders_is_refused_before_any_job(st
     with pytest.raises(P.ParameterError, match=r"^InputDataUri=s3://bkt/mixed/: InputDataUri mixes split folders "
                                                r"\(train/\) with other folders \(cats/\)"):
         check_input_data(store, values("s3://bkt/mixed/"), False)
+
+
+# --- The data's shape before any job: classes, features, training records ---------------------
+def _tree(storage, prefix, counts):
+    """``counts``: relative folder -> images in it (placeholder bytes: only the listing counts)."""
+    for folder, count in counts.items():
+        for i in range(count):
+            storage.put_bytes(b"0", f"s3://bkt/{prefix}/{folder}/{i}.jpg")
+
+
+def _values(uri, **overrides):
+    return P.resolve({P.INPUT_DATA_URI: uri, **overrides}, bucket="bkt", prefix="p")
+
+
+def test_an_image_trees_classes_and_train_split_come_from_the_listing(tmp_path):
+    store = LocalStorage(tmp_path / "store")
+    _tree(store, "photos", {"ants": 123, "bees": 122})  # the hymenoptera set's 245 photos
+    shape = inspect_input_data(store, _values("s3://bkt/photos/"), False)
+    # 15% validation and 15% test (37 each): what the processing step's split leaves.
+    assert (shape.kind, shape.class_names, shape.train_records) == ("image", ("ants", "bees"), 171)
+    _tree(store, "given", {"train/ants": 100, "train/bees": 90, "val/ants": 20, "val/bees": 15})
+    given = inspect_input_data(store, _values("s3://bkt/given/"), False)
+    assert given.class_names == ("ants", "bees")
+    assert given.train_records == 190 - 29  # val given as is; test carved from train: 15% of 190
+
+
+def test_a_training_split_too_small_for_the_layout_is_refused_with_what_would_fit(tmp_path):
+    store = LocalStorage(tmp_path / "store")
+    _tree(store, "photos", {"ants": 123, "bees": 122})
+    assert check_input_data(store, _values("s3://bkt/photos/"), False) == "image"  # the defaults fit
+    with pytest.raises(P.ParameterError) as info:
+        check_input_data(store, _values("s3://bkt/photos/", BatchSize="128"), False)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("BatchSize=128 is larger than the 85 training records each of the 2 ranks "
+                              "(TrainingInstanceCount x ProcessesPerHost = 2 x 1) gets")
+    assert message.endswith("use -p BatchSize=85 or -p TrainingInstanceCount=1")
+    with pytest.raises(P.ParameterError, match=r"use -p BatchSize=21 or -p TrainingInstanceCount=1$"):
+        check_input_data(store, _values("s3://bkt/photos/", ProcessesPerHost="4"), False)
+    with pytest.raises(P.ParameterError, match=r"use -p BatchSize=42 or -p TrainingInstanceCount=1 "
+                                               r"-p ProcessesPerHost=1$"):
+        check_input_data(store, _values("s3://bkt/photos/", BatchSize="100", ProcessesPerHost="2"), False)
+
+
+def test_a_small_local_tables_header_and_label_column_are_read(tmp_path):
+    store = LocalStorage(tmp_path / "store")
+    rows = ["species,bill,island"] + [f"{'Adelie' if i % 3 else 'Gentoo'},{i},{'Biscoe'}" for i in range(100)]
+    rows.insert(5, "NA,1,Dream")  # a row without a label is dropped, as processing drops it
+    store.put_bytes("\n".join(rows).encode(), "s3://bkt/penguins/penguins.csv")
+    shape = inspect_input_data(store, _values("s3://bkt/penguins/", LabelColumn="species"), False)
+    assert (shape.class_names, shape.num_features, shape.train_records) == (("Adelie", "Gentoo"), 2, 70)
+    with pytest.raises(P.ParameterError, match=r"BatchSize=64 is larger than the 35 training records .* gets: 70 of "
+                                               r"the 100 row\(s\) with a 'species' \(2 classes\) under InputDataUri="):
+        check_input_data(store, _values("s3://bkt/penguins/", LabelColumn="species", BatchSize="64"), False)
+
+
+def test_what_cannot_be_read_before_processing_is_left_to_it(tmp_path, monkeypatch):
+    store = LocalStorage(tmp_path / "store")
+    store.put_bytes(b"0", "s3://bkt/odd/data.csv")  # no label column: processing says so
+    assert inspect_input_data(store, _values("s3://bkt/odd/"), False) == DataShape("table")
+    store.put_bytes(b"a,label\n1,0\n2,1\n" * 5, "s3://bkt/big/data.csv")
+    monkeypatch.setattr(kind, "PRECHECK_TABLE_BYTES", 10)
+    assert inspect_input_data(store, _values("s3://bkt/big/"), False) == DataShape("table")

@@ -9,6 +9,7 @@ import pytest
 from evaluation import report
 from pipeline.definition import parameters as P
 from pipeline.definition.build import (
+    STEP_BATCH_CONDITION,
     STEP_CONDITION,
     STEP_EVALUATE,
     STEP_FAIL,
@@ -42,12 +43,16 @@ def pipe_sharded_definition():
 
 
 def steps_by_name(definition):
+    """Every step, those in conditions' branches (nested ones too) included."""
     found = {}
-    for step in definition["Steps"]:
-        found[step["Name"]] = step
-        for branch in ("IfSteps", "ElseSteps"):
-            for inner in step.get("Arguments", {}).get(branch, []):
-                found[inner["Name"]] = inner
+
+    def walk(steps):
+        for step in steps:
+            found[step["Name"]] = step
+            for branch in ("IfSteps", "ElseSteps"):
+                walk(step.get("Arguments", {}).get(branch, []))
+
+    walk(definition["Steps"])
     return found
 
 
@@ -61,7 +66,7 @@ def test_steps_in_order_with_their_types(default_definition):
     ]
     condition = default_definition["Steps"][3]["Arguments"]
     assert [(s["Name"], s["Type"]) for s in condition["IfSteps"]] == [
-        ("RegisterModel-RegisterModel", "RegisterModel")
+        ("RegisterModel-RegisterModel", "RegisterModel"), (STEP_BATCH_CONDITION, "Condition"),
     ]
     assert [(s["Name"], s["Type"]) for s in condition["ElseSteps"]] == [(STEP_FAIL, "Fail")]
 
@@ -75,7 +80,7 @@ def test_parameter_list_is_the_contract(default_definition):
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
         "BatchSize", "BaseLearningRate", "WarmupEpochs", "StepsPerExecution", "ModelArchitecture",
         "ImageSize", "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
-        "AccuracyThreshold", "ModelApprovalStatus",
+        "AccuracyThreshold", "ModelApprovalStatus", "BatchInputUri", "BatchInstanceCount",
     ]
 
 

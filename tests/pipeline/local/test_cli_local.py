@@ -20,7 +20,7 @@ from pipeline.local.store.registry import Registry
     (["-p", "TrainInputMode=Stream"], "TrainInputMode='Stream': must be one of File, Pipe, FastFile"),
     (["-p", "TrainingInstanceCount=100", "-p", "ProcessesPerHost=4"], "400 shards per split"),
     (["-p", "InputDataUri=s3://Bad_Bucket/x"], "InputDataUri 's3://Bad_Bucket/x': 'Bad_Bucket' is not a valid bucket"),
-    (["-p", "InputDataUri=/home/me/data.csv"], "must be an s3:// URI"),
+    (["-p", "InputDataUri=/home/me/data.csv"], "-p InputDataUri=/home/me/data.csv: no such file or directory"),
 ])
 def test_bad_input_is_one_line_before_anything_runs(argv, message, tmp_path, capsys):
     assert main(["run", "--local", "--workdir", str(tmp_path), *argv]) == 2

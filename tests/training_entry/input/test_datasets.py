@@ -59,8 +59,52 @@ def test_file_validation_is_the_same_steps_every_time(tmp_path):
     plan = plan_channel(channel, manifest, Layout(0, 1, 0, 2), batch_size=3)
     ds = datasets.validation_dataset(plan, _context(tmp_path))
     first, second = list(ds), list(ds)
-    assert len(first) == plan.steps == 2
+    assert len(first) == plan.steps == 3  # ceil(9 / 3): the rank with the most records
     assert [b[0].numpy().tolist() for b in first] == [b[0].numpy().tolist() for b in second]
+
+
+@pytest.mark.parametrize("counts,batch", [([18, 19], 32), ([7, 9, 8], 3), ([5, 40], 8), ([13, 12], 1)])
+def test_file_validation_reads_every_record_once_in_the_same_steps_on_every_rank(tmp_path, counts, batch):
+    """A small split (245 photos, 15% validation, 2 ranks: 18 and 19 records) with batch 32:
+    partial batches, every record of every rank exactly once, one step count for all."""
+    manifest = _write_split(tmp_path / "validation", "validation", counts)
+    channel = Channel("validation", "File", "FullyReplicated", str(tmp_path / "validation"))
+    seen, steps = [], set()
+    for rank in range(len(counts)):
+        plan = plan_channel(channel, manifest, Layout(0, 1, rank, len(counts)), batch_size=batch)
+        batches = list(datasets.validation_dataset(plan, _context(tmp_path)))
+        steps.add(len(batches))
+        assert len(batches) == plan.steps
+        sizes = [int(b[1].shape[0]) for b in batches]
+        assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+        seen += [(int(x[0]), int(x[1])) for bx, _ in batches for x in bx.numpy()]
+    assert len(steps) == 1
+    assert sorted(seen) == [(i, j) for i, count in enumerate(counts) for j in range(count)]
+
+
+def test_image_validation_in_partial_batches(tmp_path):
+    from pipeline.data.png import encode_png  # a test may build PNGs with the pipeline's encoder
+
+    directory = tmp_path / "validation"
+    directory.mkdir()
+    name = records.shard_name("validation", 0, 1)
+    pngs = [encode_png([bytes([i * 40] * 6)] * 6, 6) for i in range(5)]
+    records.write_records(str(directory / name), [
+        examples.serialize_image(png, i % 2, "ab"[i % 2], 6, 6) for i, png in enumerate(pngs)])
+    manifest = records.Manifest("validation", 0, 2, {name: 5}, kind=records.KIND_IMAGE, class_names=("a", "b"))
+    plan = plan_channel(Channel("validation", "File", "FullyReplicated", str(directory)), manifest,
+                        Layout(0, 1, 0, 1), batch_size=32)
+    ctx = _context(tmp_path)
+    ctx.image_size = 4
+    (x, y), = list(datasets.validation_dataset(plan, ctx))
+    assert x.shape == (5, 4, 4, 3) and sorted(y.numpy().tolist()) == [0, 0, 0, 1, 1]
+
+
+def test_training_keeps_whole_batches(tmp_path):
+    manifest = _write_split(tmp_path / "train", "train", [18, 19])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    with pytest.raises(DataError, match="larger than the 18 records"):
+        plan_channel(channel, manifest, Layout(0, 1, 0, 2), batch_size=32)
 
 
 def _pipe_setup(tmp_path, distribution, hosts, layout, counts=(20, 24, 18, 22), batch=4):
@@ -225,6 +269,24 @@ def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
     assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
     assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
+
+
+def test_a_table_read_while_tracing_a_function_is_streamed_not_held(tmp_path):
+    """ParameterServer: the workers' dataset function is traced on the chief, where the
+    in-memory read would loop over symbolic blocks forever (the job hung)."""
+    manifest = _write_split(tmp_path / "train", "train", [10, 12])
+    channel = Channel("train", "File", "FullyReplicated", str(tmp_path / "train"))
+    plan = plan_channel(channel, manifest, Layout(0, 1, 0, 1), batch_size=4)
+    held = []
+
+    @tf.function
+    def traced():
+        held.append(datasets._in_memory_table(plan, _context(tmp_path)))
+        return tf.constant(0)
+
+    traced()
+    assert held == [None]
+    assert datasets._in_memory_table(plan, _context(tmp_path)) is not None  # eagerly: held
 
 
 def test_a_small_file_table_is_held_in_memory_and_each_pass_is_a_fresh_permutation(tmp_path, monkeypatch):

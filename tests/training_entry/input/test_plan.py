@@ -11,6 +11,7 @@ from training_entry.input import records
 from training_entry.input.plan import (
     DataError,
     Layout,
+    evaluation_steps,
     file_shards,
     layout_from_peers,
     load_manifest,
@@ -218,3 +219,57 @@ def test_sharded_pipe_deals_records_in_turn_and_counts_on_the_smallest_object(tm
     assert router.take(chunk, 3, 7, 1) == [bytes([0]), bytes([2]), bytes([4]), bytes([6])]
     assert router.take(chunk, 3, 7, 0) == [bytes([1]), bytes([3]), bytes([5])]
     assert router.records_of(1) == 20 and router.records_of(0) == 21
+
+
+def _eval_plans(manifest, mode, distribution, hosts, local_size, batch, gather=None):
+    channel = Channel("validation", mode, distribution, "/unused")
+    return [plan_channel(channel, manifest, Layout(h, hosts, r, local_size), batch, gather=gather)
+            for h in range(hosts) for r in range(local_size)]
+
+
+@pytest.mark.parametrize("counts,hosts,local_size,batch", [
+    ([18, 19], 2, 1, 32), ([18, 19], 1, 2, 32), ([40, 37, 41, 30], 2, 2, 8), ([3, 4, 3, 4], 4, 1, 1),
+    ([100] * 3, 3, 1, 7),
+])
+def test_evaluation_plans_read_every_record_in_the_same_steps_everywhere(counts, hosts, local_size, batch):
+    """Horovod: every rank runs the same evaluation steps; File: all records, once each."""
+    manifest = _manifest(counts, split="validation")
+    plans = _eval_plans(manifest, "File", "FullyReplicated", hosts, local_size, batch)
+    assert len({plan.steps for plan in plans}) == 1
+    assert sum(plan.quota for plan in plans) == sum(counts)
+    for plan in plans:
+        larger, smaller, larger_count = plan.batch_sizes()
+        assert larger_count * larger + (plan.steps - larger_count) * smaller == plan.records
+        assert smaller >= 1 and larger - smaller <= 1
+        if min(counts) >= -(-max(counts) // batch):
+            assert larger <= batch  # never a batch larger than BatchSize when it can be avoided
+
+
+def test_evaluation_steps_stay_within_the_fewest_records():
+    assert evaluation_steps(18, 19, 32, "validation") == 1
+    assert evaluation_steps(30, 41, 8, "validation") == 6
+    assert evaluation_steps(3, 4, 1, "validation") == 3  # batch 1: the 4-record rank doubles one
+    with pytest.raises(DataError, match="no record"):
+        evaluation_steps(0, 4, 1, "validation")
+
+
+def test_sharded_files_evaluation_agrees_on_steps_and_keeps_every_record(tmp_path):
+    names = [records.shard_name("validation", i, 2) for i in range(2)]
+    manifest = records.Manifest("validation", 4, 3, {names[0]: 18, names[1]: 19})
+    (tmp_path / "validation").mkdir()
+    (tmp_path / "validation" / names[1]).write_bytes(b"")
+    channel = Channel("validation", "File", "ShardedByS3Key", str(tmp_path / "validation"))
+    plan = plan_channel(channel, manifest, Layout(1, 2, 0, 1), 32, gather=_gather_of([(18, 0, 1)]))
+    assert (plan.steps, plan.records, plan.batch_sizes()) == (1, 19, (19, 19, 0))
+
+
+@pytest.mark.parametrize("distribution", ["FullyReplicated", "ShardedByS3Key"])
+def test_pipe_evaluation_uses_whole_batches_as_small_as_the_fewest_records_need(distribution):
+    manifest = _manifest([18, 19], split="validation")
+    plans = _eval_plans(manifest, "Pipe", distribution, 2, 1, 32, gather=_gather_of([]))
+    assert {(plan.batch_size, plan.steps, plan.records) for plan in plans} == {(18, 1, 0)}
+
+
+def test_training_channel_keeps_whole_batches_of_batch_size():
+    with pytest.raises(DataError, match="larger than the 18 records"):
+        _plans(_manifest([18, 19]), "FullyReplicated", hosts=2, local_size=1, batch=32)

@@ -95,3 +95,64 @@ def test_a_local_run_brings_its_step_spread_median_over_the_epochs_after_the_fir
               cpu_seconds=[0.02, 0.002, 0.002, 0.002], step_spread=[0.009, 0.0001, 0.0003, 0.0002])
     found, _ = local_observations(tmp_path)
     assert {o.source.split("/")[0]: o.step_spread for o in found} == {"old": 0.0, "new": 0.0002}
+
+
+def _with_hyperparameters(run_dir, **hps):
+    """The recorded run's TrainModel step with these hyperparameters added (as SageMaker
+    passes them: JSON-encoded strings)."""
+    path = run_dir / "execution.json"
+    doc = json.loads(path.read_text())
+    doc["steps"][1]["properties"]["HyperParameters"].update(hps)
+    path.write_text(json.dumps(doc))
+
+
+def test_runs_of_each_strategy_are_kept_apart_and_old_runs_are_horovod(tmp_path, capsys):
+    from pipeline.cli.main import main
+    from pipeline.costs.advisor.observations import local_observations
+    from tests.pipeline.costs.advisor.fixtures import recorded_workdir, write_run
+
+    recorded_workdir(tmp_path)  # three runs recorded before the strategy existed
+    steps = dict(step_seconds=[0.05, 0.003, 0.003], cpu_seconds=[0.02, 0.002, 0.002])
+    # The entrypoint's own hyperparameter, as the definition sets it beside Horovod.
+    _with_hyperparameters(write_run(tmp_path, "m1", hosts=2, ppn=1, batch=32, **steps), distribution='"mirrored"')
+    # Only the flag the SageMaker SDK sets from distribution={"parameter_server": ...}.
+    _with_hyperparameters(write_run(tmp_path, "p1", hosts=2, ppn=1, batch=32, **steps),
+                          sagemaker_parameter_server_enabled="true")
+    found, skipped = local_observations(tmp_path)
+    assert skipped == []
+    assert {o.source.split("/")[0]: o.group for o in found} == {
+        "r1": "local", "r2": "local", "r3": "local",
+        "m1": "local --distribution mirrored", "p1": "local --distribution parameter_server"}
+    by_source = {o.source.split("/")[0]: o for o in found}
+    # Mirrored: a step is every worker's batch; parameter server: one worker's, timed by the chief.
+    assert by_source["m1"].throughput == 2 * 32 / 0.003
+    assert by_source["p1"].throughput == 32 / 0.003
+
+    assert main(["advise", "--workdir", str(tmp_path), "--plot", str(tmp_path / "a.png")]) == 0
+    out = capsys.readouterr().out
+    measured = out.splitlines()[0]
+    assert measured.startswith("trainpipe advise: 5 run(s) measured (")
+    for group in ("local: 3", "local --distribution mirrored: 1", "local --distribution parameter_server: 1"):
+        assert group in measured, measured
+    assert "model for local (fit on 3 run(s))" in out  # the Horovod model saw no other strategy's run
+    assert "model for local --distribution mirrored (fit on 1 run(s))" in out  # allreduce, too
+    # Asynchronous: no allreduce step to model; its measurement is shown, not extrapolated.
+    assert ("local --distribution parameter_server: measured, not modelled (the step model is "
+            "synchronous allreduce's): best 10667 samples/s (p1/TrainModel, 2x1)") in out
+
+
+def test_a_sagemaker_job_brings_its_strategy():
+    from pipeline.costs.advisor.observations import strategy_of
+
+    assert strategy_of({}) == "horovod"
+    assert strategy_of({"sagemaker_mpi_enabled": "true"}) == "horovod"
+    assert strategy_of({"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}) == "mirrored"
+    assert strategy_of({"sagemaker_parameter_server_enabled": "true", "distribution": '"parameter_server"'}) \
+        == "parameter_server"
+    described = {
+        "TrainingJobName": "j", "ResourceConfig": {"InstanceType": "ml.c5.xlarge", "InstanceCount": 2},
+        "HyperParameters": {"sagemaker_parameter_server_enabled": "true"},
+        "FinalMetricDataList": [{"MetricName": "step_time", "Value": 0.01},
+                                {"MetricName": "parameters", "Value": 1000}],
+    }
+    assert from_training_job(described).group == "ml.c5.xlarge --distribution parameter_server"

@@ -20,6 +20,12 @@ ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
      FRAMEWORK),
     ({"Image": f"{ECR}/pytorch-inference:2.1-cpu-py310", "Environment": {"SAGEMAKER_PROGRAM": "inference.py"}},
      FRAMEWORK),
+    # What the SDK's SKLearnModel(entry_point=...) writes (its own account's registry).
+    ({"Image": "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3",
+      "Environment": {"SAGEMAKER_PROGRAM": "inference.py",
+                      "SAGEMAKER_SUBMIT_DIRECTORY": "s3://b/sagemaker-scikit-learn-1/sourcedir.tar.gz"}}, FRAMEWORK),
+    ({"Image": f"{ECR}/tensorflow-inference:2.14-cpu", "Environment": {"SAGEMAKER_PROGRAM": "inference.py"}},
+     FRAMEWORK),
     ({"Image": f"{ECR}/xgboost:1.7-1"}, None),
     ({"Image": f"{ECR}/sagemaker-scikit-learn:1.2-1-cpu-py3"}, None),  # no script: nothing to serve with
 ])

@@ -124,9 +124,17 @@ def test_the_real_condition_reads_accuracy_against_the_threshold(trainpipe_defin
 def test_plan_orders_the_trainpipe_dag_by_its_data(trainpipe_definition):
     nodes = I.plan(trainpipe_definition)
     register = f"{D.STEP_REGISTER}-{D.STEP_REGISTER}"
+    batch_model = f"{D.STEP_BATCH_MODEL}-CreateModel"
     assert [n.name for n in nodes] == [D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE,
-                                       D.STEP_CONDITION, register, D.STEP_FAIL]
+                                       D.STEP_CONDITION, register, D.STEP_BATCH_CONDITION, batch_model,
+                                       D.STEP_BATCH_KIND, D.STEP_TRANSFORM_IMAGES, D.STEP_TRANSFORM_TABLE,
+                                       D.STEP_FAIL]
     by_name = {n.name: n for n in nodes}
+    # Batch inference waits for the registration and runs only in the gate's if-branch.
+    assert register in by_name[D.STEP_BATCH_CONDITION].depends_on
+    assert by_name[D.STEP_BATCH_CONDITION].branch == (D.STEP_CONDITION, True)
+    assert by_name[D.STEP_TRANSFORM_IMAGES].branch == (D.STEP_BATCH_KIND, True)
+    assert by_name[D.STEP_TRANSFORM_TABLE].branch == (D.STEP_BATCH_KIND, False)
     assert set(by_name[D.STEP_EVALUATE].depends_on) == {D.STEP_PREPROCESS, D.STEP_TRAIN}
     assert by_name[register].branch == (D.STEP_CONDITION, True)
     assert by_name[D.STEP_FAIL].branch == (D.STEP_CONDITION, False)

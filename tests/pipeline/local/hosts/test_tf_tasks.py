@@ -1,14 +1,26 @@
-"""A whole pipeline run with MultiWorkerMirroredStrategy on 2 simulated hosts (slow), and the
-processes tf_tasks plans per strategy."""
+"""The processes tf_tasks plans per strategy, and what the local runner does with them when a
+parameter server dies (slow). The strategies' whole-pipeline runs are the entrypoint's tests:
+tests/training_entry/test_strategy_train.py."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
-from pipeline.cli.main import main
 from pipeline.local.hosts import tf_config, tf_tasks
+
+REPO = Path(__file__).resolve().parents[4]
+MARK = "TRAINPIPE_TEST_TF_TASKS_MARK"
+# A script that only waits: the launcher's behaviour, not training, is under test.
+WAITING_SCRIPT = "import time\nprint('script up', flush=True)\ntime.sleep(300)\n"
 
 
 def test_plan_per_strategy():
@@ -25,11 +37,71 @@ def test_plan_per_strategy():
     assert json.loads(mirrored.script_config("algo-2"))["task"] == {"index": 1, "type": "worker"}
 
 
+def test_the_parameter_server_program_ends_on_sigterm_with_exit_0():
+    """The job stops its servers with SIGTERM once the scripts are done; a server blocked in
+    server.join() would never run the Python handler, and the job would hang."""
+    assert "server.join()" not in tf_tasks.PS_PROGRAM
+    assert "signal.pause()" in tf_tasks.PS_PROGRAM
+
+
+def _job_processes(mark: str) -> dict[int, dict]:
+    """pid -> environment of every live process that carries the job's mark."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "environ").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "Z" or f"{MARK}={mark}".encode() not in raw:
+            continue
+        env = dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+        found[int(entry.name)] = env
+    return found
+
+
+def _parameter_server(processes: dict[int, dict], index: int) -> int | None:
+    for pid, env in processes.items():
+        config = json.loads(env.get("TF_CONFIG") or "{}")
+        if config.get("task") == {"index": index, "type": "ps"}:
+            return pid
+    return None
+
+
 @pytest.mark.slow
-def test_mirrored_pipeline_on_two_hosts_passes_the_accuracy_gate(tmp_path, capsys):
-    code = main(["run", "--local", "--distribution", "mirrored", "-p", "ProcessesPerHost=1",
-                 "-p", "Epochs=3", "--workdir", str(tmp_path / "w"), "--quiet"])
-    out = capsys.readouterr().out
-    assert code == 0, out[-3000:]
-    assert "one script per host (MultiWorkerMirroredStrategy)" in out or code == 0
-    assert "Succeeded" in out.splitlines()[-1]
+def test_a_killed_parameter_server_fails_the_job_at_once_with_its_reason(tmp_path):
+    script = tmp_path / "wait.py"
+    script.write_text(WAITING_SCRIPT)
+    mark = uuid.uuid4().hex
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli.main", "train", "--local", "--entry-point", str(script),
+         "--instances", "2", "--distribution", "parameter_server", "--env", f"{MARK}={mark}",
+         "--workdir", str(tmp_path / "w")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        server = None
+        while server is None and time.monotonic() < deadline and job.poll() is None:
+            logs = list((tmp_path / "w").glob("jobs/*/logs/algo-2.ps.log"))
+            if logs and "serving at" in logs[0].read_text(errors="replace"):
+                server = _parameter_server(_job_processes(mark), 1)
+            time.sleep(0.2)
+        assert server is not None, "the parameter server of algo-2 never came up"
+        assert len(_job_processes(mark)) >= 4  # 2 scripts and 2 parameter servers
+        os.kill(server, signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = job.communicate(timeout=60)
+        ended = time.monotonic() - killed
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode == 1, out[-2000:] + err[-2000:]
+    # Within seconds: the runner polls the servers; the scripts' grace period is not waited for.
+    assert ended < 15, f"the job took {ended:.1f}s to fail"
+    reason = err.strip().splitlines()[-1]
+    # The task (its label: the host's parameter server) and how it ended.
+    assert "algo-2.ps was killed by signal 9 (SIGKILL)" in reason, reason
+    assert _job_processes(mark) == {}, "processes of the job were left behind"

@@ -14,6 +14,8 @@ from pipeline.local.jobs.failures import (
     INTERNAL_ERROR,
     FailureWatch,
     first_failure,
+    in_user_terms,
+    parameter_terms,
 )
 from pipeline.local.jobs.training import TrainingJob
 from tests.pipeline.local.helpers import BUCKET, put_code, training_request
@@ -114,3 +116,46 @@ def test_once_a_rank_has_failed_the_terminal_shows_only_its_output(local_storage
     assert after[-1] == f"[job] Failed: {result.failure_reason}"
     log = (tmp_path / "job" / "job.log").read_text().splitlines()
     assert [line for line in log[log.index(terminal.lines[note]):] if line.startswith("[algo-1 rank 0] ")]
+
+
+# --- The failure in the user's terms ------------------------------------------------------------
+def test_trainpipe_s_definition_says_which_parameter_sets_each_hyperparameter(tmp_path):
+    import json
+
+    from pipeline.cli.main import main
+    from pipeline.definition import parameters as P
+    from training_entry import contract
+
+    out = tmp_path / "definition.json"
+    assert main(["definition", "-o", str(out)]) == 0
+    terms = parameter_terms(json.loads(out.read_text()))
+    assert terms[contract.HP_BATCH_SIZE] == P.BATCH_SIZE and terms[contract.HP_EPOCHS] == P.EPOCHS
+    assert terms[contract.HP_MODEL_ARCHITECTURE] == P.MODEL_ARCHITECTURE  # a bare Get
+    assert contract.HP_SEED not in terms  # a build setting, not a parameter
+
+
+def test_a_reason_names_hyperparameters_as_the_user_sets_them():
+    terms = {"batch-size": "BatchSize", "epochs": "Epochs", "fine-tune-lr-factor": "FineTuneLearningRateFactor"}
+    assert in_user_terms("channel 'validation': batch-size 32 is larger than the 18 records rank 1 "
+                         "reads per epoch (1 shard(s)); lower batch-size to at most 18", terms) == (
+        "channel 'validation': -p BatchSize=32 is larger than the 18 records rank 1 reads per epoch "
+        "(1 shard(s)); lower -p BatchSize to at most 18")
+    assert in_user_terms("--batch-size 0: must be at least 1", terms) == "-p BatchSize=0: must be at least 1"
+    assert in_user_terms("fine-tune-lr-factor=0.5 is too high.", terms) == "-p FineTuneLearningRateFactor=0.5 is too high."
+    # A one-word name is plain English as well: renamed only with a number after it.
+    assert in_user_terms("after 3 epochs; epochs 3.", terms) == "after 3 epochs; -p Epochs=3."
+    # Part of another word or name: left alone.
+    assert in_user_terms("max-batch-size 3, batch-sizes, global_batch-size 2", terms) == (
+        "max-batch-size 3, batch-sizes, global_batch-size 2")
+
+
+def test_hyperparameters_that_are_no_bare_parameter_have_no_term():
+    request = {"HyperParameters": {
+        "a": {"Get": "Parameters.A"},
+        "b": {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.B"}]}},
+        "c": {"Std:Join": {"On": "", "Values": ["x", {"Get": "Parameters.C"}]}},  # more than C
+        "d": {"Get": "Steps.Prep.Properties.X"},
+        "e": "\"literal\""}}
+    definition = {"Steps": [{"Name": "T", "Type": "Training", "Arguments": request},
+                            {"Name": "P", "Type": "Processing", "Arguments": request}]}
+    assert parameter_terms(definition) == {"a": "A", "b": "B"}

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.local.store.storage import LocalStorage, S3Uri, S3UriError, StorageError, md5_of_bytes
+from pipeline.local.store.storage import (
+    LocalStorage,
+    S3Uri,
+    S3UriError,
+    StorageError,
+    content_digest,
+    local_files,
+    md5_of_bytes,
+)
 from tests.pipeline.local.helpers import BUCKET
 
 ROOT = f"s3://{BUCKET}"
@@ -52,6 +60,34 @@ def test_trees_round_trip_and_skip_symlinks(storage, tmp_path):
     storage.get_tree(f"{ROOT}/ckpt/run-1", back)
     assert (back / "a" / "x.txt").read_text() == "x" and (back / "y.txt").read_text() == "y"
     assert not (back / "link.txt").exists()
+
+
+def test_trees_are_written_again_only_where_they_changed_and_objects_delete(storage, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "a").mkdir(parents=True)
+    (tree / "a" / "x.txt").write_text("x")
+    (tree / "y.txt").write_text("y")
+    prefix = f"{ROOT}/uploads/tree/"
+    assert storage.put_tree_if_changed(tree, prefix) == ([prefix + "a/x.txt", prefix + "y.txt"], 2)
+    (tree / "y.txt").write_text("y2")
+    assert storage.put_tree_if_changed(tree, prefix)[1] == 1
+    storage.delete(prefix + "a/x.txt")
+    storage.delete(prefix + "a/x.txt")  # absent: no error, as S3's DeleteObject
+    assert storage.list(prefix) == [prefix + "y.txt"]
+
+
+def test_the_content_digest_follows_names_and_bytes_not_place(tmp_path):
+    one, two = tmp_path / "one" / "data", tmp_path / "two" / "data"
+    for folder in (one, two):
+        (folder / "ants").mkdir(parents=True)
+        (folder / "ants" / "a.jpg").write_bytes(b"a")
+    assert content_digest(one) == content_digest(two) and len(content_digest(one)) == 16
+    (two / "ants" / "a.jpg").rename(two / "ants" / "b.jpg")
+    assert content_digest(one) != content_digest(two)
+    before = content_digest(one)
+    (one / "ants" / "link.jpg").symlink_to(one / "ants" / "a.jpg")  # not uploaded, not counted
+    assert content_digest(one) == before
+    assert local_files(one) == [one / "ants" / "a.jpg"]
 
 
 def test_local_store_layout_and_atomic_names(tmp_path):

@@ -1,0 +1,258 @@
+"""serving/handler.py: a scikit-learn model behind an inference script, over real HTTP (a
+started ``python -m serving.handler``), and the toolkit's contract checked in process."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import textwrap
+import types
+
+import numpy as np
+import pytest
+import requests
+
+from serving import handler
+from serving.web import RequestError
+from tests.serving.conftest import free_port, start, stop
+
+CLASSES = ["setosa", "versicolor", "virginica"]
+ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
+CSV = "\n".join(",".join(map(str, r)) for r in ROWS)
+
+# The four functions: JSON {"rows": [...]} or CSV in, class names and probabilities out.
+FULL_SCRIPT = '''
+import io, json, os
+import joblib
+import numpy as np
+
+def model_fn(model_dir):
+    return joblib.load(os.path.join(model_dir, "model.joblib"))
+
+def input_fn(input_data, content_type):
+    if content_type == "application/json":
+        return np.array(json.loads(input_data)["rows"], dtype=float)
+    if content_type == "text/csv":
+        return np.loadtxt(io.StringIO(input_data), delimiter=",", ndmin=2)
+    raise ValueError(f"unsupported content type {content_type}")
+
+def predict_fn(data, model):
+    return {"classes": model.predict(data).tolist(), "probabilities": model.predict_proba(data).tolist()}
+
+def output_fn(prediction, accept):
+    return json.dumps(prediction), "application/json"
+'''
+# Only model_fn, repacked into the model as SageMaker does (model.tar.gz's code/).
+DEFAULTS_SCRIPT = '''
+import os
+import joblib
+
+def model_fn(model_dir, context):
+    assert context.system_properties["model_dir"] == model_dir
+    return joblib.load(os.path.join(model_dir, "model.joblib"))
+'''
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    from sklearn.datasets import load_iris
+    from sklearn.linear_model import LogisticRegression
+
+    features, labels = load_iris(return_X_y=True)
+    return LogisticRegression(max_iter=500).fit(features, np.array(CLASSES)[labels])
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, classifier):
+    import joblib
+
+    root = tmp_path_factory.mktemp("sklearn-model")
+    joblib.dump(classifier, root / "model.joblib")
+    (root / "code").mkdir()
+    (root / "code" / "inference.py").write_text(DEFAULTS_SCRIPT)
+    (root / "code" / "requirements.txt").write_text("scikit-learn\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def code_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sourcedir")
+    (root / "score.py").write_text(FULL_SCRIPT)
+    return root
+
+
+def _serve(model_dir, *args):
+    port = free_port()
+    return start([sys.executable, "-m", "serving.handler", "--model-dir", str(model_dir), "--port", str(port),
+                  *args], port)
+
+
+@pytest.fixture(scope="module")
+def full_server(model_dir, code_dir):
+    server = _serve(model_dir, "--code-dir", str(code_dir), "--program", "score.py")
+    yield server
+    code, out = stop(server)
+    assert code == 0, out
+    assert "serving score.py" in out and "MiB resident" in out and "stopped" in out
+
+
+@pytest.fixture(scope="module")
+def defaults_server(model_dir):
+    server = _serve(model_dir, "--program", "inference.py")  # its folder: <model-dir>/code
+    yield server
+    stop(server)
+
+
+def test_a_script_with_the_four_functions_answers_json_and_csv(full_server, classifier):
+    wanted = {"classes": classifier.predict(ROWS).tolist()}
+    for body, kind in [(json.dumps({"rows": ROWS}), "application/json"), (CSV, "text/csv")]:
+        answer = full_server.post("/invocations", body, kind)
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json()["classes"] == wanted["classes"]
+        np.testing.assert_allclose(answer.json()["probabilities"], classifier.predict_proba(ROWS), rtol=1e-6)
+    runtime = full_server.post("/endpoints/any/invocations", CSV, "text/csv")  # boto3's endpoint_url path
+    assert runtime.json()["classes"] == wanted["classes"]
+
+
+def test_a_script_error_is_one_line_naming_script_and_function_and_the_server_keeps_serving(full_server):
+    for body, kind, where in [("{", "application/json", "score.py: input_fn raised JSONDecodeError"),
+                              ("x", "text/plain", "score.py: input_fn raised ValueError: unsupported content type"),
+                              ("1,2,3", "text/csv", "score.py: predict_fn raised ValueError: X has 3 features")]:
+        answer = full_server.post("/invocations", body, kind)
+        assert answer.status_code == 500
+        assert answer.text.count("\n") == 0 and answer.json()["error"].startswith(where), answer.text
+    assert full_server.post("/invocations", CSV, "text/csv").status_code == 200
+
+
+def test_the_defaults_decode_json_csv_and_npy_and_encode_by_accept(defaults_server, classifier):
+    names = classifier.predict(ROWS).tolist()
+    assert defaults_server.post("/invocations", json.dumps(ROWS)).json() == names
+    assert defaults_server.post("/invocations", CSV, "text/csv").json() == names
+    as_csv = requests.post(defaults_server.url + "/invocations", data=CSV, timeout=30,
+                           headers={"Content-Type": "text/csv", "Accept": "text/csv"})
+    assert as_csv.headers["content-type"].startswith("text/csv") and as_csv.text.split() == names
+    npy = io.BytesIO()
+    np.save(npy, np.array(ROWS))
+    answer = requests.post(defaults_server.url + "/invocations", data=npy.getvalue(), timeout=30,
+                           headers={"Content-Type": "application/x-npy", "Accept": "application/x-npy"})
+    assert np.load(io.BytesIO(answer.content)).tolist() == names
+
+
+def test_the_defaults_refusals_are_4xx_and_one_csv_row_is_1d_as_in_the_container(defaults_server):
+    refused = defaults_server.post("/invocations", "x", "text/plain")
+    assert refused.status_code == 415 and "define input_fn" in refused.json()["error"]
+    words = defaults_server.post("/invocations", "a,b\n1,2", "text/csv")
+    assert words.status_code == 400 and "reads numbers only" in words.json()["error"]
+    accept = requests.post(defaults_server.url + "/invocations", data=CSV, timeout=30,
+                           headers={"Content-Type": "text/csv", "Accept": "application/xml"})
+    assert accept.status_code == 415 and "define output_fn" in accept.json()["error"]
+    one_row = defaults_server.post("/invocations", CSV.splitlines()[0], "text/csv")
+    assert one_row.status_code == 500 and "the default predict_fn raised ValueError" in one_row.json()["error"]
+    assert "reshape in input_fn" in one_row.json()["error"]
+    assert defaults_server.post("/invocations", b"x" * (6 * 2**20 + 1), "text/csv").status_code == 413
+    missing = requests.get(defaults_server.url + "/nowhere", timeout=30)
+    assert missing.status_code == 404 and "error" in missing.json()
+    assert defaults_server.post("/invocations", CSV, "text/csv").status_code == 200
+
+
+def _module(source: str) -> types.ModuleType:
+    module = types.ModuleType("script")
+    exec(textwrap.dedent(source), module.__dict__)
+    return module
+
+
+def test_transform_fn_replaces_the_three_and_receives_the_context(tmp_path):
+    script = handler.Script(_module('''
+        def model_fn(model_dir):
+            return "m"
+        def transform_fn(model, data, content_type, accept, context):
+            return f"{model}|{data}|{content_type}|{accept}|{context.system_properties['model_dir']}"
+        '''), "t.py", tmp_path)
+    script.load_model()
+    assert script.invoke(b"1,2", "text/csv", "text/csv") == (f"m|1,2|text/csv|text/csv|{tmp_path}".encode(), "text/csv")
+
+
+@pytest.mark.parametrize("source, message", [
+    ("x = 1", "t.py defines no model_fn(model_dir)"),
+    ("def model_fn(d): pass\ndef transform_fn(m, d, c, a): pass\ndef input_fn(d, c): pass",
+     "t.py defines transform_fn and also input_fn"),
+    ("def input_handler(data, context): pass", "t.py defines input_handler: TensorFlow Serving's"),
+])
+def test_scripts_the_contract_refuses_are_one_line(tmp_path, source, message):
+    with pytest.raises(handler.LoadError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        handler.Script(_module(source), "t.py", tmp_path)
+
+
+def test_a_function_with_the_wrong_arity_and_an_output_that_is_not_bytes_are_named(tmp_path):
+    script = handler.Script(_module('''
+        def model_fn(model_dir):
+            return None
+        def input_fn(data):
+            return data
+        '''), "t.py", tmp_path)
+    with pytest.raises(handler.ScriptError, match=r"t.py: input_fn takes 1 argument\(s\); the toolkit passes 2"):
+        script.invoke(b"[1]", "application/json", "application/json")
+    listed = handler.Script(_module("def model_fn(d): pass\ndef transform_fn(m, d, c, a): return [1]"), "t.py", tmp_path)
+    with pytest.raises(handler.ScriptError, match="transform_fn returned a list; return bytes or str"):
+        listed.invoke(b"[1]", "application/json", "application/json")
+
+
+def test_loading_names_the_missing_script_and_the_failing_model_fn(tmp_path):
+    holder = handler.Holder(str(tmp_path), str(tmp_path), "inference.py")
+    holder.load()
+    assert holder.failure == f"the inference script inference.py is not in {tmp_path} (no Python files there)"
+    (tmp_path / "inference.py").write_text("import nowhere_such_module\n")
+    (tmp_path / "requirements.txt").write_text("nowhere-such-module==1.0\nnumpy>=1\n")
+    holder = handler.Holder(str(tmp_path), str(tmp_path), "inference.py")
+    holder.load()
+    assert holder.failure.startswith("inference.py: importing it raised ModuleNotFoundError")
+    assert "requirements.txt is not installed locally" in holder.failure
+    assert holder.unmet == ["nowhere-such-module==1.0"]
+    (tmp_path / "inference.py").write_text("def model_fn(model_dir):\n    raise FileNotFoundError('model.joblib')\n")
+    holder = handler.Holder(str(tmp_path), str(tmp_path), "inference.py")
+    holder.load()
+    assert holder.failure == "inference.py: model_fn raised FileNotFoundError: model.joblib"
+
+
+def test_the_script_folder_follows_sagemaker_submit_directory(tmp_path):
+    model = tmp_path / "model"
+    assert handler.code_dir_of(model, None, {}) == model / "code"
+    assert handler.code_dir_of(model, None, {"SAGEMAKER_SUBMIT_DIRECTORY": "/opt/ml/model/code"}) == model / "code"
+    assert handler.code_dir_of(model, None, {"SAGEMAKER_SUBMIT_DIRECTORY": "file:///src"}).as_posix() == "/src"
+    assert handler.code_dir_of(model, "/given", {"SAGEMAKER_SUBMIT_DIRECTORY": "s3://b/k"}).as_posix() == "/given"
+    with pytest.raises(handler.LoadError, match="is in S3: unpack it and pass --code-dir"):
+        handler.code_dir_of(model, None, {"SAGEMAKER_SUBMIT_DIRECTORY": "s3://b/sourcedir.tar.gz"})
+
+
+def test_default_decoding_and_encoding():
+    np.testing.assert_array_equal(handler.default_input_fn("1,2\n3,4", "text/csv; charset=utf-8"), [[1, 2], [3, 4]])
+    assert handler.default_input_fn("1,2", "text/csv").shape == (2,)  # squeezed, as the container does
+    assert handler.default_input_fn("[[1, 2]]", "application/json").dtype == np.float32
+    assert handler.encode(np.array([1, 2]), "*/*") == (b"[1, 2]", "application/json")
+    assert handler.encode(np.array([[1, 2]]), "text/html, text/csv;q=0.9") == (b"1,2\n", "text/csv")
+    with pytest.raises(RequestError, match="not JSON"):
+        handler.default_input_fn("{", "application/json")
+
+
+def test_pre_model_fn_and_model_warmup_fn_run_around_model_fn(tmp_path):
+    module = _module('''
+        calls = []
+        def pre_model_fn(model_dir):
+            calls.append("pre")
+        def model_fn(model_dir):
+            calls.append("model")
+            return "m"
+        def model_warmup_fn(model_dir, model):
+            calls.append(f"warmup {model}")
+        ''')
+    handler.Script(module, "t.py", tmp_path).load_model()
+    assert module.calls == ["pre", "model", "warmup m"]
+
+
+def test_the_server_timeout_follows_sagemaker_model_server_timeout():
+    assert handler.server_timeout({}) == 60
+    assert handler.server_timeout({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "600"}) == 600
+    with pytest.raises(SystemExit, match="SAGEMAKER_MODEL_SERVER_TIMEOUT='soon' is not a number"):
+        handler.server_timeout({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "soon"})
