@@ -40,3 +40,10 @@ def test_interleave_rotates_so_no_candidate_always_runs_first():
     out = h.interleave({n: (lambda n=n: order.append(n) or len(order)) for n in "abc"}, 3)
     assert order == list("abc" "bca" "cab")
     assert out == {"a": [1, 6, 8], "b": [2, 4, 9], "c": [3, 5, 7]}
+
+
+def test_train_seconds_leaves_out_the_epoch_that_traces_the_graph():
+    run = h.TrainingRun("x", 0, 9.0, samples_per_sec={1: 10.0, 2: 100.0, 3: 50.0})
+    # 100 records an epoch: epoch 2 took 1 s, epoch 3 2 s; epoch 1's 10 s of tracing is left out.
+    assert run.train_seconds(100) == 3.0
+    assert run.train_seconds(100, skip=0) == 13.0

@@ -63,6 +63,10 @@ class Observation:
     # How the workers shared the training (build setting --distribution); horovod where the
     # run predates the setting.
     strategy: str = STRATEGY_HOROVOD
+    # What the whole job measured (a local run's cost record: wall seconds, start-up and model
+    # save included, and its CO2e); None where not recorded (cloud jobs, older records).
+    job_seconds: float | None = None
+    co2e_kg: float | None = None
 
     @property
     def throughput(self) -> float:
@@ -170,8 +174,13 @@ def from_execution(doc: dict) -> list[Observation]:
             local=True, cores=int(machine.get("cores") or os.cpu_count() or 1), epochs_used=used,
             tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
             steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
+            job_seconds=_number(cost.get("seconds")), co2e_kg=_number((cost.get("energy") or {}).get("co2e_kg")),
         ))
     return found
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def local_observations(workdir: Path) -> tuple[list[Observation], list[str]]:

@@ -12,7 +12,8 @@ PARAMETERS = 17226
 def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: int,
               step_seconds: list[float], cpu_seconds: list[float], cores: int = 2,
               instance_type: str = "ml.c5.xlarge", tensors: int | None = None,
-              step_spread: list[float] | None = None, steps_per_execution: int | None = None) -> Path:
+              step_spread: list[float] | None = None, steps_per_execution: int | None = None,
+              job_seconds: float | None = None, co2e_kg: float | None = None) -> Path:
     run_dir = Path(workdir) / "runs" / execution_id
     job_dir = run_dir / "jobs" / f"trainpipe-TrainModel-{execution_id}"
     job_dir.mkdir(parents=True)
@@ -39,6 +40,8 @@ def write_run(workdir: Path, execution_id: str, *, hosts: int, ppn: int, batch: 
     if steps_per_execution is not None:  # runs recorded before the hyperparameter have none
         hps = doc["steps"][1]["properties"]["HyperParameters"]
         hps["steps-per-execution"] = json.dumps(steps_per_execution)
+    if job_seconds is not None:  # what the run's cost record measured (accounting.local_job_cost)
+        doc["steps"][1]["cost"].update(seconds=job_seconds, energy={"kwh": 1e-4, "co2e_kg": co2e_kg})
     if tensors is not None:  # runs recorded before the gradient_tensors metric have none
         doc["steps"][1]["metrics"]["tensors"] = tensors
     (run_dir / "execution.json").write_text(json.dumps(doc))

@@ -97,6 +97,17 @@ def test_a_local_run_brings_its_step_spread_median_over_the_epochs_after_the_fir
     assert {o.source.split("/")[0]: o.step_spread for o in found} == {"old": 0.0, "new": 0.0002}
 
 
+def test_a_local_run_brings_what_its_job_took_and_emitted(tmp_path):
+    from pipeline.costs.advisor.observations import local_observations
+    from tests.pipeline.costs.advisor.fixtures import write_run
+
+    write_run(tmp_path, "old", hosts=1, ppn=1, batch=32, step_seconds=[0.05, 0.002], cpu_seconds=[0.02, 0.002])
+    write_run(tmp_path, "new", hosts=1, ppn=2, batch=32, step_seconds=[0.05, 0.002], cpu_seconds=[0.02, 0.002],
+              job_seconds=9.5, co2e_kg=2e-5)
+    found = {o.source.split("/")[0]: (o.job_seconds, o.co2e_kg) for o in local_observations(tmp_path)[0]}
+    assert found == {"old": (None, None), "new": (9.5, 2e-5)}
+
+
 def _with_hyperparameters(run_dir, **hps):
     """The recorded run's TrainModel step with these hyperparameters added (as SageMaker
     passes them: JSON-encoded strings)."""

@@ -1,0 +1,39 @@
+"""P5's cases: every workload at every StepsPerExecution checked, each calibrated on its own."""
+
+from __future__ import annotations
+
+from benchmarks import p5_advisor as p5
+from training_entry.contract import (
+    DEFAULT_STEPS_PER_EXECUTION,
+    HP_MODEL_ARCHITECTURE,
+    HP_STEPS_PER_EXECUTION,
+)
+
+
+def test_every_workload_is_checked_at_the_default_and_at_one_step_per_call():
+    assert p5.STEPS_PER_EXECUTION == (DEFAULT_STEPS_PER_EXECUTION, 1)
+    checked = p5.cases(["mlp", "cnn"], p5.STEPS_PER_EXECUTION)
+    assert list(checked) == ["mlp", "mlp_spe1", "cnn", "cnn_spe1"]
+    assert checked["mlp_spe1"] == ("mlp", {HP_STEPS_PER_EXECUTION: 1})
+    workload, hps = checked["cnn"]
+    assert workload == "cnn" and hps[HP_STEPS_PER_EXECUTION] == DEFAULT_STEPS_PER_EXECUTION
+    assert hps[HP_MODEL_ARCHITECTURE] == p5.WORKLOADS["cnn"][1][HP_MODEL_ARCHITECTURE]
+
+
+def test_a_value_given_twice_is_one_case():
+    assert list(p5.cases(["mlp"], [1, 1, 16])) == ["mlp_spe1", "mlp"]
+
+
+def test_the_observation_carries_the_cases_steps_per_execution():
+    from benchmarks import harness as h
+    from pipeline.costs.advisor.model import Layout
+    from training_entry.contract import format_metric_line
+
+    def line(epoch, step):
+        return format_metric_line(epoch, {"step_time": step, "cpu_time": step, "parameters": 100,
+                                          "step_spread": 1e-4, "throughput": 32 / step})
+
+    run = h.TrainingRun("x", 0, 1.0, log=line(1, 0.002) + "\n" + line(2, 0.001) + "\n")
+    obs = p5.observation("mlp_spe1 1x1 #1", run, Layout(1, 1), 32, {HP_STEPS_PER_EXECUTION: 1})
+    assert obs.steps_per_execution == 1
+    assert obs.step_seconds == 0.001  # the epoch after the first (which traces the graph)
