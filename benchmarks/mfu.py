@@ -16,13 +16,18 @@ repetition gives one MFU and the RESULT is their median. RESULT lines:
 printed beside them. Targets and why the MLP's is low: benchmarks/notes.md, "Model FLOP
 utilisation".
 
-``--compare VARIANT ...`` adds, per workload, a one-process run with one change (``VARIANTS``:
-one thread, more steps per call) to the same interleaved rotation, and prints its MFU against
-the unchanged one-process run's probe (the same denominator: the change is to the training,
-not to the machine) as ``mfu_<workload>_1p_<variant>`` (no target): a before/after in one run.
+``--compare VARIANT ...`` adds, per workload, a one-process run with one change (``VARIANTS``)
+to the same interleaved rotation, and prints its MFU against the unchanged one-process run's
+probe (the same denominator: the change is to the training, not to the machine) as
+``mfu_<workload>_1p_<variant>`` (no target): a before/after in one run. Each variant takes one
+suspect out of the step, so its gain is that suspect's share (``share``: 1 - unchanged rate /
+changed rate, medians): ``no_input`` the input pipeline (one cached batch, repeated),
+``spe64`` Keras' per-call dispatch (4x fewer calls), ``threads1`` the intra-op pool's
+hand-offs (kernel choice and threading); the 2-rank run against the 1-process run is the
+allreduce's and the shared cores' share.
 
     .venv/bin/python -m benchmarks.mfu [--repeats 2] [--only mlp cnn mobilenet]
-    .venv/bin/python -m benchmarks.mfu --only mlp --repeats 3 --compare threads1 spe64
+    .venv/bin/python -m benchmarks.mfu --only mlp --repeats 3 --compare no_input spe64 threads1
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from benchmarks import flops
+from benchmarks import flops, train_variants
 from benchmarks import harness as h
 from pipeline.local.hosts import tuning
 from training_entry.contract import DEFAULT_STEPS_PER_EXECUTION as DEFAULT_SPE
@@ -40,6 +45,7 @@ from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "matmul_probe.py"
+TRAIN_VARIANTS = HERE / "train_variants.py"
 BATCH = 32  # per rank; one process runs 2 x BATCH (P1's fair comparison: same global batch)
 # name -> (architecture, image size, head only, hyperparameters, epochs)
 WORKLOADS = {
@@ -57,7 +63,16 @@ VARIANTS = {
                  lambda: h.tuned(1, 2 * BATCH, **tuning.rank_threads(1, len(tuning.usable_cpus()), "1").env())),
     "spe64": (f"{HP_SPE} 64 (Keras dispatch paid once per 64 steps, not {DEFAULT_SPE})",
               lambda: dataclasses.replace(h.tuned(1, 2 * BATCH), hyperparameters={HP_SPE: 64})),
+    "no_input": ("one cached batch, repeated (no input work; train_variants.py one_batch)",
+                 lambda: dataclasses.replace(h.tuned(1, 2 * BATCH, **{train_variants.VARIANT_ENV: "one_batch"}),
+                                             entry=TRAIN_VARIANTS)),
 }
+
+
+def share(unchanged: float, changed: float) -> float:
+    """The part of the unchanged step a change took away: 1 - unchanged rate / changed rate
+    (negative: the change made it slower; nan without both rates)."""
+    return 1.0 - unchanged / changed if unchanged > 0 and changed > 0 else float("nan")
 
 
 def mfu(flops_per_sample: float, samples_per_sec: float, probe_flops: float) -> float:
@@ -100,9 +115,10 @@ def measure(name: str, repeats: int, work: Path, compare: tuple[str, ...] = ()) 
         rates = measured[f"1p_{variant}_train"]
         key = f"1p_{variant}"
         out[key] = [mfu(counted.training, r, p) for r, p in zip(rates, measured["1p_probe"], strict=True)]
+        gained = share(h.median(measured["1p_train"]), h.median(rates))
         h.say(f"  1p with {VARIANTS[variant][0]}: {h.spread(rates)} samples/s "
-              f"(x{h.median(rates) / h.median(measured['1p_train']):.2f} the unchanged 1p's median), "
-              f"MFU {h.spread(out[key])} against the 1p probe")
+              f"(x{h.median(rates) / h.median(measured['1p_train']):.2f} the unchanged 1p's median: "
+              f"share {gained:+.0%} of its step), MFU {h.spread(out[key])} against the 1p probe")
         h.result(f"mfu_{name}_{key}", h.median(out[key]), "-")
     return out
 

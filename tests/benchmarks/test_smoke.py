@@ -77,9 +77,11 @@ def test_growth_from_recorded_figures(tmp_path):
 
 def test_p5_advisor(tmp_path):
     found = run("benchmarks.p5_advisor", "--replicate", "1", "--epochs", "2", "--repeats", "1", work=tmp_path,
-                timeout=900)
-    assert {"advisor_relative_error", "advisor_error_mlp_1x2", "advisor_error_mlp_2x1",
-            "advisor_error_cnn_1x2", "advisor_error_cnn_2x1"} <= set(found)
+                timeout=1500)
+    assert {"advisor_relative_error", "advisor_published_error"} <= set(found)
+    # Every workload at StepsPerExecution 16 (the default: no infix) and 1, both layouts.
+    assert {f"advisor_error_{w}{spe}_{layout}" for w in ("mlp", "cnn") for spe in ("", "_spe1")
+            for layout in ("1x2", "2x1")} <= set(found)
 
 
 def test_image_processing(tmp_path):
@@ -105,5 +107,6 @@ def test_p1_cnn_workload_and_image_input(tmp_path):
 
 
 def test_mfu_mlp_and_a_before_after_variant(tmp_path):
-    found = run("benchmarks.mfu", "--only", "mlp", "--repeats", "1", "--compare", "threads1", work=tmp_path)
-    assert {"mfu_mlp_1p", "mfu_mlp_2r", "mfu_mlp_1p_threads1"} <= set(found)
+    found = run("benchmarks.mfu", "--only", "mlp", "--repeats", "1", "--compare", "threads1", "no_input",
+                work=tmp_path)
+    assert {"mfu_mlp_1p", "mfu_mlp_2r", "mfu_mlp_1p_threads1", "mfu_mlp_1p_no_input"} <= set(found)
