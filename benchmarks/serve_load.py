@@ -9,8 +9,10 @@ the small CNN (32 px) answering one PNG as ``image/png``, each from 1 and 8 conc
 clients against the MLP, every ``--malformed-every``-th one malformed (bad JSON, the wrong
 width, an unknown signature, an unknown content type, bytes that are not numbers); every
 well-formed answer is checked against the model's own output, every malformed one must be
-a 4xx, and the server's resident memory is sampled throughout. The server is
-``python -m serving.server`` on 127.0.0.1, a process of its own, as ``trainpipe serve`` runs it.
+a 4xx with a one-line JSON error, and the server's resident memory is sampled throughout
+(after one request of each shape, so that start-up allocations are not counted as growth).
+The server is ``python -m serving.server`` on 127.0.0.1, a process of its own, as
+``trainpipe serve`` runs it.
 """
 
 from __future__ import annotations
@@ -140,28 +142,40 @@ def load(mlp: str, rows: np.ndarray, total: int, clients: int, malformed_every: 
     for batch in pool:
         out = model.predict(model.signature(None), {"x": batch.tolist()})
         expected.append((out["probabilities"], [c.decode() for c in out["classes"]]))
-    counts = {"ok": 0, "wrong": 0, "5xx": 0, "bad_4xx": 0, "bad_not_4xx": 0}
+    counts = {"ok": 0, "wrong": 0, "5xx": 0, "bad_4xx": 0, "bad_not_4xx": 0, "no_answer": 0}
     lock = threading.Lock()
     with _server(mlp) as (url, process):
         server = psutil.Process(process.pid)
         rss: list[float] = []
         done = threading.Event()
+        # Every request shape once before memory is sampled: the first call of each batch size
+        # traces and allocates, which is start-up, not growth under load.
+        with requests.Session() as session:
+            for batch in pool[:4]:
+                session.post(url + "/invocations", json={"instances": batch.tolist()}, timeout=60)
+            for body, content_type in MALFORMED:
+                session.post(url + "/invocations", data=body, headers={"Content-Type": content_type}, timeout=60)
 
         def sample():
             while not done.wait(0.2):
                 rss.append(server.memory_info().rss / 2**20)
 
+        def ask(session: requests.Session, n: int) -> str:
+            if malformed_every and n % malformed_every == malformed_every - 1:
+                body, content_type = MALFORMED[n // malformed_every % len(MALFORMED)]
+                answer = session.post(url + "/invocations", data=body, headers={"Content-Type": content_type}, timeout=60)
+                return "5xx" if answer.status_code >= 500 else "bad_4xx" if _refused(answer) else "bad_not_4xx"
+            i = n % len(pool)
+            answer = session.post(url + "/invocations", json={"instances": pool[i].tolist()}, timeout=60)
+            return "5xx" if answer.status_code >= 500 else "ok" if _right(answer, expected[i]) else "wrong"
+
         def client(offset: int):
             with requests.Session() as session:
                 for n in range(offset, total, clients):
-                    if malformed_every and n % malformed_every == malformed_every - 1:
-                        body, content_type = MALFORMED[n // malformed_every % len(MALFORMED)]
-                        status = session.post(url + "/invocations", data=body, headers={"Content-Type": content_type}, timeout=60).status_code
-                        key = "5xx" if status >= 500 else "bad_4xx" if 400 <= status < 500 else "bad_not_4xx"
-                    else:
-                        i = n % len(pool)
-                        answer = session.post(url + "/invocations", json={"instances": pool[i].tolist()}, timeout=60)
-                        key = "5xx" if answer.status_code >= 500 else "ok" if _right(answer, expected[i]) else "wrong"
+                    try:
+                        key = ask(session, n)
+                    except requests.RequestException:  # a dropped connection or a timeout
+                        key = "no_answer"
                     with lock:
                         counts[key] += 1
 
@@ -180,6 +194,14 @@ def load(mlp: str, rows: np.ndarray, total: int, clients: int, malformed_every: 
     h.result("serve_load_wrong_or_unanswered", total - counts["ok"] - counts["bad_4xx"], 0)
     h.result("serve_load_rps", total / wall, "n/a")
     h.result("serve_load_rss_growth_mib", growth, "<50")
+
+
+def _refused(answer: requests.Response) -> bool:
+    """A 4xx whose body is the one-line JSON error the server promises."""
+    try:
+        return 400 <= answer.status_code < 500 and "\n" not in answer.text and bool(answer.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _right(answer: requests.Response, expected) -> bool:

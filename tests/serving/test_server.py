@@ -8,6 +8,7 @@ import json
 import signal
 import socket
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -176,7 +177,46 @@ def test_ping_is_503_until_the_model_is_loaded():
     assert answer.status_code == 503 and b"does not exist" in answer.body
 
 
-def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model):
+def _asgi_post(app, path: str, body: bytes) -> tuple[int, dict]:
+    """One POST through the whole ASGI app (routing, body read, handler), in this process."""
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 1)}
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]) or b"{}")
+
+
+def test_a_model_slower_than_the_timeout_is_a_504_and_the_server_keeps_serving(monkeypatch):
+    """SageMaker's 60 s per request, shortened: a real wait would be a minute."""
+    holder = server_module.Holder("/nowhere", "model")
+    holder.model = object()  # loaded, as far as the routes can tell
+    release = threading.Event()  # the slow call waits for it: past the timeout, until the test ends
+
+    def predict(model, content_type, body):
+        if b"slow" in body:
+            release.wait(30)
+        return {"predictions": [1]}
+
+    monkeypatch.setattr(server_module, "_predict", predict)
+    app = server_module.build_app(holder, timeout=1)
+    try:
+        status, answer = _asgi_post(app, "/invocations", b'"slow"')
+        assert status == 504 and answer == {"error": "the model took more than 1 s to answer"}
+        assert _asgi_post(app, "/invocations", b'"fast"') == (200, {"predictions": [1]})
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model, stop_signal):
     port = free_port()
     server = start([sys.executable, "-m", "serving.server", "--model-dir", table_model, "--port", str(port)], port)
     body = json.dumps({"instances": ROWS}).encode()
@@ -184,7 +224,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model):
         head = f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         conn.sendall(head.encode() + body[:10])  # in flight: half its body sent
         time.sleep(0.3)
-        server.process.send_signal(signal.SIGTERM)
+        server.process.send_signal(stop_signal)
         time.sleep(0.5)
         with pytest.raises(requests.ConnectionError):  # no new connections while draining
             requests.get(server.url + "/ping", timeout=5)

@@ -25,6 +25,9 @@ pytestmark = pytest.mark.slow
 def _pipeline(session):
     from sagemaker.tensorflow import TensorFlowModel
     from sagemaker.transformer import Transformer
+    from sagemaker.workflow.condition_step import ConditionStep
+    from sagemaker.workflow.conditions import ConditionEquals
+    from sagemaker.workflow.fail_step import FailStep
     from sagemaker.workflow.model_step import ModelStep
     from sagemaker.workflow.parameters import ParameterInteger
     from sagemaker.workflow.pipeline import Pipeline
@@ -41,7 +44,13 @@ def _pipeline(session):
     score = TransformStep(name="Score", step_args=transformer.transform(
         data=f"s3://{BUCKET}/new-data/", content_type="text/csv", split_type="Line",
         input_filter="$[1:]", join_source="Input", output_filter="$[0,-1]"))
-    return Pipeline(name="sdk-transform", parameters=[instances], steps=[create, score], sagemaker_session=session)
+    # A later step reads the Transform step's properties, as SageMaker lets it.
+    check = ConditionStep(name="CheckScored", conditions=[
+        ConditionEquals(left=score.properties.TransformJobStatus, right="Completed"),
+        ConditionEquals(left=score.properties.TransformOutput.S3OutputPath, right=f"s3://{BUCKET}/scored"),
+    ], else_steps=[FailStep(name="NotScored", error_message="the Transform step's properties did not resolve")])
+    return Pipeline(name="sdk-transform", parameters=[instances], steps=[create, score, check],
+                    sagemaker_session=session)
 
 
 def test_model_and_transform_steps_from_the_sdk(tmp_path):
@@ -71,4 +80,5 @@ def test_model_and_transform_steps_from_the_sdk(tmp_path):
     steps = {s["name"]: s for s in json.loads(execution.read_text())["steps"]}
     assert steps["Score"]["properties"]["TransformOutput"]["S3OutputPath"] == f"s3://{BUCKET}/scored"
     assert steps["Score"]["properties"]["TransformResources"]["InstanceCount"] == 2
+    assert steps["CheckScored"]["properties"] == {"Outcome": True}
     assert "on 2 instance(s): [2, 1]" in done.stdout
