@@ -27,6 +27,7 @@ from training_entry.input.plan import ChannelPlan, DataError, file_shards
 # them in memory after one read and parse, and every later pass is a gather from there.
 IN_MEMORY_TABLE_BYTES = 256 << 20
 IN_MEMORY_ENV = "TRAINPIPE_IN_MEMORY_TABLE_MB"  # overrides the budget; 0 = always stream
+HELD_BLOCK_RECORDS = 2048  # a held table's batches are gathered this many records at a time
 
 def _without_autotune_thread(ds: tf.data.Dataset) -> tf.data.Dataset:
     """``ds`` with tf.data's autotuning off. An iterator's autotune thread sleeps between
@@ -102,24 +103,34 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
     full shuffle, not a buffer's), handed over as whole batches gathered from memory. The
     per-batch parse leaves the epochs after the first: the digits MLP's single process ran
     15% faster (pinned ranks gained nothing measurable: their cores idle at the allreduce,
-    and the parse used that time). None: stream as usual (images, too large, or fewer
-    records than one batch)."""
-    if ctx.image_size or plan.channel.is_pipe or getattr(ctx, "columns", None):  # typed columns: streamed
+    and the parse used that time). Typed columns are held the same way, a tensor per column
+    (strings included): their parse costs more than a float vector's (a feature per column,
+    strings copied), so streamed they would pay it every epoch while a numeric table of the
+    same shape does not (benchmarks/tables.py). None: stream as usual (images, too large,
+    or fewer records than one batch)."""
+    if ctx.image_size or plan.channel.is_pipe:
         return None
     if not tf.executing_eagerly():
         # ParameterServer: the workers' dataset function is traced on the chief, where the
         # Python loop below would read symbolic blocks forever: stream instead.
         return None
-    row_bytes = 4 * ctx.num_features + 8
-    if plan.quota * row_bytes > in_memory_budget():
+    columns = getattr(ctx, "columns", None)
+    if plan.quota * _row_bytes(ctx.num_features, columns) > in_memory_budget():
         return None
-    blocks = [examples.parse_batch(block, ctx.num_features)
-              for block in _rank_file_records(plan, ctx.hosts).batch(8192)]
+    if columns:
+        def parse(block):
+            return typed_examples.parse_batch(block, columns)
+    else:
+        def parse(block):
+            return examples.parse_batch(block, ctx.num_features)
+    # Blocks parsed on every core the rank has (the first pass waits for all of them).
+    blocks = list(_without_autotune_thread(
+        _rank_file_records(plan, ctx.hosts).batch(8192).map(parse, num_parallel_calls=tf.data.AUTOTUNE)))
     if not blocks:
         return None
-    x = tf.concat([b[0] for b in blocks], 0)
+    x = tf.nest.map_structure(lambda *parts: tf.concat(parts, 0), *[b[0] for b in blocks])
     y = tf.concat([b[1] for b in blocks], 0)
-    count = int(x.shape[0])
+    count = int(y.shape[0])
     per_pass = count // plan.batch_size
     if per_pass < 1:
         return None
@@ -130,9 +141,29 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
         return tf.data.Dataset.from_tensor_slices(
             tf.reshape(order[: per_pass * plan.batch_size], [per_pass, plan.batch_size]))
 
-    ds = tf.data.Dataset.counter().flat_map(one_pass)
-    ds = ds.map(lambda rows: (tf.gather(x, rows), tf.gather(y, rows)))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    # One gather per column for a block of batches, then its batches: a gather's cost is
+    # mostly per op, paid per ~2048 records rather than per batch (a table of typed columns
+    # has an op per column; measured in benchmarks/tables.py).
+    per_block = max(1, HELD_BLOCK_RECORDS // plan.batch_size)
+    ds = tf.data.Dataset.counter().flat_map(one_pass).batch(per_block)
+    ds = ds.map(lambda rows: (tf.nest.map_structure(lambda column: tf.gather(column, rows), x), tf.gather(y, rows)))
+    return ds.unbatch().prefetch(tf.data.AUTOTUNE)
+
+
+def _row_bytes(num_features: int, columns) -> int:
+    """Bytes of one parsed record held in memory: float32 features, the int64 label, and a
+    string cell as a 24-byte ``tstring`` (names up to 22 bytes inside it, longer ones on the
+    heap: the vocabulary's longest, or 64 for a hashed column, whose values are unlisted)."""
+    if not columns:
+        return 4 * num_features + 8
+    total = 8
+    for column in typed_examples.kept(columns):
+        if column["type"] == typed_examples.NUMERIC:
+            total += 4
+            continue
+        longest = max((len(v.encode("utf-8")) for v in column.get("vocabulary") or ()), default=64)
+        total += 24 + (longest if longest > 22 else 0)
+    return total
 
 
 def _validation_dataset(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset:

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from tests.training_entry.helpers import PipeFeeder
 from training_entry.config import Channel, Hosts
-from training_entry.input import datasets, examples, pipe_source, records
+from training_entry.input import datasets, examples, pipe_source, records, typed_examples
 from training_entry.input.context import InputContext
 from training_entry.input.plan import DataError, Layout, plan_channel
 
@@ -348,3 +348,42 @@ def test_the_ranks_share_of_the_cores_is_tf_datas_private_pool(tmp_path, monkeyp
                datasets.validation_dataset(plan, _context(tmp_path))):
         assert ds.options().threading.private_threadpool_size == 2
         assert len(list(ds.take(2))) == 2
+
+
+TYPED = (
+    {"name": "shard", "key": "shard", "type": "categorical", "vocabulary": ["", "s0", "s1"]},
+    {"name": "row", "key": "row", "type": "numeric", "mean": 5.0, "std": 3.0},
+)
+
+
+def test_a_small_typed_column_table_is_held_as_a_tensor_per_column(tmp_path, monkeypatch):
+    """Typed columns (strings and NaNs) are held in memory too: each pass a fresh
+    permutation of every record, a column's cells and the label still in one row, and Keras
+    sees the same batches as when the table is streamed."""
+    directory = tmp_path / "train"
+    directory.mkdir()
+    encode, shards = typed_examples.Encoder(TYPED), {}
+    for i, count in enumerate([10, 12]):
+        name = records.shard_name("train", i, 2)
+        records.write_records(str(directory / name), [encode([f"s{i}", "NA" if j == 3 else str(j)], i)
+                                                      for j in range(count)])
+        shards[name] = count
+    manifest = records.Manifest("train", 2, 2, shards, columns=TYPED)
+    plan = plan_channel(Channel("train", "File", "FullyReplicated", str(directory)), manifest,
+                        Layout(0, 1, 0, 1), batch_size=4)
+    ctx = _context(tmp_path)
+    ctx.columns = TYPED
+    assert datasets._in_memory_table(plan, ctx) is not None
+    held = datasets.training_dataset(plan, ctx, epochs=3)
+    monkeypatch.setenv(datasets.IN_MEMORY_ENV, str(22 * datasets._row_bytes(2, TYPED) / 2**20 / 2))
+    assert datasets._in_memory_table(plan, ctx) is None  # over the budget: streamed
+    streamed = datasets.training_dataset(plan, ctx, epochs=3)
+    assert held.element_spec == streamed.element_spec
+    rows = [(x["shard"].numpy()[k].decode(), float(x["row"].numpy()[k]), int(y.numpy()[k]))
+            for x, y in held.take(plan.steps * 4) for k in range(4)]
+    passes = [rows[k:k + plan.quota] for k in range(0, len(rows), plan.quota)]
+    for one in passes:
+        assert len({(s, -1.0 if np.isnan(r) else r) for s, r, _ in one}) == 20
+        assert all(s == f"s{y}" for s, _, y in one)  # a row's cells and its label stay together
+    assert len({tuple(map(str, p)) for p in passes}) == 4
+    assert sum(np.isnan(r) for p in passes for _, r, _ in p) >= 1  # the missing cell stays NaN
