@@ -98,3 +98,24 @@ def test_what_cannot_be_read_before_processing_is_left_to_it(tmp_path, monkeypat
     store.put_bytes(b"a,label\n1,0\n2,1\n" * 5, "s3://bkt/big/data.csv")
     monkeypatch.setattr(kind, "PRECHECK_TABLE_BYTES", 10)
     assert inspect_input_data(store, _values("s3://bkt/big/"), False) == DataShape("table")
+
+
+def test_run_local_refuses_a_too_small_training_split_on_its_last_line_before_any_job(tmp_path):
+    """As a user meets it: a local folder of 120 photos, BatchSize 64 on the default 2 hosts."""
+    import subprocess
+    import sys
+
+    for name in ("ants", "bees"):
+        (tmp_path / "photos" / name).mkdir(parents=True)
+        for i in range(60):  # never decoded before processing: the listing is enough
+            (tmp_path / "photos" / name / f"{i:03d}.jpg").write_bytes(b"jpeg")
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(tmp_path / "work"),
+                           "-p", f"InputDataUri={tmp_path / 'photos'}/", "-p", "BatchSize=64"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    last = done.stderr.rstrip().splitlines()[-1]
+    assert last.startswith("trainpipe run: error: BatchSize=64 is larger than the 42 training records each of "
+                           "the 2 ranks (TrainingInstanceCount x ProcessesPerHost = 2 x 1) gets: 84 of the 120 image(s)")
+    assert last.endswith("use -p BatchSize=42 or -p TrainingInstanceCount=1")
+    assert "Traceback" not in done.stderr and "PreprocessData" not in done.stdout + done.stderr  # no job ran
+    assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
