@@ -36,6 +36,7 @@ from processing.contract import (
     split_of,
     table_splits,
 )
+from training_entry.contract import ARCH_AUTO, ARCH_CUSTOM
 from training_entry.input.records import KIND_IMAGE
 
 # A local table up to this size is read before any job (header and label column, about a
@@ -72,7 +73,15 @@ def inspect_input_data(storage: Storage, values: Mapping[str, object], has_model
     if kind == KIND_IMAGE:
         shape = image_shape(keys)
     else:
-        shape = table_shape(storage, data_uri, keys, str(values.get(P.LABEL_COLUMN) or "label"))
+        user_model = has_model_file and values.get(P.MODEL_ARCHITECTURE, ARCH_AUTO) in (ARCH_AUTO, ARCH_CUSTOM)
+        shape = table_shape(storage, data_uri, keys, str(values.get(P.LABEL_COLUMN) or "label"), user_model)
+        if user_model and shape.typed:
+            raise P.ParameterError(
+                f"--model-file: the table under {P.INPUT_DATA_URI}={data_uri} has categorical columns or "
+                f"missing values, which train as typed columns encoded inside the model "
+                f"({P.MODEL_ARCHITECTURE}=mlp), and a model file takes a float vector; use -p "
+                f"{P.MODEL_ARCHITECTURE}=mlp, or give the file a table of numbers with no gaps"
+            )
     check_training_fits(values, shape)
     return shape
 
@@ -93,29 +102,31 @@ def image_shape(keys: list[str]) -> DataShape:
     return DataShape(KIND_IMAGE, names, None, train_records(labels, splits, names), where)
 
 
-def table_shape(storage: Storage, data_uri: str, keys: list[str], label_column: str) -> DataShape:
+def table_shape(storage: Storage, data_uri: str, keys: list[str], label_column: str,
+                typed_check: bool = False) -> DataShape:
     """A local table's classes, features and training records when it is small enough to
-    read now; otherwise only its kind."""
+    read now; otherwise only its kind. ``typed_check``: also whether it has typed columns (a
+    look at every cell, made only where a model file would meet them)."""
     from processing.rawdata import DataError, NotNumeric, label_classes
 
     tables = [parts for parts in (_parts(key) for key in keys)
               if parts and os.path.splitext(parts[-1])[1].lower() in RAW_SUFFIXES]
     by_split = table_splits(tables) or {"train": "/".join(tables[0])}
     unknown = DataShape("table")
-    read: dict[str, tuple[int, list[str]]] = {}
+    read: dict[str, tuple[int, list[str], bool | None]] = {}
     for split, key in by_split.items():
         # (or InputDataUri names the one object: relative_keys)
         path = storage.local_path(data_uri.rstrip("/") + "/" + key) or storage.local_path(data_uri)
         if path is None or path.stat().st_size > PRECHECK_TABLE_BYTES:
             return unknown
         try:
-            read[split] = _read_labels(str(path), label_column)
+            read[split] = _read_labels(str(path), label_column, typed_check)
         except (DataError, NotNumeric, OSError, ValueError, KeyError):
             return unknown  # the processing step reads it and says what is wrong, in its words
-    features = {f for f, _ in read.values()}
+    features = {f for f, _, _ in read.values()}
     if len(features) != 1:
         return unknown
-    every = [label for _, labels in read.values() for label in labels]
+    every = [label for _, labels, _ in read.values() for label in labels]
     try:
         import numpy as np
 
@@ -125,26 +136,42 @@ def table_shape(storage: Storage, data_uri: str, keys: list[str], label_column: 
     if names is None:
         names = tuple(str(i) for i in range(int(y.max()) + 1))
     splits, start = {}, 0
-    for split, (_, labels) in read.items():
+    for split, (_, labels, _) in read.items():
         splits[split] = list(range(start, start + len(labels)))
         start += len(labels)
     if len(read) == 1:
         splits = {}  # one table without split names: the processing step splits it
     where = f"{len(every)} row(s) with a {label_column!r} ({len(names)} classes)"
-    return DataShape("table", names, features.pop(), train_records(y.tolist(), splits, names), where)
+    typed = any(t for _, _, t in read.values()) if typed_check else None
+    return DataShape("table", names, features.pop(), train_records(y.tolist(), splits, names), where, typed)
 
 
-def _read_labels(path: str, label_column: str) -> tuple[int, list[str]]:
-    """(feature columns, the label of every row that has one) of a CSV or NPZ table."""
+def _read_labels(path: str, label_column: str, typed_check: bool = False) -> tuple[int, list[str], bool | None]:
+    """(feature columns, the label of every row that has one, whether a feature cell is
+    missing or not a number: processing's typed columns; None unless ``typed_check``) of a
+    CSV or NPZ table."""
     from processing import columns, rawdata
 
     if path.lower().endswith(".npz"):
         data = rawdata.load_raw(path)
-        return int(data.x.shape[1]), [str(v) for v in data.y.tolist()]
+        return int(data.x.shape[1]), [str(v) for v in data.y.tolist()], False if typed_check else None
     header = rawdata.read_header(path)
     index = rawdata.label_index(path, header, label_column)
-    labels = [row[index].strip() for _, row in columns.rows(path, len(header)) if not columns.missing(row[index])]
-    return len(header) - 1, labels
+    labels, typed = [], False if typed_check else None
+    for _, row in columns.rows(path, len(header)):
+        if not columns.missing(row[index]):
+            labels.append(row[index].strip())
+        if typed is False:
+            typed = any(i != index and not _is_number(cell) for i, cell in enumerate(row))
+    return len(header) - 1, labels, typed
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return cell.strip().lower() != "nan"  # NaN is missing, as processing reads it
 
 
 def train_records(labels: list[int], given: Mapping[str, list[int]], class_names: tuple[str, ...]) -> int | None:

@@ -16,6 +16,9 @@ class DataShape:
     num_features: int | None = None  # tables: feature columns (the header less the label)
     train_records: int | None = None  # records the processing step puts in the train split
     source: str = ""  # where the shape was read, for messages
+    # Tables: categorical columns or gaps (processing writes typed columns, encoded inside the
+    # model); None where not looked at.
+    typed: bool | None = None
 
     @property
     def num_classes(self) -> int | None:

@@ -119,3 +119,25 @@ def test_run_local_refuses_a_too_small_training_split_on_its_last_line_before_an
     assert last.endswith("use -p BatchSize=42 or -p TrainingInstanceCount=1")
     assert "Traceback" not in done.stderr and "PreprocessData" not in done.stdout + done.stderr  # no job ran
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
+
+
+def test_a_model_file_on_a_table_of_typed_columns_is_refused_before_any_job(tmp_path):
+    """Typed columns (a categorical column, or a gap) train with the encoding inside the model
+    (mlp); a model file takes a float vector, and the job would refuse it after processing."""
+    store = LocalStorage(tmp_path / "store")
+    numbers = ["species,bill,mass"] + [f"{'Adelie' if i % 2 else 'Gentoo'},{i},{i * 2}" for i in range(100)]
+    store.put_bytes("\n".join(numbers).encode(), "s3://bkt/numbers/data.csv")
+    store.put_bytes("\n".join(numbers[:50] + ["Adelie,NA,3"] + numbers[50:]).encode(), "s3://bkt/gap/data.csv")
+    store.put_bytes("\n".join(numbers + ["Gentoo,4,Dream"]).encode(), "s3://bkt/words/data.csv")
+    assert inspect_input_data(store, _values("s3://bkt/numbers/", LabelColumn="species"), True).typed is False
+    assert inspect_input_data(store, _values("s3://bkt/gap/", LabelColumn="species"), False).typed is None  # not looked at
+    for table in ("gap", "words"):
+        with pytest.raises(P.ParameterError) as info:
+            check_input_data(store, _values(f"s3://bkt/{table}/", LabelColumn="species"), True)
+        assert str(info.value) == (
+            f"--model-file: the table under InputDataUri=s3://bkt/{table}/ has categorical columns or missing "
+            "values, which train as typed columns encoded inside the model (ModelArchitecture=mlp), and a model "
+            "file takes a float vector; use -p ModelArchitecture=mlp, or give the file a table of numbers with no gaps")
+        # The fix it names works: mlp takes typed columns (the model file is then not used).
+        assert check_input_data(store, _values(f"s3://bkt/{table}/", LabelColumn="species", ModelArchitecture="mlp"),
+                                True) == "table"
