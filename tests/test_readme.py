@@ -44,9 +44,9 @@ ELLIPSIS = "…"
 # What a command prints before a message that is the README's.
 PREFIX = r"(?:trainpipe [\w-]+: error: |preprocess: |evaluate: )?"
 # Top-level folders whose paths and modules a page may name.
-ROOTS = ("pipeline", "training_entry", "processing", "evaluation", "tests", "benchmarks",
+ROOTS = ("pipeline", "training_entry", "processing", "evaluation", "serving", "tests", "benchmarks",
          "scripts", "infra", "tools", "notebooks", "docs")
-PYTHON_ROOTS = ("pipeline", "training_entry", "processing", "evaluation", "tests", "benchmarks")
+PYTHON_ROOTS = ("pipeline", "training_entry", "processing", "evaluation", "serving", "tests", "benchmarks")
 
 
 def rel(page: Path) -> str:
@@ -402,7 +402,7 @@ def test_the_layout_tree_names_folders_and_modules_that_exist():
     assert "pipeline/local/dag/" in entries and "training_entry/run/" in entries, entries
     missing = [e for e in entries if not (REPO / e).exists()]
     assert not missing, f"docs/development.md's layout names what does not exist: {missing}"
-    packages = {str(p.parent.relative_to(REPO)) + "/" for root in PYTHON_ROOTS[:4]
+    packages = {str(p.parent.relative_to(REPO)) + "/" for root in PYTHON_ROOTS[:5]
                 for p in (REPO / root).rglob("__init__.py") if "__pycache__" not in p.parts}
     unlisted = sorted(packages - set(entries))
     assert not unlisted, f"packages missing from docs/development.md's layout: {unlisted}"
