@@ -8,7 +8,8 @@ runs as the container runs it (``python -m processing.preprocess``, 2 instances 
 peak is measured apart from TensorFlow's import (``/proc/self/clear_refs`` then VmHWM).
 
 The input rate: rank 0's (of 2) training input as ``datasets.training_dataset`` builds it
-(File mode), 3 passes consumed inside the graph, records/s, the mixed table's typed records
+(File mode) with the pipeline's defaults (BatchSize 32, 10 epochs), consumed inside the graph
+as Keras consumes it, records/s and records per CPU-second; the mixed table's typed records
 against a numeric table with as many feature columns whose label is last (today's
 float-vector records), interleaved. Training holds a rank's share in memory when it fits
 (``datasets.IN_MEMORY_TABLE_BYTES``; these do), so the goal (mixed / numeric >= 0.8) is on
@@ -95,8 +96,9 @@ def run_step(base: Path, args: list[str]) -> dict:
             "step_start_mb": int(memory[1]) / 1024, "step_peak_mb": int(memory[2]) / 1024}
 
 
-def input_rate(base: Path, held: bool, batch_size: int = 256, epochs: int = 3) -> tuple[float, float]:
-    """(records/s, records per CPU-second of this process) of rank 0's (of 2) training input over ``epochs`` passes, built as training
+def input_rate(base: Path, held: bool, batch_size: int = 32, epochs: int = 10) -> tuple[float, float]:
+    """(records/s, records per CPU-second of this process) of rank 0's (of 2) training input
+    over ``epochs`` passes (the pipeline's default BatchSize and Epochs), built as training
     builds it (``datasets.training_dataset``, File mode) and consumed inside the graph as
     Keras consumes it; the clock includes building it (a held table's read and parse).
     ``held``: the table is held in memory (training's choice for a rank's share under
@@ -181,7 +183,7 @@ def input_ratio(work: Path, input_rows: int, repeats: int) -> None:
                           "numeric streamed": rate("numeric streamed", numeric, False)}, repeats)
     for unit, figures in (("records/s", rates), ("records per CPU-second", cpu)):
         h.say(f"Training input, rank 0 of 2 ({input_rows // 2} of {input_rows} rows, 5 feature columns), File "
-              f"mode, 3 passes, {unit}: " + "; ".join(f"{name} {h.spread(v)}" for name, v in figures.items()))
+              f"mode, BatchSize 32, 10 epochs, {unit}: " + "; ".join(f"{name} {h.spread(v)}" for name, v in figures.items()))
     med = {name: h.median(values) for name, values in rates.items()}
     # What training runs at this size (both held), and for a table over the in-memory budget
     # (both streamed); then what it ran before typed columns were held (mixed streamed).
