@@ -58,6 +58,7 @@ class _Run:
     strategy: tf.distribute.Strategy
     workers: strategies.Workers
     log: runtime.Log
+    lean: bool = False  # MultiWorkerMirrored: strategies.lean_steps replaced Keras's step
 
     @property
     def synchronous(self) -> bool:
@@ -162,6 +163,9 @@ def _build(run: _Run, cfg, data: _Input):
         # every worker (mirrored) or keeps them on the parameter servers (asynchronous).
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"], steps_per_execution=hp.steps_per_execution)
+        run.lean = run.synchronous and run.workers.count > 1 and strategies.lean_steps(run.strategy, model)
+        if run.lean:
+            run.log("lean steps: one allreduce per step; metrics read across workers once per epoch")
         state, epochs_completed = checkpoints.training_state(model, optimizer)
         if run.coordinated:
             # ParameterServer: the chief's disk holds the checkpoints, not the servers'.
@@ -212,6 +216,9 @@ def _fit(run: _Run, cfg, data: _Input, model, state, epochs_completed, initial_e
             LearningRateSchedule(hp.base_learning_rate, workers.lr_scale, hp.warmup_epochs, steps),
             *injected_failures(workers.index or 0, steps_per_execution=hp.steps_per_execution),
         ]
+    if run.lean:
+        # MultiWorkerMirrored: the epoch's metrics over every worker, before MetricLine reads them.
+        callbacks.append(strategies.WorkerMetrics(steps))
     if workers.is_chief:
         # SageMaker: the metric_definitions regexes read this line. MultiWorkerMirrored: a
         # step is every worker's batch; ParameterServer: one worker's, timed per epoch.

@@ -20,6 +20,7 @@ Lines that exist only for one strategy carry ``# MultiWorkerMirrored:`` or
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -33,6 +34,9 @@ from training_entry.failure import UserError
 from training_entry.run.callbacks import MetricLine
 
 TF_CONFIG_ENV = "TF_CONFIG"
+# MultiWorkerMirrored: "0" keeps Keras's own training step (every metric read across the
+# workers at every step); anything else, or unset, the lean step (``lean_steps``).
+LEAN_STEP_ENV = "TRAINPIPE_MIRRORED_LEAN_STEP"
 # How long a parameter-server worker waits for the chief to come up before giving up.
 CHIEF_START_TIMEOUT = 600.0
 
@@ -140,6 +144,65 @@ def _reachable(address: str) -> bool:
             return True
     except OSError:
         return False
+
+
+def lean_steps(strategy: tf.distribute.Strategy, model: tf.keras.Model, env=None) -> bool:
+    """MultiWorkerMirrored: one collective per training step (the gradients' allreduce), not
+    four. Keras's own step also agrees with the other workers on whether each worker still
+    has a batch (an allreduce per step), reads every metric across the workers (a merge_call
+    per step: one allreduce per metric variable) and sums the step's outputs (one more); over
+    gRPC each costs about a millisecond, more than the digits MLP's step itself
+    (benchmarks/strategies.py). Here every worker runs exactly the plan's steps from a
+    dataset that never runs short, so the agreement is not needed; the metrics' state is
+    updated every step and read across the workers once per epoch (``WorkerMetrics``). A
+    model with its own ``train_step`` (a subclassed user model) keeps it. Set before fit;
+    True when the step was replaced (then add ``WorkerMetrics``)."""
+    if (os.environ if env is None else env).get(LEAN_STEP_ENV, "1") == "0":
+        return False
+    # MultiWorkerMirrored: no per-step allreduce of "has a batch" (every worker has one).
+    strategy.extended.experimental_enable_get_next_as_optional = False
+    if type(model).train_step is not tf.keras.Model.train_step:
+        return False  # its own step reads its metrics as it chooses
+    # MultiWorkerMirrored: the step's outputs are the first worker's, not summed by a collective.
+    model.distribute_reduction_method = "first"
+    model.train_step = functools.partial(_lean_train_step, model)
+    return True
+
+
+def _lean_train_step(model: tf.keras.Model, data) -> dict:
+    """Keras's ``Model.train_step`` without reading the metrics: their state is updated (loss
+    included, by compute_loss) and ``WorkerMetrics`` reads it once per epoch."""
+    x, y, sample_weight = tf.keras.utils.unpack_x_y_sample_weight(data)
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True)
+        loss = model.compute_loss(x, y, y_pred, sample_weight)
+    model.optimizer.minimize(loss, model.trainable_variables, tape=tape)
+    model.compiled_metrics.update_state(y, y_pred, sample_weight)
+    return {"loss": loss}  # this worker's batch (Keras needs an output); the epoch's come later
+
+
+class WorkerMetrics(tf.keras.callbacks.Callback):
+    """MultiWorkerMirrored, with ``lean_steps``: the training metrics over every worker, read
+    once per epoch after its last step (collectives: every worker runs this callback, at the
+    same step) and put into the epoch's logs before the callbacks after it (MetricLine) see
+    them. Read before validation, which resets the metrics."""
+
+    def __init__(self, steps_per_epoch: int):
+        super().__init__()
+        self.steps_per_epoch = steps_per_epoch
+        self.values: dict[str, float] = {}
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.values = {}
+
+    def on_train_batch_end(self, batch, logs=None):
+        # ``batch``: the index of the call's last step (steps_per_execution runs several).
+        if batch >= self.steps_per_epoch - 1:
+            self.values = {m.name: float(m.result()) for m in self.model.metrics}
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs.update(self.values)
 
 
 def synchronize_batch_norm(model: tf.keras.Model) -> int:

@@ -289,9 +289,13 @@ class TrainingJob(LocalJob):
             self.tf_tasks = tf_tasks.plan(self.framework, self.hosts, self.no_namespaces is None)
             if self.tf_tasks is not None:
                 self.note(self.tf_tasks.describe())
+                # Each host's script its share of this machine's cores (tf_tasks.local_launch).
+                fast = self.tf_tasks.local_launch(request_env=self.request.get("Environment") or {})
+                self.note(fast.threads)
             for host in self.hosts:
                 env = self.host_environment(host)
                 if self.tf_tasks is not None:
+                    env = fast.apply_env(env)
                     env[tf_tasks.tf_config.TF_CONFIG_ENV] = self.tf_tasks.script_config(host)
                 argv, cwd = self.as_host(host, self.command(host), self.container_base(host) / "code", env)
                 self.spawn(host, argv, env, cwd, self.logs_dir / f"{host}.log")

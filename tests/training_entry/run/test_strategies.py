@@ -62,3 +62,59 @@ def test_the_parameter_server_checkpoint_is_read_and_written_through_the_chief(m
     state.write("/tmp/unused")
     state.read("/tmp/unused")
     assert [o.experimental_io_device for o in seen] == [strategies.CHIEF_DEVICE] * 2
+
+
+def _fit_one_epoch(strategy, lean: bool) -> tuple[dict, list]:
+    """One epoch of a small model under ``strategy``, Keras's step or the lean one, from the
+    same weights on the same batches: (the epoch's logs, the weights after it)."""
+    tf.keras.utils.set_random_seed(7)
+    x = tf.random.stateless_normal([256, 8], seed=[1, 2])
+    y = tf.cast(tf.reduce_sum(x, axis=1) > 0, tf.int64)
+    with strategy.scope():
+        model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(16, activation="relu"),
+                                     tf.keras.layers.Dense(2, activation="softmax")])
+        model.compile(optimizer=tf.keras.optimizers.legacy.Adam(0.01), loss="sparse_categorical_crossentropy",
+                      metrics=["accuracy"], steps_per_execution=4)
+        replaced = strategies.lean_steps(strategy, model, env={}) if lean else False
+    assert replaced is lean
+    logs = {}
+    callbacks = [strategies.WorkerMetrics(steps_per_epoch=8)] if lean else []
+    callbacks.append(tf.keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, epoch_logs: logs.update(epoch_logs)))
+    dataset = tf.keras.utils.experimental.DatasetCreator(
+        lambda _: tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat())
+    model.fit(dataset, steps_per_epoch=8, epochs=1, callbacks=callbacks, verbose=0)
+    return logs, model.get_weights()
+
+
+@pytest.fixture(scope="module")
+def mirrored():
+    # One local worker (no TF_CONFIG): the same Keras code paths as several, without a cluster.
+    return tf.distribute.MultiWorkerMirroredStrategy()
+
+
+def test_the_lean_mirrored_step_trains_and_reports_what_keras_step_does(mirrored):
+    keras_logs, keras_weights = _fit_one_epoch(mirrored, lean=False)
+    lean_logs, lean_weights = _fit_one_epoch(mirrored, lean=True)
+    # The epoch's metrics over the whole epoch (read once at its end), not the last batch's.
+    assert lean_logs["loss"] == pytest.approx(keras_logs["loss"], rel=1e-5)
+    assert lean_logs["accuracy"] == pytest.approx(keras_logs["accuracy"], rel=1e-5)
+    for a, b in zip(keras_weights, lean_weights, strict=True):
+        assert a == pytest.approx(b, rel=1e-5, abs=1e-6)
+    assert not mirrored.extended.experimental_enable_get_next_as_optional
+
+
+def test_the_lean_step_is_off_on_request_and_a_models_own_step_is_kept(mirrored):
+    with mirrored.scope():
+        model = tf.keras.Sequential([tf.keras.Input((2,)), tf.keras.layers.Dense(2)])
+    assert not strategies.lean_steps(mirrored, model, env={strategies.LEAN_STEP_ENV: "0"})
+    assert model.train_step.__func__ is tf.keras.Model.train_step
+
+    class Own(tf.keras.Model):
+        def train_step(self, data):
+            return super().train_step(data)
+
+    with mirrored.scope():
+        inputs = tf.keras.Input((2,))
+        own = Own(inputs, tf.keras.layers.Dense(2)(inputs))
+    assert not strategies.lean_steps(mirrored, own, env={})
+    assert type(own).train_step is Own.train_step and "train_step" not in vars(own)
