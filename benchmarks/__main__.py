@@ -52,6 +52,10 @@ BENCHMARKS = {
     "serve": ("benchmarks.serve_load", [],
               "trainpipe serve: p50/p99 and requests/s (digits MLP JSON, small CNN PNG; 1 and 8 clients), "
               "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth"),
+    "strategies": ("benchmarks.strategies", ["--repeats", "2"],
+                   "Distribution strategies (issue 25): Horovod, MultiWorkerMirrored and parameter servers "
+                   "on 2 hosts x 1 vs one process, digits MLP and small CNN: samples/s, accuracy per epoch, "
+                   "seconds to the accuracy threshold"),
     "transform": ("benchmarks.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }

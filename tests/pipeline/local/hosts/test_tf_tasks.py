@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -127,4 +128,36 @@ def test_a_killed_parameter_server_fails_the_job_at_once_with_its_reason(tmp_pat
     reason = err.strip().splitlines()[-1]
     # The task (its label: the host's parameter server) and how it ended.
     assert "algo-2.ps was killed by signal 9 (SIGKILL)" in reason, reason
+    assert _job_processes(mark) == {}, "processes of the job were left behind"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy,tasks", [("parameter_server", 4), ("mirrored", 2)])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_kill_of_the_runner_leaves_no_task_behind(tmp_path, strategy, tasks, stop):
+    script = tmp_path / "wait.py"
+    script.write_text(WAITING_SCRIPT)
+    mark = uuid.uuid4().hex
+    job = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.cli.main", "train", "--local", "--entry-point", str(script),
+         "--instances", "2", "--distribution", strategy, "--env", f"{MARK}={mark}",
+         "--workdir", str(tmp_path / "w")],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        # Every task up: both scripts (and, with parameter servers, both servers) print.
+        while time.monotonic() < deadline and job.poll() is None:
+            logs = list((tmp_path / "w").glob("jobs/*/logs/*.log"))
+            up = sum(1 for p in logs if re.search(r"script up|serving at", p.read_text(errors="replace")))
+            if up >= tasks:
+                break
+            time.sleep(0.2)
+        assert len(_job_processes(mark)) >= tasks, "the job's tasks never came up"
+        job.send_signal(stop)  # the runner only, as a terminal's Ctrl-C or `kill` reaches it
+        _, err = job.communicate(timeout=60)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert job.returncode == 130, err[-2000:]  # Stopped (pipeline/cli/local.py EXIT_STOPPED)
     assert _job_processes(mark) == {}, "processes of the job were left behind"
