@@ -22,7 +22,7 @@ from training_entry import config, contract
 from training_entry.input import datasets, records
 from training_entry.input.context import InputContext
 from training_entry.input.plan import ChannelPlan, Layout, load_manifest, plan_channel
-from training_entry.model import architectures, init_weights
+from training_entry.model import architectures, init_weights, tabular
 from training_entry.model.network import save_for_serving
 from training_entry.run import checkpoints, runtime, strategies
 from training_entry.run.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
@@ -134,10 +134,14 @@ def _plan_input(run: _Run, cfg) -> _Input:
         # ParameterServer: one seed for every worker, whose batches are shards of one stream.
         seed=hp.seed + (run.workers.index or 0) * run.synchronous,
         image_size=image_size, augmentation=hp.augmentation,
+        # A table of typed columns: batches of one tensor per column (strings, NaN for gaps).
+        columns=manifest.columns,
     )
     data = _Input(manifest, train_plan, val_plan, inputs, image_size,
                   architectures.resolve(hp.model_architecture, manifest.kind, user_model_file),
                   user_model_file)
+    if manifest.columns:
+        tabular.check_architecture(data.architecture, manifest.label_column)
     run.log(f"{run.name}: {run.workers.count} worker(s) on {cfg.hosts.count} host(s); train "
             f"{cfg.train.mode}/{cfg.train.distribution}: {train_plan.steps} steps of {hp.batch_size} "
             "per epoch" + (" per worker" if run.synchronous else " over all workers (asynchronous)")
@@ -175,6 +179,9 @@ def _build(run: _Run, cfg, data: _Input):
 
 def _build_model(cfg, data: _Input) -> tf.keras.Model:
     manifest = data.manifest
+    if manifest.columns:
+        # A table of typed columns: its encoding lives inside the model, as under Horovod.
+        return tabular.build_tabular_model(manifest.columns, manifest.num_classes)
     return architectures.build(
         data.architecture, num_classes=manifest.num_classes, image_size=data.image_size,
         num_features=manifest.num_features, feature_mean=manifest.feature_mean,
@@ -249,8 +256,11 @@ def _export(run: _Run, cfg, data: _Input, model) -> None:
         weights = model.get_weights()
         model = _build_model(cfg, data)
         model.set_weights(weights)
-    saved = save_for_serving(model, model_dir, contract.MODEL_VERSION, data.image_size,
-                             class_names=data.manifest.class_names)
+    manifest = data.manifest
+    # A table of typed columns: serving_default (a tensor per column) and serving_csv, as Horovod's.
+    signatures = tabular.tabular_signatures(model, manifest.columns, manifest.class_names) if manifest.columns else None
+    saved = save_for_serving(model, model_dir, contract.MODEL_VERSION, data.image_size, signatures,
+                             manifest.class_names)
     run.log(f"saved {saved}")
     if not chief:
         shutil.rmtree(model_dir, ignore_errors=True)

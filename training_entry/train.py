@@ -106,10 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     )
 
     # A table of typed columns: its encoding lives inside the model (training_entry/model/tabular.py).
-    if manifest.columns and architecture != contract.ARCH_MLP:
-        raise ValueError(
-            f"model {architecture} takes a float vector, but {manifest.label_column!r}'s table has categorical "
-            f"columns or missing values (typed columns); train it with ModelArchitecture=mlp (or auto)")
+    if manifest.columns:
+        tabular.check_architecture(architecture, manifest.label_column)
     model = tabular.build_tabular_model(manifest.columns, manifest.num_classes) if manifest.columns else architectures.build(
         architecture,
         num_classes=manifest.num_classes,

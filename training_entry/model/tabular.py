@@ -62,6 +62,14 @@ class MissingAsEmpty(tf.keras.layers.Layer):
         return tf.where(typed_examples.is_missing(text), "", text)
 
 
+def check_architecture(architecture: str, label_column: str | None) -> None:
+    """A table of typed columns takes this module's model alone (ModelArchitecture mlp or auto)."""
+    if architecture != contract.ARCH_MLP:
+        raise ValueError(
+            f"model {architecture} takes a float vector, but {label_column!r}'s table has categorical "
+            f"columns or missing values (typed columns); train it with ModelArchitecture=mlp (or auto)")
+
+
 def build_tabular_model(schema: Sequence[dict], num_classes: int) -> tf.keras.Model:
     columns = typed_examples.kept(schema)
     if not columns or num_classes < 2:
