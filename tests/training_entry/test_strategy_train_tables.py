@@ -2,7 +2,7 @@
 entrypoint (training_entry/strategy_train.py): the typed-column model is built, its batches are
 one tensor per column, and the export is Horovod's (``serving_csv`` and per-column
 ``serving_default``, ``probabilities`` + ``classes``). The slow test runs the whole pipeline
-with ``--distribution mirrored`` on 2 simulated hosts:
+with ``--distribution mirrored`` and ``parameter_server`` on 2 simulated hosts (~40 s each):
 
     .venv/bin/pytest tests/training_entry/test_strategy_train_tables.py -m slow
 """
@@ -10,7 +10,6 @@ with ``--distribution mirrored`` on 2 simulated hosts:
 from __future__ import annotations
 
 import tarfile
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -18,7 +17,13 @@ import pytest
 import tensorflow as tf
 
 from pipeline.local.hosts import mpi
-from tests.pipeline.local.test_end_to_end import FAST, assert_registered, execution, steps, trainpipe
+from tests.pipeline.local.test_end_to_end import (
+    FAST,
+    assert_registered,
+    execution,
+    steps,
+    trainpipe,
+)
 from tests.pipeline.local.test_tables_end_to_end import TWO_HOSTS, evaluation
 from tests.processing import mixed_table
 from training_entry import config, contract, strategy_train
@@ -71,9 +76,14 @@ def test_a_typed_table_with_another_architecture_is_refused_as_under_horovod():
 
 @pytest.mark.slow
 @pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed")
-def test_a_mixed_csv_under_mirrored_registers_and_answers_a_raw_csv_line(tmp_path):
+@pytest.mark.parametrize("distribution", [
+    ["--distribution", "mirrored"],
+    # ParameterServer: the chief reads no data, so the workers split a fully replicated channel.
+    ["--distribution", "parameter_server", "-p", "TrainDistribution=FullyReplicated"],
+], ids=["mirrored", "parameter_server"])
+def test_a_mixed_csv_registers_and_answers_a_raw_csv_line(tmp_path, distribution):
     mixed_table.write(tmp_path / "store" / "bkt" / "penguins" / "penguins.csv", 3000)
-    result = trainpipe("run", "--local", "--distribution", "mirrored", "--workdir", str(tmp_path), *FAST,
+    result = trainpipe("run", "--local", *distribution, "--workdir", str(tmp_path), *FAST,
                        *TWO_HOSTS, "-p", "InputDataUri=s3://bkt/penguins/", "-p", "LabelColumn=species",
                        timeout=900)
     assert_registered(result, tmp_path)
@@ -82,7 +92,7 @@ def test_a_mixed_csv_under_mirrored_registers_and_answers_a_raw_csv_line(tmp_pat
     archive = tmp_path / "store" / train["properties"]["ModelArtifacts"]["S3ModelArtifacts"][5:]
     with tarfile.open(archive) as tar:
         tar.extractall(tmp_path / "model")
-    loaded = tf.saved_model.load(str(Path(tmp_path / "model" / "1")))
+    loaded = tf.saved_model.load(str(tmp_path / "model" / "1"))
     lines = ["island-05,NA,4100,,201", "island-03,41.0,?,female,NA", "island-07,50.2,3900,male,190"]
     answer = loaded.signatures[tabular.SIGNATURE_CSV](csv_lines=tf.constant(lines))
     assert [c.decode() for c in answer["classes"].numpy()] == ["Gentoo", "Adelie", "Chinstrap"]
