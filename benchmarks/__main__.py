@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 OUTPUT = h.REPO / "BENCHMARKS.md"
 COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
-# stays under 15 minutes on the 2-core reference machine.
+# stays near 30 minutes on the 2-core reference machine (29 on 2026-11-26).
 BENCHMARKS = {
     "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
     "p1cnn": ("benchmarks.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
