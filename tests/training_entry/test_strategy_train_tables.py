@@ -9,7 +9,6 @@ with ``--distribution mirrored`` and ``parameter_server`` on 2 simulated hosts (
 
 from __future__ import annotations
 
-import tarfile
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,11 +19,9 @@ from pipeline.local.hosts import mpi
 from tests.pipeline.local.test_end_to_end import (
     FAST,
     assert_registered,
-    execution,
-    steps,
     trainpipe,
 )
-from tests.pipeline.local.test_tables_end_to_end import TWO_HOSTS, evaluation
+from tests.pipeline.local.test_tables_end_to_end import TWO_HOSTS, answer_raw_csv_lines, evaluation
 from tests.processing import mixed_table
 from training_entry import config, contract, strategy_train
 from training_entry.input import records
@@ -88,11 +85,4 @@ def test_a_mixed_csv_registers_and_answers_a_raw_csv_line(tmp_path, distribution
                        timeout=900)
     assert_registered(result, tmp_path)
     assert evaluation(tmp_path)["metrics"]["accuracy"]["value"] >= 0.9
-    train = steps(execution(tmp_path))["TrainModel"]
-    archive = tmp_path / "store" / train["properties"]["ModelArtifacts"]["S3ModelArtifacts"][5:]
-    with tarfile.open(archive) as tar:
-        tar.extractall(tmp_path / "model")
-    loaded = tf.saved_model.load(str(tmp_path / "model" / "1"))
-    lines = ["island-05,NA,4100,,201", "island-03,41.0,?,female,NA", "island-07,50.2,3900,male,190"]
-    answer = loaded.signatures[tabular.SIGNATURE_CSV](csv_lines=tf.constant(lines))
-    assert [c.decode() for c in answer["classes"].numpy()] == ["Gentoo", "Adelie", "Chinstrap"]
+    answer_raw_csv_lines(tmp_path)

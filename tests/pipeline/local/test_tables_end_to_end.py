@@ -19,6 +19,7 @@ import pytest
 from pipeline.local.hosts import mpi
 from pipeline.local.store.registry import Registry
 from tests.processing import mixed_table
+from training_entry.contract import SIGNATURE_DEFAULT
 
 from .test_end_to_end import FAST, assert_registered, execution, steps, trainpipe
 
@@ -27,11 +28,31 @@ pytestmark = [
     pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed"),
 ]
 TWO_HOSTS = ["-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=1"]
+# Rows as a CSV gives them, label left out, gaps in three spellings (empty, NA, ?).
+RAW_LINES = ["island-05,NA,4100,,201", "island-03,41.0,?,female,NA", "island-07,50.2,3900,male,190"]
 
 
 def evaluation(workdir: Path) -> dict:
     (path,) = glob.glob(str(workdir / "store" / "**" / "evaluation.json"), recursive=True)
     return json.loads(Path(path).read_text())
+
+
+def answer_raw_csv_lines(workdir: Path):
+    """The run's exported model, and its CSV signature's answer to raw rows with gaps, whose
+    classes are checked here: (loaded SavedModel, answer)."""
+    import tensorflow as tf
+
+    from training_entry import contract
+    from training_entry.model import tabular
+
+    train = steps(execution(workdir))["TrainModel"]
+    archive = workdir / "store" / train["properties"]["ModelArtifacts"]["S3ModelArtifacts"][5:]
+    with tarfile.open(archive) as tar:
+        tar.extractall(workdir / "model")
+    loaded = tf.saved_model.load(str(workdir / "model" / contract.MODEL_VERSION))
+    answer = loaded.signatures[tabular.SIGNATURE_CSV](csv_lines=tf.constant(RAW_LINES))
+    assert [c.decode() for c in answer["classes"].numpy()] == ["Gentoo", "Adelie", "Chinstrap"]
+    return loaded, answer
 
 
 def test_a_mixed_csv_with_string_labels_first_registers_and_answers_a_raw_csv_line(tmp_path):
@@ -46,16 +67,9 @@ def test_a_mixed_csv_with_string_labels_first_registers_and_answers_a_raw_csv_li
     # The exported model takes raw CSV lines (gaps and all) and answers with class names.
     import tensorflow as tf
 
-    train = steps(execution(tmp_path))["TrainModel"]
-    archive = tmp_path / "store" / train["properties"]["ModelArtifacts"]["S3ModelArtifacts"][5:]
-    with tarfile.open(archive) as tar:
-        tar.extractall(tmp_path / "model")
-    loaded = tf.saved_model.load(str(tmp_path / "model" / "1"))
-    lines = ["island-05,NA,4100,,201", "island-03,41.0,?,female,NA", "island-07,50.2,3900,male,190"]
-    answer = loaded.signatures["serving_csv"](csv_lines=tf.constant(lines))
-    assert [c.decode() for c in answer["classes"].numpy()] == ["Gentoo", "Adelie", "Chinstrap"]
+    loaded, answer = answer_raw_csv_lines(tmp_path)
     assert np.allclose(answer["probabilities"].numpy().sum(axis=1), 1.0, atol=1e-5)
-    columns = loaded.signatures["serving_default"](
+    columns = loaded.signatures[SIGNATURE_DEFAULT](
         island=tf.constant(["island-05"]), bill_length_mm=tf.constant([np.nan], tf.float32),
         body_mass_g=tf.constant([4100.0]), sex=tf.constant([""]), flipper_mm=tf.constant([201.0]))
     assert columns["classes"].numpy()[0] == b"Gentoo"
