@@ -139,13 +139,18 @@ def uses_pipe_mode_dataset(plan: ChannelPlan) -> bool:
     return plan.layout.local_size == 1 and pipe_mode_dataset_available()
 
 
-def pipe_blocks(plan: ChannelPlan, ctx: InputContext, shuffle: bool) -> tf.data.Dataset:
+def pipe_blocks(plan: ChannelPlan, ctx: InputContext, shuffle: bool,
+                per_block: Callable[[tf.Tensor], object] | None = None) -> tf.data.Dataset:
     """Our reader: each iterator is one pass (the channel's next FIFO), as blocks of string
     batches ``[batches, plan.batch_size]`` (~1024 records a block; ``plan.steps`` batches in
     all), shuffled within the pass (buffer ``min(quota, SHUFFLE_BUFFER)``, as the File path)
     when ``shuffle``. The records reach tf.data as one blob per block (see ``pipe_batches``)
     and stay together until ``datasets`` has parsed them: no tf.data element per record, and
-    one parse per block instead of one per batch."""
+    one parse per block instead of one per batch.
+
+    ``per_block`` (``datasets``' parse of a block) runs in the same call as the split, on
+    every core the rank has, several blocks at once, the blocks leaving in the order the
+    generator made them (the shuffle's order, as one call at a time would)."""
     reader = _pipe_reader(plan, ctx)
     batch_size = plan.batch_size
 
@@ -158,8 +163,11 @@ def pipe_blocks(plan: ChannelPlan, ctx: InputContext, shuffle: bool) -> tf.data.
         records = tf.strings.substr(blob, tf.cumsum(lengths, exclusive=True), lengths)
         return tf.reshape(records, [-1, batch_size])
 
-    return tf.data.Dataset.from_generator(
+    blobs = tf.data.Dataset.from_generator(
         _noting_causes(one_pass),
         output_signature=(tf.TensorSpec(shape=(), dtype=tf.string), tf.TensorSpec(shape=(None,), dtype=tf.int64)),
-    ).map(split)
-
+    )
+    if per_block is None:
+        return blobs.map(split)
+    return blobs.map(lambda blob, lengths: per_block(split(blob, lengths)),
+                     num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

@@ -12,8 +12,15 @@ import tensorflow as tf
 
 from tests.training_entry.helpers import PipeFeeder
 from training_entry.config import Channel, Hosts
-from training_entry.input import datasets, examples, pipe_source, records, typed_examples
-from training_entry.input.context import InputContext
+from training_entry.input import (
+    datasets,
+    examples,
+    pipe_batches,
+    pipe_source,
+    records,
+    typed_examples,
+)
+from training_entry.input.context import SHUFFLE_BUFFER, InputContext
 from training_entry.input.plan import DataError, Layout, plan_channel
 
 FEATURES = 3
@@ -252,23 +259,74 @@ def test_pipe_training_shuffles_each_pass_differently_and_uses_every_record_once
 def test_pipe_image_records_are_decoded_per_record_from_the_handed_batches(tmp_path):
     png = tf.io.encode_png(tf.zeros([5, 7, 1], tf.uint8)).numpy()
     serialized = [examples.serialize_image(png, label, "c", 5, 7) for label in range(6)]
-    blob = tf.data.Dataset.from_tensors(tf.constant(serialized)).map(lambda r: tf.reshape(r, [-1, 3]))
     plan = types.SimpleNamespace(batch_size=3)
     ctx = types.SimpleNamespace(image_size=8, augmentation="none", num_features=0)
-    got = list(datasets._batches(blob, plan, ctx, batched=True))
+    blob = tf.data.Dataset.from_tensors(tf.reshape(tf.constant(serialized), [-1, 3])).map(datasets._block_parser(ctx))
+    got = list(datasets._pipe_batches(blob, plan, ctx))
     assert [tuple(x.shape) for x, _ in got] == [(3, 8, 8, 3)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
 
 
 def test_pipe_table_blocks_are_parsed_whole_and_handed_on_as_their_batches():
     serialized = [examples.serialize([i, i + 0.5, -i], i) for i in range(6)]
-    blocks = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.constant(serialized), [1, 2, 3]))
     plan = types.SimpleNamespace(batch_size=3)
     ctx = types.SimpleNamespace(image_size=None, num_features=FEATURES)
-    got = list(datasets._batches(blocks, plan, ctx, batched=True))
+    blocks = tf.data.Dataset.from_tensor_slices(tf.reshape(tf.constant(serialized), [1, 2, 3])).map(
+        datasets._block_parser(ctx))
+    got = list(datasets._pipe_batches(blocks, plan, ctx))
     assert [tuple(x.shape) for x, _ in got] == [(3, FEATURES)] * 2
     assert [y.numpy().tolist() for _, y in got] == [[0, 1, 2], [3, 4, 5]]
     assert got[1][0].numpy()[2].tolist() == [5, 5.5, -5]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_pipe_blocks_parsed_in_parallel_leave_in_the_shuffles_order(tmp_path, monkeypatch, typed):
+    """Our reader's blocks are split and parsed several at a time, on every core; the batches
+    must still be exactly the shuffle buffer's order (the same seed, the same order), for
+    training and validation, float vectors and typed columns alike, and the datasets'
+    cardinality unknown (Keras then makes one iterator, i.e. opens one FIFO, per pass: no
+    filter is needed to hide it)."""
+    counts = (900, 1100, 700)  # 2700 records, batch 4: three ~1024-record blocks per pass
+    plan, _ = _pipe_setup(tmp_path, "ShardedByS3Key", ONE_HOST, Layout(0, 1, 0, 1), counts=counts)
+    if typed:
+        encode = typed_examples.Encoder(TYPED)
+        stream = [encode([f"s{i % 2}", str(i * 10000 + j)], i % 2) for i, count in enumerate(counts)
+                  for j in range(count)]
+
+        def rows(x):  # a row's identity: its row number (its shard's name beside it)
+            return list(zip(x["shard"].numpy().tolist(), x["row"].numpy().tolist(), strict=True))
+
+        def parse(serialized):
+            return typed_examples.parse_batch(serialized, TYPED)[0]
+    else:
+        stream = [examples.serialize([i, j, 0], i % 2) for i, count in enumerate(counts) for j in range(count)]
+
+        def rows(x):
+            return x.numpy()[:, :2].tolist()
+
+        def parse(serialized):
+            return examples.parse_batch(serialized, FEATURES)[0]
+    chunks = [stream[start:start + 500] for start in range(0, len(stream), 500)]
+    monkeypatch.setattr(pipe_source.PipeReader, "one_pass", lambda self: iter(chunks))
+    for shuffle in (True, False):
+        buffer = pipe_batches.ShuffleBuffer(min(plan.quota, SHUFFLE_BUFFER), (1, 0)) if shuffle else None
+        expected = [rows(parse(tf.constant(batch)))
+                    for batch in _split_blobs(pipe_batches.batched(chunks, plan.batch_size, buffer), plan.batch_size)]
+        ctx = _context(tmp_path)
+        ctx.columns = TYPED if typed else None
+        ds = (datasets.training_dataset(plan, ctx, epochs=1) if shuffle
+              else datasets.validation_dataset(plan, ctx))
+        assert tf.data.experimental.cardinality(ds) == tf.data.experimental.UNKNOWN_CARDINALITY
+        got = [rows(x) for x, _ in ds]
+        assert len(got) == plan.steps == len(expected) and got == expected
+
+
+def _split_blobs(blobs, batch_size):
+    """``pipe_batches.batched``'s blobs -> their batches of serialized records, in order."""
+    for blob, lengths in blobs:
+        ends = np.cumsum(lengths)
+        records_ = [blob[end - length:end] for end, length in zip(ends, lengths, strict=True)]
+        yield from (records_[i:i + batch_size] for i in range(0, len(records_), batch_size))
 
 
 def test_a_table_read_while_tracing_a_function_is_streamed_not_held(tmp_path):
