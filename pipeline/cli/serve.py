@@ -82,6 +82,9 @@ def _exec(module: str, argv: list[str]) -> None:
     is the command's."""
     sys.stdout.flush()
     sys.stderr.flush()
+    # TensorFlow's start-up banner (oneDNN, CPU features) is INFO: hidden, as for every job's
+    # process (lifecycle.base_environment); a user's own setting wins.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
     os.execv(sys.executable, [sys.executable, "-m", module, *argv])
 
 

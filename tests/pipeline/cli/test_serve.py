@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from pipeline.cli import serve
 from pipeline.cli.main import main
 from pipeline.cli.serve import resolve_model
 from pipeline.errors import UserError
@@ -84,6 +85,20 @@ def test_no_registry_and_not_a_model_archive(tmp_path, capsys):
         resolve_model(tmp_path / "w", str(bad))
     with pytest.raises(UserError, match="no execution"):
         resolve_model(tmp_path / "w", run="nope")
+
+
+@pytest.mark.parametrize("users, expected", [(None, "1"), ("0", "0")])
+def test_the_server_starts_without_tensorflows_banner_unless_asked(monkeypatch, users, expected):
+    # The oneDNN and CPU-feature lines are INFO; the exec'd server inherits the environment.
+    if users is None:
+        monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    else:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", users)
+    execs = []
+    monkeypatch.setattr(serve.os, "execv", lambda path, argv: execs.append(argv))
+    serve._exec("serving.server", ["--port", "1"])
+    assert execs == [[sys.executable, "-m", "serving.server", "--port", "1"]]
+    assert serve.os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected
 
 
 @pytest.mark.slow
