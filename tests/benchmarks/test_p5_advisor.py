@@ -37,3 +37,34 @@ def test_the_observation_carries_the_cases_steps_per_execution():
     obs = p5.observation("mlp_spe1 1x1 #1", run, Layout(1, 1), 32, {HP_STEPS_PER_EXECUTION: 1})
     assert obs.steps_per_execution == 1
     assert obs.step_seconds == 0.001  # the epoch after the first (which traces the graph)
+
+
+def _run_of(epochs: dict[int, tuple[float, float, float]]):
+    """A run whose metric lines carry (step, cpu, spread) per epoch."""
+    from benchmarks import harness as h
+    from training_entry.contract import format_metric_line
+
+    lines = [format_metric_line(e, {"step_time": step, "cpu_time": cpu, "step_spread": spread,
+                                    "parameters": 100, "throughput": 32 / step})
+             for e, (step, cpu, spread) in epochs.items()]
+    return h.TrainingRun("x", 0, 1.0, log="\n".join(lines) + "\n")
+
+
+def test_a_run_is_its_fastest_steady_epoch_with_that_epochs_cpu_and_spread():
+    from pipeline.costs.advisor.model import Layout
+
+    # Epoch 1 (tracing) is the fastest here and must not count; epoch 3 is a quiet spell.
+    run = _run_of({1: (0.0001, 0.0001, 1e-6), 2: (0.002, 0.0019, 3e-4), 3: (0.001, 0.0009, 1e-4),
+                   4: (0.0025, 0.002, 5e-4)})
+    best = p5.observation("mlp 1x1 #1", run, Layout(1, 1), 32, {})
+    assert (best.step_seconds, best.cpu_seconds, best.step_spread) == (0.001, 0.0009, 1e-4)
+    assert best.epochs_used == 3
+    before = p5.observation("mlp 1x1 #1", run, Layout(1, 1), 32, {}, estimate="median")
+    assert (before.step_seconds, before.cpu_seconds, before.step_spread) == (0.002, 0.0019, 3e-4)
+
+
+def test_the_mlp_runs_more_epochs_than_the_cnn():
+    args = p5._arguments([])
+    assert args.epochs == 3 and args.mlp_epochs == 10
+    assert p5.epochs_of("mlp", args) == 10 and p5.epochs_of("cnn", args) == 3
+    assert p5.epochs_of("mlp", p5._arguments(["--mlp-epochs", "4"])) == 4
