@@ -321,6 +321,18 @@ def test_pipe_blocks_parsed_in_parallel_leave_in_the_shuffles_order(tmp_path, mo
         assert len(got) == plan.steps == len(expected) and got == expected
 
 
+def test_our_readers_short_stream_fails_the_pass_through_the_parallel_parse(tmp_path):
+    """The reader's error (a short rank would deadlock the others) reaches Keras as it is,
+    through the map that parses several blocks at once."""
+    plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", ONE_HOST, Layout(0, 1, 0, 1))
+    feeder = PipeFeeder(tmp_path / "fifos", "train", objects[:2], passes=1).start()
+    try:
+        with pytest.raises(tf.errors.UnknownError, match="stream ended after 44 records, with 44 of the 84"):
+            list(datasets.training_dataset(plan, _context(tmp_path), epochs=1))
+    finally:
+        feeder.stop()
+
+
 def _split_blobs(blobs, batch_size):
     """``pipe_batches.batched``'s blobs -> their batches of serialized records, in order."""
     for blob, lengths in blobs:
