@@ -32,13 +32,15 @@ epochs (the estimator before: with 3 epochs, the mean of two) carries whatever s
 them, and one make bench calibrated all three of mlp_spe1's 1-rank runs in slow spells
 (23.7k, 30.4k, 25.1k, against a 2x1 run at 61.6k: more than twice the best 1-rank run) and
 was 21.6% off. The MLP therefore runs ``--mlp-epochs`` (10: nine steady windows per run for
-~1.5 s more per run; the CNN's ~1 s epochs keep ``--epochs``), so each layout gets 27 windows
-to find a quiet one, the same count on both sides of every ratio. Every layout's median
-[min..max] over its runs is printed beside, and each error is printed again from the runs'
-median epochs for comparison. Not chosen: pairing each multi-rank run with the 1-rank run
-next to it in time (spells shorter than a run do not cancel between neighbours: on recorded
-runs the paired median error was -25% to +40% where best-of-n was -6% to +37%), and a speed
-probe before each run (the probe runs before the spell that slows the epochs, not during).
+0.5-3 s more per run, ~25 s per ``make bench``; the CNN's ~1 s epochs keep ``--epochs``), so
+each layout gets 27 windows to find a quiet one, the same count on both sides of every
+ratio. Every layout's median [min..max] over its runs is printed beside, and each error is
+printed again from the runs' median epochs for comparison. Not chosen: pairing each
+multi-rank run with the 1-rank run of its own repetition and taking the median error over
+repetitions (single pairs ranged -40%..+312% on the same runs: a spell that slows one run of
+a pair and not the other is as likely as one covering both; worst 83.6% against best-of-n's
+38.6% in one run), and a speed probe before each run (it times the seconds before the run,
+not the spell inside it). benchmarks/notes.md, P5's estimator, has the runs.
 
 Every run is launched the local runner's way (``harness.training_job``: the runner's tuned
 mpirun, pinned ranks); step seconds, CPU seconds per step and the parameter count come from
