@@ -40,7 +40,7 @@ BENCHMARKS = {
     "mfu": ("benchmarks.mfu", ["--repeats", "2"],
             "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
     "p5": ("benchmarks.p5_advisor", ["--repeats", "3", "--epochs", "3"],
-           "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs, MLP and CNN at StepsPerExecution 16 and 1 (best of 3 interleaved)"),
+           "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs, MLP and CNN at StepsPerExecution 16 and 1 (each run's fastest steady epoch, best of 3 interleaved; MLP 10 epochs)"),
     "p6": ("benchmarks.p6_namespaces", ["--repeats", "5"],
            "P6 per-host /opt/ml and hostname (namespaces) vs relocated paths, per job"),
     "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),
