@@ -23,6 +23,9 @@ import horovod.tensorflow as hvd
 import tensorflow as tf
 
 SIZES_ENV = "TRAINPIPE_PROBE_SIZES"  # how the benchmark passes sizes through the launch
+# "BYTES SECONDS": the gradient bytes and 1-rank step seconds the step-shaped loop imitates.
+STEP_ENV = "TRAINPIPE_PROBE_STEP"
+STEPS_PER_CALL = 16  # the entrypoint's default StepsPerExecution
 
 
 def _median_call(fn, x, repeats: int) -> float:
@@ -57,6 +60,69 @@ def compute_contention(repeats: int = 100) -> tuple[float, float]:
     return alone, together
 
 
+def _kernel(y, iterations):
+    """A dense chain of ``iterations`` links (one thread's matmul, about 40 us each): the
+    step's compute, its length set by the count (a tensor: one trace for every length)."""
+    w = tf.eye(128) * 0.5
+    return tf.while_loop(lambda i, y: i < iterations,
+                         lambda i, y: (i + 1, tf.tanh(tf.matmul(y, w))), (tf.constant(0), y))[1]
+
+
+@tf.function
+def _kernel_steps(y, g, iterations):
+    """STEPS_PER_CALL steps of the kernel alone, each feeding a gradient-sized tensor
+    (what the step-shaped loop reduces), as one call into the graph."""
+    for _ in range(STEPS_PER_CALL):
+        y = _kernel(y, iterations)
+        g = g + tf.reduce_mean(y) * 1e-30
+        y = y + g[0] * 1e-30
+    return y, g
+
+
+def kernel_alone(target_s: float, nbytes: int, repeats: int) -> tuple[float, int]:
+    """Before ``hvd.init``: no Horovod background thread yet (the 1-rank calibration run's
+    world; every rank does this at once, each on its own pinned core). The kernel's seconds
+    per step and its link count, sized to ``target_s`` per step."""
+    y, g = tf.random.normal([128, 128], seed=1), tf.zeros([max(nbytes // 4, 1)])
+    per_link = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(16), 20) / STEPS_PER_CALL / 16
+    iterations = max(round(target_s / per_link), 1)
+    alone = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(iterations), repeats)
+    return alone / STEPS_PER_CALL, iterations
+
+
+def step_shaped(nbytes: int, iterations: int, repeats: int) -> tuple[float, float]:
+    """Seconds per step, every rank at once inside the Horovod world: the kernel alone, and the
+    kernel followed by an allreduce of ``nbytes`` that the next step's kernel waits for, as a
+    training step issues its gradient's (computed in the step, reduced, applied before the
+    next), STEPS_PER_CALL steps a call, the two calls alternated. Less the kernel and the bare
+    allreduce, what a collective inside a step costs that neither measures: TF handing the
+    tensor to Horovod's background thread mid-graph and waiting on its callback, the thread's
+    cycles on the rank's core, the other rank arriving later."""
+    y, g = tf.random.normal([128, 128], seed=1), tf.zeros([max(nbytes // 4, 1)])
+    count = tf.constant(iterations)
+
+    @tf.function
+    def shaped(y, g, iterations):
+        for _ in range(STEPS_PER_CALL):
+            y = _kernel(y, iterations)
+            g = hvd.allreduce(g + tf.reduce_mean(y) * 1e-30, op=hvd.Average)  # Horovod: the step's collective
+            y = y + g[0] * 1e-30
+        return y, g
+
+    calls = {"kernel": lambda: _kernel_steps(y, g, count)[0], "shaped": lambda: shaped(y, g, count)[0]}
+    for call in calls.values():
+        for _ in range(5):
+            call().numpy()
+    times: dict = {name: [] for name in calls}
+    for rep in range(repeats):  # the same order on every rank (shaped is collective)
+        for name in (list(calls) if rep % 2 else list(calls)[::-1]):
+            started = time.perf_counter()
+            calls[name]().numpy()
+            times[name].append(time.perf_counter() - started)
+    return (statistics.median(times["kernel"]) / STEPS_PER_CALL,
+            statistics.median(times["shaped"]) / STEPS_PER_CALL)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     sizes = os.environ.get(SIZES_ENV, "4096 65536 262144 1048576")
@@ -65,11 +131,23 @@ def main() -> None:
     parser.add_argument("--tensors", type=int, default=8,
                         help="pieces the per-tensor measurement splits --split-bytes into")
     parser.add_argument("--split-bytes", type=int, default=0, help="default: the median size")
+    parser.add_argument("--step", type=float, nargs=2, metavar=("BYTES", "SECONDS"),
+                        default=[float(v) for v in os.environ.get(STEP_ENV, "0 0.0003").split()],
+                        help="gradient bytes (default: the median size) and 1-rank step seconds "
+                             "the step-shaped loop imitates")
     args, _ = parser.parse_known_args()  # the harness passes training hyperparameters too
+    step_bytes = int(args.step[0]) or sorted(args.sizes)[len(args.sizes) // 2]
+    alone_step, iterations = kernel_alone(args.step[1], step_bytes, repeats=60)
     hvd.init()
+    # Horovod: every rank runs the same kernel length (rank 0's), or one would wait for the other.
+    iterations = int(hvd.broadcast(tf.constant(iterations), 0).numpy())
     alone, together = compute_contention()
     if hvd.rank() == 0:
         print(f"advisor-probe compute alone={alone:.6g} together={together:.6g}", flush=True)
+    kernel_step, shaped_step = step_shaped(step_bytes, iterations, repeats=60)
+    if hvd.rank() == 0:
+        print(f"advisor-probe step alone={alone_step:.6g} kernel={kernel_step:.6g} shaped={shaped_step:.6g} "
+              f"steps={STEPS_PER_CALL} bytes={step_bytes}", flush=True)
 
     @tf.function
     def step(x):

@@ -60,9 +60,10 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import replace
 
 from benchmarks import harness as h
-from benchmarks.advisor_probe import SIZES_ENV
+from benchmarks.advisor_probe import SIZES_ENV, STEP_ENV
 from pipeline.costs.advisor import fit as F
 from pipeline.costs.advisor.model import Layout
 from pipeline.costs.advisor.observations import Observation
@@ -86,7 +87,12 @@ PROBE = HERE / "advisor_probe.py"
 PROBE_RE = re.compile(r"advisor-probe bytes=(\d+) seconds=([0-9.eE+-]+)")
 CONTENTION_RE = re.compile(r"advisor-probe compute alone=([0-9.eE+-]+) together=([0-9.eE+-]+)")
 PER_TENSOR_RE = re.compile(r"advisor-probe per_tensor=([0-9.eE+-]+) tensors=(\d+) bytes=(\d+)")
-CONTENTION, PER_TENSOR, PIECES = -1, -2, -3  # keys of probe()'s result that are not sizes
+STEP_RE = re.compile(r"advisor-probe step alone=([0-9.eE+-]+) kernel=([0-9.eE+-]+) shaped=([0-9.eE+-]+) "
+                     r"steps=(\d+) bytes=(\d+)")
+# Keys of probe()'s result that are not sizes: the step-shaped loop's seconds per step (the
+# kernel alone before Horovod started, the kernel in the Horovod world, kernel + allreduce)
+# and its gradient bytes.
+CONTENTION, PER_TENSOR, PIECES, ALONE, KERNEL, SHAPED, STEP_BYTES = -1, -2, -3, -4, -5, -6, -7
 LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
 # workload name -> (data: "table" | "image", extra hyperparameters of the training entrypoint)
 WORKLOADS = {
@@ -181,18 +187,40 @@ def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int, hps:
         steps_per_execution=int(hps.get(HP_STEPS_PER_EXECUTION, DEFAULT_STEPS_PER_EXECUTION)))
 
 
-def probe(work, splits, layout: Layout, sizes: list[int], batch: int) -> dict[int, float]:
+def probe(work, splits, layout: Layout, sizes: list[int], batch: int, step: tuple[int, float]) -> dict[int, float]:
+    """One probe job at ``layout``; ``step``: the (gradient bytes, 1-rank step seconds) its
+    step-shaped loop imitates."""
     # The probe ignores the hyperparameters and the data; any splits will do.
     launch = h.tuned(layout.ranks_per_host, batch, hosts=layout.hosts)
     launch.entry = PROBE
-    launch.env = {**launch.env, SIZES_ENV: " ".join(map(str, sizes))}
+    launch.env = {**launch.env, SIZES_ENV: " ".join(map(str, sizes)), STEP_ENV: f"{step[0]} {step[1]:.6g}"}
     run = h.training_job(work, splits, launch, epochs=1, label=f"probe{layout}", validation=False)
     found = {int(b): float(s) for b, s in PROBE_RE.findall(run.log)}
     alone, together = CONTENTION_RE.search(run.log).groups()
     found[CONTENTION] = float(together) / float(alone)
     per_tensor = PER_TENSOR_RE.search(run.log)
     found[PER_TENSOR], found[PIECES] = float(per_tensor.group(1)), int(per_tensor.group(2))
-    return found
+    return {**found, **parse_step(run.log)}
+
+
+def parse_step(log: str) -> dict[int, float]:
+    """The probe's step-shaped line: ALONE, KERNEL, SHAPED (seconds per step), STEP_BYTES."""
+    alone, kernel, shaped, _, nbytes = STEP_RE.search(log).groups()
+    return {ALONE: float(alone), KERNEL: float(kernel), SHAPED: float(shaped), STEP_BYTES: int(nbytes)}
+
+
+def in_step(probes: dict) -> dict[str, tuple[float, str]]:
+    """Each layout's in-step cost (``fit.fit_in_step``): its step-shaped loop less the kernel
+    alone less the allreduce of a link fitted on the probe sizes around the loop's bytes."""
+    out = {}
+    for name, found in probes.items():
+        nbytes = int(found[STEP_BYTES])
+        near = {0, *_gradient_sizes(nbytes // 4)}
+        link = F.fit_link({b: s for b, s in found.items() if b in near}, 2, "probe")
+        source = (f"allreduce probe {name}: step-shaped loop {found[SHAPED] * 1e3:.3f} ms - kernel alone "
+                  f"{found[ALONE] * 1e3:.3f} ms - allreduce {link.ring_seconds(2, nbytes) * 1e3:.3f} ms per step")
+        out[name] = (F.fit_in_step(found[SHAPED], found[ALONE], link, nbytes, 2, source).in_step_s, source)
+    return out
 
 
 def _gradient_sizes(parameters: int) -> list[int]:
@@ -290,12 +318,20 @@ def main(argv: list[str] | None = None) -> int:
     # The probe measures the machine (links, contention), not a workload: one per layout, with
     # sizes around every workload's gradient.
     sizes = sorted({s for c in checked for s in _gradient_sizes(runs[(c, "1x1")][0].parameters)})
+    # The step-shaped loop imitates the shortest 1-rank step (where a per-step cost weighs most):
+    # its gradient bytes and its fastest step.
+    shortest = min((min(runs[(c, "1x1")], key=lambda o: o.step_seconds) for c in checked),
+                   key=lambda o: o.step_seconds)
+    step = (shortest.parameters * 4, shortest.step_seconds)
     probes = {}
     for name, layout in LAYOUTS.items():
-        probes[name] = probe(work, table_splits, layout, sizes, args.batch)
-        h.say(f"  probe {name}: compute contention x{probes[name][CONTENTION]:.3f}; "
-              f"{probes[name][PER_TENSOR] * 1e6:.1f} us per gradient tensor past the first; allreduce "
-              + ", ".join(f"{b} B {s * 1e3:.3f} ms" for b, s in sorted(probes[name].items()) if b >= 0))
+        probes[name] = probe(work, table_splits, layout, sizes, args.batch, step)
+        found = probes[name]
+        h.say(f"  probe {name}: compute contention x{found[CONTENTION]:.3f}; "
+              f"{found[PER_TENSOR] * 1e6:.1f} us per gradient tensor past the first; step-shaped "
+              f"({found[STEP_BYTES]} B, like {shortest.source}) per step: kernel alone {found[ALONE] * 1e3:.3f} ms, "
+              f"in the Horovod world {found[KERNEL] * 1e3:.3f} ms, + allreduce {found[SHAPED] * 1e3:.3f} ms; allreduce "
+              + ", ".join(f"{b} B {s * 1e3:.3f} ms" for b, s in sorted(found.items()) if b >= 0))
     errors = {}
     for case in checked:
         errors.update(check_case(case, runs, medians, probes, cores, args.batch))
@@ -307,8 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _platform(case: str, runs: dict, probes: dict, cores: int):
-    """The local platform for one case: links from the probe sizes around its gradient."""
+def _platform(case: str, runs: dict, probes: dict, cores: int, with_in_step: bool = True):
+    """The local platform for one case: links from the probe sizes around its gradient, each
+    with its layout's in-step cost (``in_step``; 0 with ``with_in_step=False``, the model
+    before it, printed beside)."""
     # Horovod's per-tensor work is on the host CPU, the same whichever link: the median of
     # both layouts' figures.
     per_tensor = {"seconds": statistics.median(found[PER_TENSOR] for found in probes.values()),
@@ -319,6 +357,10 @@ def _platform(case: str, runs: dict, probes: dict, cores: int):
     links = {kind: F.fit_link({b: s for b, s in probes[name].items() if b in near}, 2, source)
              for kind, name, source in (("intra", "1x2", "allreduce probe, 1 host x 2 ranks"),
                                         ("inter", "2x1", "allreduce probe, 2 hosts x 1 rank"))}
+    if with_in_step:
+        steps = in_step(probes)
+        links = {kind: replace(link, in_step_s=steps[name][0], in_step_source=steps[name][1])
+                 for (kind, link), name in zip(links.items(), ("1x2", "2x1"), strict=True)}
     return local_platform(cores, {**{k: vars(v) for k, v in links.items()}, "per_tensor": per_tensor})
 
 
@@ -343,19 +385,20 @@ def check_case(case: str, runs: dict, medians: dict, probes: dict, cores: int, b
     platform = _platform(case, runs, probes, cores)
     model, fastest, errors = _errors(runs, case, platform, contention, batch)
     _, _, before = _errors(medians, case, platform, contention, batch)
+    _, _, bare = _errors(runs, case, _platform(case, runs, probes, cores, with_in_step=False), contention, batch)
     singles = runs[(case, "1x1")]
     h.say(f"\n  case {case} (StepsPerExecution {fastest.steps_per_execution}): calibration on the fastest "
           f"steady epoch of its {len(singles)} 1-rank runs ({fastest.source})")
     for line in model.with_(contention=contention["1x2"]).describe(batch, platform):
         h.say(f"  {line}")
     h.say(f"  {'layout':8s} {'fastest epoch of each run: median [min..max]':46s} {'best':>8s} {'predicted':>10s} "
-          f"{'error':>7s}  {'(median epochs)':>15s}")
+          f"{'error':>7s}  {'(median epochs)':>15s}  {'(no in_step)':>12s}")
     h.say(f"  {'1x1':8s} {h.spread([o.throughput for o in singles]):46s} {fastest.throughput:8.0f} "
           f"{'(calibration)':>10s}")
     out = {}
     for name, (measured, predicted, error) in errors.items():
         h.say(f"  {name:8s} {h.spread([o.throughput for o in runs[(case, name)]]):46s} {measured:8.0f} "
-              f"{predicted:10.0f} {error:+7.1%}  {before[name][2]:+15.1%}")
+              f"{predicted:10.0f} {error:+7.1%}  {before[name][2]:+15.1%}  {bare[name][2]:+12.1%}")
         key = f"advisor_error_{case}_{name}"
         out[key] = abs(error)
         h.result(key, abs(error), "-")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks import p5_advisor as p5
 from training_entry.contract import (
     DEFAULT_STEPS_PER_EXECUTION,
@@ -68,3 +70,28 @@ def test_the_mlp_runs_more_epochs_than_the_cnn():
     assert args.epochs == 3 and args.mlp_epochs == 10
     assert p5.epochs_of("mlp", args) == 10 and p5.epochs_of("cnn", args) == 3
     assert p5.epochs_of("mlp", p5._arguments(["--mlp-epochs", "4"])) == 4
+
+
+def _probe_log(shaped: float) -> str:
+    return (f"advisor-probe step alone=0.00028 kernel=0.00029 shaped={shaped} steps=16 bytes=68904\n"
+            "trainpipe-metrics epoch=1 samples_per_sec=1\n")
+
+
+def test_the_probes_step_shaped_line_is_parsed():
+    found = p5.parse_step(_probe_log(0.00045))
+    assert found == {p5.ALONE: 0.00028, p5.KERNEL: 0.00029, p5.SHAPED: 0.00045, p5.STEP_BYTES: 68904}
+
+
+def test_each_layouts_in_step_cost_comes_from_its_own_probe():
+    from pipeline.costs.advisor.model import Link
+
+    link = Link(3.0, 50e-6, "truth")  # both layouts' allreduce of these sizes, plus a 0.1 ms call
+    sizes = p5._gradient_sizes(68904 // 4)
+    probes = {name: {0: 1e-4, **{b: 1e-4 + link.ring_seconds(2, b) for b in sizes},
+                     **p5.parse_step(_probe_log(shaped))}
+              for name, shaped in (("1x2", 0.00045), ("2x1", 0.00042))}
+    found = p5.in_step(probes)
+    ring = link.ring_seconds(2, 68904)
+    assert found["1x2"][0] == pytest.approx(0.00045 - 0.00028 - ring, rel=1e-6)
+    assert found["2x1"][0] == pytest.approx(0.00042 - 0.00028 - ring, rel=1e-6)
+    assert "step-shaped loop 0.450 ms - kernel alone 0.280 ms" in found["1x2"][1]

@@ -5,7 +5,8 @@
    ``parallelism`` = median CPU seconds / wall seconds of those steps; ``spread`` (what
    synchronised ranks wait for each other) = the median of their step spreads.
 2. Links, from an allreduce probe (``bytes -> seconds`` at 2 ranks): the ring formula at
-   n = 2 is ``bytes / bw + 2 x latency``, a straight line in bytes.
+   n = 2 is ``bytes / bw + 2 x latency``, a straight line in bytes; and a link's ``in_step``
+   from the probe's step-shaped loop (``fit_in_step``).
 3. Learning: with multi-rank runs of the platform, ``overlap`` and ``comm_scale`` are refit by
    a grid search minimising the squared log error of predicted step time; the report gives
    the error on every run seen (in sample) and leave-one-out (each multi-rank run predicted
@@ -32,7 +33,7 @@ def _as_single(run: Observation, platform: Platform) -> Observation:
     gives (nothing hidden), undone of the core sharing (one core's worth per 1-rank step)."""
     probe = StepModel(per_sample=0.0, fixed=0.0, parallelism=1.0, parameters=run.parameters,
                       fp16_allreduce=run.fp16_allreduce, tensors=run.tensors)
-    comm = probe.allreduce(run.layout, platform)
+    comm = probe.allreduce(run.layout, platform) + probe.in_step(run.layout, platform)
     share = 1.0 if platform.gpus_per_host else min(1.0, platform.cores_per_rank(run.layout))
     t1 = max(run.step_seconds - comm, 0.5 * run.step_seconds) * share
     return replace(run, layout=Layout(1, 1), step_seconds=t1, cpu_seconds=t1)
@@ -124,6 +125,16 @@ def fit_link(probe: dict[int, float], ranks: int, source: str) -> Link:
         statistics.median((y2 - y1) / (x2 - x1) for x2, y2 in xy if x2 != x1) for x1, y1 in xy), 1e-12)
     intercept = max(statistics.median(y - slope * x for x, y in xy), 0.0)
     return Link(gbytes_per_s=1.0 / slope / 1e9, latency_s=intercept / (2 * (ranks - 1)), source=source)
+
+
+def fit_in_step(shaped: float, alone: float, link: Link, nbytes: float, ranks: int, source: str) -> Link:
+    """The link with its ``in_step``: a step-shaped loop's seconds per step (a kernel, then the
+    allreduce of ``nbytes`` the next step waits for, on every rank at once) less the same
+    kernel's seconds alone (before Horovod started: the 1-rank calibration's world) less the
+    link's own allreduce of those bytes (the model's allreduce term). What is left is what the
+    model has no other term for; below 0 (noise) it is 0."""
+    extra = max(shaped - alone - link.ring_seconds(ranks, nbytes), 0.0)
+    return replace(link, in_step_s=extra, in_step_source=source)
 
 
 def _log_error(model: StepModel, runs: Sequence[Observation], platform: Platform) -> float:

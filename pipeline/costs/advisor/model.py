@@ -22,7 +22,13 @@ For ``n = hosts x ranks_per_host`` workers, each with ``batch`` samples per step
                   metric line's ``step_spread_seconds`` less its sqrt(steps per call):
                   ``fit.call_spread`` says why), which is E[max(X, Y)] - E[X] for two ranks;
                   E[max of n] is that of n standard normals (0.564 at 2, 1.03 at 4, 1.42 at 8)
-    step(n)     = compute(n) + wait(n) + exposed(n)
+    in_step(n)  = the link's in_step (0 for one worker, and off a shared machine)   what a
+                  collective issued inside a training step costs beyond the step's compute
+                  alone and the bare allreduce: TF handing the tensor to Horovod's background
+                  thread mid-graph and waiting on its callback, that thread cycling on the
+                  rank's own core. Measured on this machine by the allreduce probe's
+                  step-shaped loop (``fit.fit_in_step``); 0 where not measured
+    step(n)     = compute(n) + wait(n) + in_step(n) + exposed(n)
     throughput  = n x batch / step(n)
 
 ``fixed``/``per_sample`` are split by a least-squares line through runs at two or more batch
@@ -59,6 +65,10 @@ class Link:
     gbytes_per_s: float
     latency_s: float
     source: str
+    # Seconds per step a collective inside a training step adds beyond compute and the bare
+    # allreduce on this link (``StepModel.in_step``), and where the figure comes from.
+    in_step_s: float = 0.0
+    in_step_source: str = "not measured"
 
     def ring_seconds(self, n: int, nbytes: float) -> float:
         if n <= 1:
@@ -147,10 +157,19 @@ class StepModel:
         """Per step, what a rank waits for the slowest of the others (0 for one worker)."""
         return self.spread * expected_max_of_normals(layout.workers) / expected_max_of_normals(2)
 
+    def in_step(self, layout: Layout, platform: Platform) -> float:
+        """Per step, what issuing the collective inside a step adds on a shared machine (the
+        probe's step-shaped loop); 0 for one worker and on dedicated hosts, where nothing
+        measured it."""
+        if layout.workers <= 1 or not platform.shared_machine:
+            return 0.0
+        return platform.link(layout).in_step_s
+
     def step(self, batch: int, layout: Layout, platform: Platform) -> float:
         compute = self.compute(batch, layout, platform)
         hidden = self.overlap * BACKWARD_SHARE * compute
-        return compute + self.wait(layout) + max(0.0, self.allreduce(layout, platform) - hidden)
+        return (compute + self.wait(layout) + self.in_step(layout, platform)
+                + max(0.0, self.allreduce(layout, platform) - hidden))
 
     def throughput(self, batch: int, layout: Layout, platform: Platform) -> float:
         return layout.workers * batch / self.step(batch, layout, platform)
@@ -161,7 +180,7 @@ class StepModel:
     def describe(self, batch: int, platform: Platform) -> list[str]:
         intra, inter = platform.intra, platform.inter
         return [
-            "step(n) = compute(n) + wait(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))",
+            "step(n) = compute(n) + wait(n) + in_step(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))",
             f"  per-sample compute  {self.per_sample * 1e6:.4g} us/sample; fixed per step "
             f"{self.fixed * 1e3:.4g} ms; 1-rank step at batch {batch}: {self.t1(batch) * 1e3:.4g} ms",
             f"  CPU parallelism of a 1-rank step {self.parallelism:.3g} (cpu s / wall s); "
@@ -180,6 +199,9 @@ class StepModel:
             f"  wait for the slowest rank = spread x E[max of n] / E[max of 2]: spread {self.spread * 1e3:.3g} ms "
             f"(half the mean |difference| of two 1-rank calls' mean steps; 0 = not measured), "
             f"{self.wait(Layout(1, 2)) * 1e3:.3g} ms at 2 workers, {self.wait(Layout(1, 8)) * 1e3:.3g} ms at 8",
+            f"  collective inside a step, beyond compute and the bare allreduce (multi-rank, shared machine "
+            f"only): intra-node {intra.in_step_s * 1e6:.3g} us [{intra.in_step_source}]; inter-node "
+            f"{inter.in_step_s * 1e6:.3g} us [{inter.in_step_source}]",
             f"  overlap with the backward pass {self.overlap:.2f} (bounded by the measured compute)",
             *[f"  note: {n}" for n in self.notes],
         ]

@@ -12,7 +12,8 @@ from pipeline.costs.advisor.model import Link, Platform
 # Assumed where nothing was measured; printed with the model, marked "assumed".
 SHARED_MEMORY = Link(10.0, 5e-6, "assumed: shared-memory copy between ranks of one host")
 NETWORK_LATENCY_S = 30e-6  # assumed: TCP round trip inside one EC2 placement group
-# Under the workdir: {"intra": {link}, "inter": {link}, "per_tensor": {"seconds", "source"}}.
+# Under the workdir: {"intra": {link}, "inter": {link}, "per_tensor": {"seconds", "source"}};
+# a link: gbytes_per_s, latency_s, source and optionally in_step_s, in_step_source.
 PROBE_FILE = "advisor-probe.json"
 
 
@@ -21,7 +22,8 @@ def local_platform(cores: int, probe: dict | None = None) -> Platform:
     def link(kind: str, fallback: Link) -> Link:
         if probe and kind in probe:
             p = probe[kind]
-            return Link(p["gbytes_per_s"], p["latency_s"], p.get("source", "allreduce probe"))
+            return Link(p["gbytes_per_s"], p["latency_s"], p.get("source", "allreduce probe"),
+                        float(p.get("in_step_s", 0.0)), p.get("in_step_source", "not measured"))
         return fallback
 
     per_tensor = (probe or {}).get("per_tensor") or {}

@@ -13,7 +13,7 @@ def test_advise_prints_model_error_predictions_knee_recommendation_and_plot(tmp_
                  "--max-workers", "4", "--goal", "cheapest", "--deadline", "1", "--plot", str(plot)]) == 0
     out = capsys.readouterr().out
     assert "3 run(s) measured (local: 3)" in out
-    assert "step(n) = compute(n) + wait(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))" in out
+    assert "step(n) = compute(n) + wait(n) + in_step(n) + max(0, allreduce(n) - overlap x 2/3 x compute(n))" in out
     assert "gradient 17,226 parameters x 4 B (fp32 allreduce)" in out
     assert "its error on the runs it has seen (local)" in out and "leave-1-out" in out
     assert "<- knee" in out

@@ -163,3 +163,42 @@ def test_the_wait_is_the_spread_of_calls_not_of_independent_steps():
     assert F.fit_compute([call]).spread == pytest.approx(1e-4)
     one_step = replace(call, steps_per_execution=1)
     assert F.fit_compute([one_step]).spread == pytest.approx(4e-4)  # one step per call: the same reading
+
+
+def test_a_collective_inside_a_step_adds_the_links_in_step_cost_on_a_shared_machine_only():
+    intra, inter = replace(FAST, in_step_s=40e-6, in_step_source="probe 1x2"), replace(SLOW, in_step_s=25e-6)
+    shared = Platform("p", 2, 0, intra, inter, shared_machine=True)
+    model = StepModel(per_sample=1e-5, fixed=0.0, parallelism=1.0, parameters=17_000)
+    bare = Platform("p", 2, 0, FAST, SLOW, shared_machine=True)
+    # Its own term, by layout the link's: 1 host x 2 ranks the intra-node link, 2 hosts the network.
+    assert model.in_step(Layout(1, 2), shared) == 40e-6
+    assert model.in_step(Layout(2, 1), shared) == 25e-6
+    assert model.step(32, Layout(1, 2), shared) == pytest.approx(model.step(32, Layout(1, 2), bare) + 40e-6)
+    assert model.step(32, Layout(2, 1), shared) == pytest.approx(model.step(32, Layout(2, 1), bare) + 25e-6)
+    # One rank issues no collective; dedicated hosts (a GPU cluster) never measured one.
+    assert model.step(32, Layout(1, 1), shared) == model.step(32, Layout(1, 1), bare)
+    dedicated = Platform("g", 8, 8, intra, inter, shared_machine=False)
+    assert model.in_step(Layout(1, 8), dedicated) == 0.0
+    assert any("intra-node 40 us [probe 1x2]" in line and "not measured" in line
+               for line in model.describe(32, shared))
+
+
+def test_the_in_step_cost_is_the_step_shaped_loop_less_the_kernel_alone_less_the_allreduce():
+    link = Link(2.0, 50e-6, "probe")
+    ring = link.ring_seconds(2, 68_904)  # 68904 / 2 GB/s + 2 x 50 us
+    fitted = F.fit_in_step(shaped=0.45e-3, alone=0.28e-3, link=link, nbytes=68_904, ranks=2, source="loop")
+    assert fitted.in_step_s == pytest.approx(0.45e-3 - 0.28e-3 - ring)
+    assert (fitted.in_step_source, fitted.gbytes_per_s, fitted.latency_s) == ("loop", 2.0, 50e-6)
+    # Noise below the sum of its parts is no negative cost.
+    assert F.fit_in_step(0.3e-3, 0.28e-3, link, 68_904, 2, "loop").in_step_s == 0.0
+
+
+def test_the_local_platform_takes_the_probes_in_step_figures():
+    from pipeline.costs.advisor.platforms import local_platform
+
+    probe = {"intra": {"gbytes_per_s": 3.0, "latency_s": 5e-5, "source": "probe", "in_step_s": 4e-5,
+                       "in_step_source": "loop 1x2"},
+             "inter": {"gbytes_per_s": 3.0, "latency_s": 5e-5}}
+    plat = local_platform(2, probe)
+    assert (plat.intra.in_step_s, plat.intra.in_step_source) == (4e-5, "loop 1x2")
+    assert plat.inter.in_step_s == 0.0 and plat.inter.in_step_source == "not measured"
