@@ -28,7 +28,7 @@ STEP_ENV = "TRAINPIPE_PROBE_STEP"
 STEPS_PER_CALL = 16  # the entrypoint's default StepsPerExecution
 
 
-def _median_call(fn, x, repeats: int) -> float:
+def _median_call(fn, x, repeats: int, estimate=statistics.median) -> float:
     for _ in range(10):
         fn(x).numpy()
     times = []
@@ -36,7 +36,7 @@ def _median_call(fn, x, repeats: int) -> float:
         started = time.perf_counter()
         fn(x).numpy()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return estimate(times)
 
 
 def compute_contention(repeats: int = 100) -> tuple[float, float]:
@@ -84,7 +84,9 @@ def kernel_alone(target_s: float, nbytes: int, repeats: int) -> tuple[float, int
     world; every rank does this at once, each on its own pinned core). The kernel's seconds
     per step and its link count, sized to ``target_s`` per step."""
     y, g = tf.random.normal([128, 128], seed=1), tf.zeros([max(nbytes // 4, 1)])
-    per_link = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(16), 20) / STEPS_PER_CALL / 16
+    # Sized by the fastest of its calls: one calibration in a slow spell (other processes) made
+    # the kernel half the step's length.
+    per_link = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(16), 30, min) / STEPS_PER_CALL / 16
     iterations = max(round(target_s / per_link), 1)
     alone = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(iterations), repeats)
     return alone / STEPS_PER_CALL, iterations
@@ -144,7 +146,7 @@ def main() -> None:
     alone, together = compute_contention()
     if hvd.rank() == 0:
         print(f"advisor-probe compute alone={alone:.6g} together={together:.6g}", flush=True)
-    kernel_step, shaped_step = step_shaped(step_bytes, iterations, repeats=60)
+    kernel_step, shaped_step = step_shaped(step_bytes, iterations, repeats=120)
     if hvd.rank() == 0:
         print(f"advisor-probe step alone={alone_step:.6g} kernel={kernel_step:.6g} shaped={shaped_step:.6g} "
               f"steps={STEPS_PER_CALL} bytes={step_bytes}", flush=True)
