@@ -95,3 +95,20 @@ def test_each_layouts_in_step_cost_comes_from_its_own_probe():
     assert found["1x2"][0] == pytest.approx(0.00045 - 0.00028 - ring, rel=1e-6)
     assert found["2x1"][0] == pytest.approx(0.00042 - 0.00028 - ring, rel=1e-6)
     assert "step-shaped loop 0.450 ms - kernel alone 0.280 ms" in found["1x2"][1]
+
+
+def test_the_results_model_leaves_the_in_step_term_out_and_says_what_was_measured():
+    from types import SimpleNamespace
+
+    from pipeline.costs.advisor.model import Link
+
+    link = Link(3.0, 50e-6, "truth")
+    sizes = p5._gradient_sizes(17226)
+    probes = {name: {0: 1e-4, **{b: 1e-4 + link.ring_seconds(2, b) for b in sizes}, p5.PER_TENSOR: 1e-5,
+                     p5.PIECES: 8, **p5.parse_step(_probe_log(0.00045))} for name in ("1x2", "2x1")}
+    runs = {("mlp", "1x1"): [SimpleNamespace(parameters=17226)]}
+    measured = p5.in_step(probes)["1x2"][0]
+    assert measured > 0
+    left_out = p5._platform("mlp", runs, probes, 2, with_in_step=False)
+    assert left_out.intra.in_step_s == 0.0 and f"measured {measured * 1e6:.1f} us" in left_out.intra.in_step_source
+    assert p5._platform("mlp", runs, probes, 2).intra.in_step_s == pytest.approx(measured)
