@@ -45,7 +45,8 @@ def fastest_window(values: list[float], size: int = WINDOW) -> float:
     return min(statistics.median(values[i:i + size]) for i in range(0, len(values) - size + 1, size))
 
 
-def _median_call(fn, x, repeats: int, estimate=statistics.median) -> float:
+def _timed_call(fn, x, repeats: int, estimate=statistics.median) -> float:
+    """Seconds of ``fn(x)``: ``estimate`` (median unless told) over ``repeats`` calls after a warm-up."""
     for _ in range(10):
         fn(x).numpy()
     times = []
@@ -70,9 +71,9 @@ def compute_contention(repeats: int = 100) -> tuple[float, float]:
 
     sync = tf.zeros([1])
     hvd.allreduce(sync)
-    alone = _median_call(work, x, repeats) if hvd.rank() == 0 else 0.0
+    alone = _timed_call(work, x, repeats) if hvd.rank() == 0 else 0.0
     hvd.allreduce(sync)  # the others wait here (Horovod yields while waiting)
-    together = _median_call(work, x, repeats)
+    together = _timed_call(work, x, repeats)
     hvd.allreduce(sync)
     return alone, together
 
@@ -103,9 +104,9 @@ def kernel_alone(target_s: float, nbytes: int, repeats: int) -> tuple[float, int
     y, g = tf.random.normal([128, 128], seed=1), tf.zeros([max(nbytes // 4, 1)])
     # Sized by the fastest of its calls: one calibration in a slow spell (other processes) made
     # the kernel half the step's length.
-    per_link = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(16), 30, min) / STEPS_PER_CALL / 16
+    per_link = _timed_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(16), 30, min) / STEPS_PER_CALL / 16
     iterations = max(round(target_s / per_link), 1)
-    alone = _median_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(iterations), repeats)
+    alone = _timed_call(lambda n: _kernel_steps(y, g, n)[0], tf.constant(iterations), repeats)
     return alone / STEPS_PER_CALL, iterations
 
 
@@ -210,13 +211,13 @@ def main() -> None:
             tf.nest.map_structure(lambda r: r.numpy(), fn(tensor))
             times[name].append(time.perf_counter() - started)
     if hvd.rank() == 0:
-        median = {name: fastest_window(values) for name, values in times.items()}
+        figure = {name: fastest_window(values) for name, values in times.items()}
         for size in args.sizes + [0]:
-            print(f"advisor-probe bytes={size} seconds={median[size]:.6g}", flush=True)
+            print(f"advisor-probe bytes={size} seconds={figure[size]:.6g}", flush=True)
         # What each tensor past the first adds: the same bytes as `pieces` tensors vs as one,
         # each less its call's own overhead (a list of that many inputs, no collective).
-        extra = ((median[f"each {pieces}"] - median[f"nothing {pieces}"])
-                 - (median["each 1"] - median["nothing 1"])) / (pieces - 1)
+        extra = ((figure[f"each {pieces}"] - figure[f"nothing {pieces}"])
+                 - (figure["each 1"] - figure["nothing 1"])) / (pieces - 1)
         print(f"advisor-probe per_tensor={max(extra, 0.0):.6g} tensors={pieces} bytes={split}", flush=True)
         print("trainpipe-metrics epoch=1 samples_per_sec=1", flush=True)
 
