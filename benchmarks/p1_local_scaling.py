@@ -20,7 +20,8 @@ The bar is the best single process, found in the same run: three single-process 
 launched as the runner launches one rank with ``TRAINPIPE_RANK_THREADS`` at ``default``
 (TensorFlow's own threads, ``one_process``: the baseline of the older ratios), ``1`` (one
 intra-op, inter-op and tf.data thread) and unset (the runner's rule for one rank: intra-op and
-tf.data = cores, inter-op 1, ``one_process_cores``). They and the 2-rank headline runs (tuned
+tf.data = cores, inter-op 1, and one intra-op and tf.data thread for an MLP,
+``one_process_cores``). They and the 2-rank headline runs (tuned
 1x2 and 2x1; quick: naive and tuned 1x2) are interleaved ``--repeats`` times (5 in ``make
 bench``), so every layout gets the same number of tries under the same load.
 
@@ -109,7 +110,8 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
                                 f"1 process, batch {2 * batch}, 1 thread (intra, inter, tf.data)"),
         "one_process_cores": (single_process(2 * batch, None),
                               f"1 process, batch {2 * batch}, the runner's one-rank threads "
-                              f"(intra {cores}, inter {tuning.INTER_OP_THREADS}, tf.data {cores})"),
+                              f"(intra {cores}, inter {tuning.INTER_OP_THREADS}, tf.data {cores}; "
+                              f"{tuning.SMALL_STEP_THREADS} for an MLP)"),
         "naive_1x2": (h.Launch(2, batch), "2 ranks on 1 host, the runner's launch before tuning"),
         "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.hosts.tuning defaults"),
     }

@@ -84,6 +84,12 @@ FLAT_ALLREDUCE_ENV = "TRAINPIPE_FLAT_ALLREDUCE"
 # unset or 0: tf.data's shared pool (one thread per core). The local runner sets it with the
 # rank's intra-op threads (pipeline/local/hosts/tuning.py, RANK_THREADS_ENV overrides both).
 TF_DATA_THREADS_ENV = "TRAINPIPE_TF_DATA_THREADS"
+# Set by the local runner beside its own thread choice (never where the user chose threads):
+# the intra-op and tf.data threads for a model whose ops are too small to split over several
+# threads (SMALL_STEP_ARCHITECTURES). The digits MLP's 64-sample step is ~0.3 ms of
+# dispatch-bound ops: one thread trained it 1.26-1.66x faster than two on 2 cores
+# (benchmarks/notes.md, P1: "Threads for one rank"); the small CNN's convolutions gain from two.
+SMALL_STEP_THREADS_ENV = "TRAINPIPE_SMALL_STEP_THREADS"
 MIXED_PRECISION_CHOICES = ("off", "mixed_float16", "mixed_bfloat16")
 # How the workers share the training (build setting --distribution; training_entry/run/
 # strategies.py): Horovod over MPI (the default, no hyperparameter), TensorFlow's
@@ -115,6 +121,7 @@ ARCH_SMALL_CNN = "small_cnn"
 ARCH_CUSTOM = "custom"  # build_model() from the --model-file shipped in the bundle
 PRETRAINED_ARCHITECTURES = ("mobilenet_v2", "resnet50", "efficientnet_b0")
 TABLE_ARCHITECTURES = (ARCH_MLP,)
+SMALL_STEP_ARCHITECTURES = (ARCH_MLP,)  # see SMALL_STEP_THREADS_ENV
 IMAGE_ARCHITECTURES = (ARCH_SMALL_CNN, *PRETRAINED_ARCHITECTURES)
 ARCHITECTURES = (ARCH_AUTO, *TABLE_ARCHITECTURES, *IMAGE_ARCHITECTURES, ARCH_CUSTOM)
 DEFAULT_IMAGE_SIZE = 32

@@ -30,14 +30,16 @@ from training_entry.run.fault_injection import injected_failures
 
 
 def main(argv: list[str]) -> None:
+    threads_note = _threads_for_model(argv)
     runtime.set_threads_from_env()
     run = _start(strategies.chosen(argv))
     if run is None:
         return  # ParameterServer: this host's worker served the chief's steps; nothing to write
     cfg = config.load(argv)
     hp = cfg.hp
-    for notice in cfg.notices:
-        run.log(notice)
+    for notice in (*cfg.notices, threads_note):
+        if notice:
+            run.log(notice)
     tf.keras.utils.set_random_seed(hp.seed)
     runtime.set_precision_policy(hp.mixed_precision)
 
@@ -48,6 +50,18 @@ def main(argv: list[str]) -> None:
         _fit(run, cfg, data, model, state, epochs_completed, initial_epoch)
     _export(run, cfg, data, model)
     data.inputs.cleanup()
+
+
+def _threads_for_model(argv: list[str]) -> str | None:
+    """The local runner's small-step threads (runtime.small_step_threads), decided from the
+    model before the strategy starts TensorFlow. Only where the runner allowed it: it never
+    does for parameter-server jobs, whose worker hosts need not read the data."""
+    if not os.environ.get(contract.SMALL_STEP_THREADS_ENV):
+        return None
+    cfg = config.load(argv)
+    manifest = load_manifest(cfg.manifest, cfg.train.name)
+    architecture = architectures.resolve(cfg.hp.model_architecture, manifest.kind, _user_model_path(cfg.hp.model_file))
+    return runtime.small_step_threads(architecture)
 
 
 @dataclass

@@ -62,7 +62,6 @@ def main(argv: list[str] | None = None) -> None:
     hvd.init()
     # Horovod: pin this process to the GPU of its local rank (CPU when there is none).
     runtime.pin_gpu(hvd.local_rank())
-    runtime.set_threads_from_env()
     # Horovod: rank 0 alone writes the model, the checkpoints and the metric lines.
     chief = hvd.rank() == 0
     log = runtime.Log(chief)
@@ -70,8 +69,16 @@ def main(argv: list[str] | None = None) -> None:
     # SageMaker: hyperparameters from --name value; channels, hosts, paths from SM_* / config.
     cfg = config.load(argv)
     hp = cfg.hp
-    for notice in cfg.notices:
-        log(notice)
+    # The data's kind (manifest) and ModelArchitecture decide the model and the record map;
+    # known before TensorFlow starts, so that the model can choose the threads.
+    manifest = load_manifest(cfg.manifest, cfg.train.name)
+    user_model_file = _user_model_path(hp.model_file)
+    architecture = architectures.resolve(hp.model_architecture, manifest.kind, user_model_file)
+    threads_note = runtime.small_step_threads(architecture)
+    runtime.set_threads_from_env()
+    for notice in (*cfg.notices, threads_note):
+        if notice:
+            log(notice)
     tf.keras.utils.set_random_seed(hp.seed)
     runtime.set_precision_policy(hp.mixed_precision)
 
@@ -79,7 +86,6 @@ def main(argv: list[str] | None = None) -> None:
     # every rank derives the same steps per epoch (from the manifest, and under
     # ShardedByS3Key from what the hosts hold, agreed through an allgather).
     layout = layout_from_peers(cfg.hosts, hvd.rank(), allgather_object(cfg.hosts.current))
-    manifest = load_manifest(cfg.manifest, cfg.train.name)
     train_plan = plan_channel(cfg.train, manifest, layout, hp.batch_size, gather=allgather_object)
     val_plan = None
     if cfg.validation is not None:
@@ -89,10 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     # Horovod: one id for the job, naming the directory where a host's local rank 0 hands
     # the other local ranks their share of a Pipe stream.
     run_id = broadcast_object(secrets.token_hex(6), root_rank=0)
-    # The data's kind (manifest) and ModelArchitecture decide the model and the record map.
     image_size = hp.image_size if manifest.kind == records.KIND_IMAGE else None
-    user_model_file = _user_model_path(hp.model_file)
-    architecture = architectures.resolve(hp.model_architecture, manifest.kind, user_model_file)
     inputs = InputContext(
         hosts=cfg.hosts,
         fifo_dir=cfg.fifo_dir,

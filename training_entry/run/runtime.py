@@ -9,7 +9,11 @@ import os
 
 import tensorflow as tf
 
-from training_entry.contract import TF_DATA_THREADS_ENV
+from training_entry.contract import (
+    SMALL_STEP_ARCHITECTURES,
+    SMALL_STEP_THREADS_ENV,
+    TF_DATA_THREADS_ENV,
+)
 from training_entry.failure import UserError
 
 # Performance hook: how many threads TensorFlow may use per process. Unset: TF's default
@@ -51,6 +55,31 @@ def thread_counts(env=None) -> tuple[int, int, int]:
         values.append(max(value, 0))
     intra, inter, data = values
     return intra, inter, data
+
+
+def small_step_threads(architecture: str, env=None) -> str | None:
+    """Local runs: for a model whose steps are too small to split (an MLP), lower the intra-op
+    (and OpenMP) and tf.data threads in ``env`` to SMALL_STEP_THREADS_ENV's value, which the
+    local runner sets beside its own thread choice and never where the user chose threads
+    (pipeline/local/hosts/tuning.py, 5.). Call before ``set_threads_from_env``. Returns the
+    job log's line, or None when nothing changed (SageMaker: the variable is never set)."""
+    env = os.environ if env is None else env
+    raw = env.get(SMALL_STEP_THREADS_ENV, "")
+    if not raw or architecture not in SMALL_STEP_ARCHITECTURES:
+        return None
+    try:
+        threads = int(raw)
+    except ValueError:
+        threads = 0
+    if threads < 1:
+        raise UserError(f"{SMALL_STEP_THREADS_ENV}={raw!r}: give a whole number of threads >= 1")
+    intra, _, data = thread_counts(env)
+    if (intra and intra <= threads) and (data and data <= threads):
+        return None
+    for name in (INTRA_OP_THREADS_ENV, "OMP_NUM_THREADS", TF_DATA_THREADS_ENV):
+        env[name] = str(threads)
+    return (f"threads: intra-op and tf.data {threads}, not {intra or 'the default'}: the {architecture} model's "
+            f"steps are too small to split ({SMALL_STEP_THREADS_ENV}, set by the local runner)")
 
 
 def set_threads_from_env(env=None) -> tuple[int, int]:

@@ -29,6 +29,14 @@ The settings below took it to 0.93-1.10x. They only work together; each one's sh
    thread only competes for the cores the intra-op pool and tf.data use
    (benchmarks/notes.md, P1: "Threads per rank"). ``RANK_THREADS_ENV`` overrides the choice;
    TF_NUM_*/OMP_NUM_THREADS the user sets still win name by name.
+5. Except for a model whose steps are too small to split (``contract.SMALL_STEP_ARCHITECTURES``:
+   the MLPs): one intra-op and tf.data thread, whatever the share. A step of the digits MLP
+   is ~0.3 ms of small ops; handing each across threads costs more than it saves, and one
+   thread trained it 1.26-1.66x faster than two on 2 cores (benchmarks/notes.md, P1: "Threads
+   for one rank"), while the small CNN's convolutions gain from two. The runner does not know
+   the model (``auto`` resolves from the data), so it only allows it
+   (``contract.SMALL_STEP_THREADS_ENV``, never where the user chose threads) and the
+   entrypoint decides before TensorFlow starts (``runtime.set_threads_from_env``).
 
 Measured and not adopted (within the noise of the tuned run): tensor fusion off, Horovod's
 response cache off, MPI_THREAD_SINGLE, oneDNN off, a 0.05 ms cycle, ``-mca btl self,vader``.
@@ -64,6 +72,8 @@ THREAD_ENVS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THRE
 # Read from the request's Environment, else the runner's.
 RANK_THREADS_ENV = "TRAINPIPE_RANK_THREADS"
 INTER_OP_THREADS = 1  # per rank, whatever its cores: see 4. above
+# Intra-op and tf.data threads for a model whose steps are too small to split: see 5. above.
+SMALL_STEP_THREADS = 1
 # "cpu,cpu,...": rank r runs on the r-th entry (global rank, modulo the list's length).
 AFFINITY_ENV = "TRAINPIPE_RANK_CPUS"
 # Open MPI's global rank of this process (set for every rank mpirun starts).
@@ -129,12 +139,24 @@ class RankThreads:
     overridden: bool = False
 
     def env(self) -> dict[str, str]:
-        from training_entry.contract import TF_DATA_THREADS_ENV  # the runner only; not the shim
+        from training_entry.contract import (  # the runner only; not the shim
+            SMALL_STEP_THREADS_ENV,
+            TF_DATA_THREADS_ENV,
+        )
 
         if not self.intra:
             return {}
-        return {"TF_NUM_INTRAOP_THREADS": str(self.intra), "OMP_NUM_THREADS": str(self.intra),
-                "TF_NUM_INTEROP_THREADS": str(self.inter), TF_DATA_THREADS_ENV: str(self.data)}
+        env = {"TF_NUM_INTRAOP_THREADS": str(self.intra), "OMP_NUM_THREADS": str(self.intra),
+               "TF_NUM_INTEROP_THREADS": str(self.inter), TF_DATA_THREADS_ENV: str(self.data)}
+        if self.small_step_applies:
+            env[SMALL_STEP_THREADS_ENV] = str(SMALL_STEP_THREADS)
+        return env
+
+    @property
+    def small_step_applies(self) -> bool:
+        """Our rule, more than one thread: a small-step model (an MLP) may take fewer, which
+        the entrypoint decides once it knows the model (runtime.set_threads_from_env)."""
+        return not self.overridden and self.intra > SMALL_STEP_THREADS
 
     def describe(self, kept: Sequence[str] = ()) -> str:
         """The job log's one line. ``kept``: thread variables the user set, which win."""
@@ -144,8 +166,9 @@ class RankThreads:
         else:
             why = (f"{RANK_THREADS_ENV} set" if self.overridden
                    else f"{self.cores} cores / {self.ranks} {rank}; {RANK_THREADS_ENV} overrides")
+            small = f", {SMALL_STEP_THREADS} for an MLP" if self.small_step_applies and not kept else ""
             choice = (f"threads per rank: intra {self.intra}, inter {self.inter}, "
-                      f"tf.data {self.data} ({why})")
+                      f"tf.data {self.data} ({why}{small})")
         return choice + (f"; the job's own {', '.join(sorted(kept))} win" if kept else "")
 
 
@@ -207,6 +230,11 @@ def local_launch(
     taken = exported_names(custom_mpi_options) | set(request_env or {})
     kept = [name for name in threads.env() if name in taken or name in environ]
     env = {k: v for k, v in env.items() if k not in taken}
+    if kept:
+        # The user chose some of the threads: the entrypoint must not lower them.
+        from training_entry.contract import SMALL_STEP_THREADS_ENV
+
+        env.pop(SMALL_STEP_THREADS_ENV, None)
     options = YIELD_OPTIONS if total_ranks > 1 and YIELD_OPTIONS[1] not in mca_names(custom_mpi_options) else ()
     return LocalLaunch(env=env, mpirun_options=tuple(options), pin=pin and AFFINITY_ENV in env,
                        threads=threads.describe(kept))

@@ -30,3 +30,21 @@ def test_thread_counts_include_tf_datas_pool_and_name_a_bad_value():
     assert runtime.thread_counts({}) == (0, 0, 0)
     with pytest.raises(UserError, match=f"{TF_DATA_THREADS_ENV}='x' is not a whole number of threads"):
         runtime.set_threads_from_env({TF_DATA_THREADS_ENV: "x"})
+
+
+def test_a_small_step_model_takes_the_runners_small_step_threads_and_says_so():
+    from training_entry.contract import ARCH_MLP, ARCH_SMALL_CNN, SMALL_STEP_THREADS_ENV, TF_DATA_THREADS_ENV
+
+    runner = {"TF_NUM_INTRAOP_THREADS": "2", "OMP_NUM_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1",
+              TF_DATA_THREADS_ENV: "2", SMALL_STEP_THREADS_ENV: "1"}
+    cnn = dict(runner)
+    assert runtime.small_step_threads(ARCH_SMALL_CNN, cnn) is None and cnn == runner
+    mlp = dict(runner)
+    note = runtime.small_step_threads(ARCH_MLP, mlp)
+    assert runtime.thread_counts(mlp) == (1, 1, 1) and mlp["OMP_NUM_THREADS"] == "1"
+    assert note.startswith("threads: intra-op and tf.data 1, not 2: the mlp model's steps are too small to split")
+    # Not set (SageMaker, or where the user chose the threads): nothing changes.
+    unset = {k: v for k, v in runner.items() if k != SMALL_STEP_THREADS_ENV}
+    assert runtime.small_step_threads(ARCH_MLP, unset) is None and runtime.thread_counts(unset) == (2, 1, 2)
+    with pytest.raises(UserError, match=f"{SMALL_STEP_THREADS_ENV}='0': give a whole number"):
+        runtime.small_step_threads(ARCH_MLP, {**runner, SMALL_STEP_THREADS_ENV: "0"})

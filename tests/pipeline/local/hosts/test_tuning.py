@@ -9,17 +9,30 @@ import sys
 import pytest
 
 from pipeline.local.hosts import tuning
-from training_entry.contract import TF_DATA_THREADS_ENV
+from training_entry.contract import SMALL_STEP_THREADS_ENV, TF_DATA_THREADS_ENV
 
 
 def test_one_rank_gets_its_cores_as_intra_op_and_tf_data_threads_and_one_inter_op_thread():
     fast = tuning.local_launch(1, cpus=[0, 1], environ={})
+    # ... and one for a small-step model (an MLP), which the entrypoint decides.
     assert fast.env == {"TF_NUM_INTRAOP_THREADS": "2", "OMP_NUM_THREADS": "2",
-                        "TF_NUM_INTEROP_THREADS": "1", TF_DATA_THREADS_ENV: "2"}
+                        "TF_NUM_INTEROP_THREADS": "1", TF_DATA_THREADS_ENV: "2", SMALL_STEP_THREADS_ENV: "1"}
     assert fast.mpirun_options == ()  # nothing to yield to, no cycle to shorten, nothing to pin
     assert not fast.pin
     assert fast.threads == ("threads per rank: intra 2, inter 1, tf.data 2 "
-                            f"(2 cores / 1 rank; {tuning.RANK_THREADS_ENV} overrides)")
+                            f"(2 cores / 1 rank; {tuning.RANK_THREADS_ENV} overrides, 1 for an MLP)")
+
+
+def test_small_step_threads_only_where_the_rule_gives_more_than_one_and_the_user_chose_none():
+    assert SMALL_STEP_THREADS_ENV not in tuning.local_launch(2, cpus=[0, 1], environ={}).env  # 1 each already
+    assert tuning.local_launch(2, cpus=list(range(8)), environ={}).env[SMALL_STEP_THREADS_ENV] == "1"
+    overridden = tuning.local_launch(1, cpus=[0, 1], environ={tuning.RANK_THREADS_ENV: "2"})
+    assert SMALL_STEP_THREADS_ENV not in overridden.env and "MLP" not in overridden.threads
+    for chosen in ({"OMP_NUM_THREADS": "2"}, {SMALL_STEP_THREADS_ENV: "2"}):
+        by_request = tuning.local_launch(1, cpus=[0, 1], request_env=chosen, environ={})
+        by_runner = tuning.local_launch(1, cpus=[0, 1], environ=chosen)
+        for fast in (by_request, by_runner):
+            assert SMALL_STEP_THREADS_ENV not in fast.env and "MLP" not in fast.threads
 
 
 def test_two_ranks_on_two_cores_one_thread_each_yield_pin_and_short_cycle():
