@@ -56,6 +56,9 @@ BENCHMARKS = {
                    "Distribution strategies (issue 25): Horovod, MultiWorkerMirrored and parameter servers "
                    "on 2 hosts x 1 vs one process, digits MLP and small CNN: samples/s, accuracy per epoch, "
                    "seconds to the accuracy threshold"),
+    "mirrored_probe": ("benchmarks.mirrored_probe", [],
+                       "MultiWorkerMirrored: one allreduce inside a step-shaped loop vs alone (issue 25: where "
+                       "mirrored loses to Horovod on the small CNN)"),
     "transform": ("benchmarks.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }

@@ -110,3 +110,9 @@ def test_mfu_mlp_and_a_before_after_variant(tmp_path):
     found = run("benchmarks.mfu", "--only", "mlp", "--repeats", "1", "--compare", "threads1", "no_input",
                 work=tmp_path)
     assert {"mfu_mlp_1p", "mfu_mlp_2r", "mfu_mlp_1p_threads1", "mfu_mlp_1p_no_input"} <= set(found)
+
+
+def test_mirrored_probe(tmp_path):
+    found = run("benchmarks.mirrored_probe", "--floats", "1", "--matmuls", "1", "--repeats", "1", work=tmp_path)
+    assert {"mirrored_allreduce_bare_ms_one_float", "mirrored_allreduce_in_step_ms_one_float",
+            "mirrored_allreduce_in_step_vs_bare_one_float"} <= set(found)
