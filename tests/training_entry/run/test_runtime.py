@@ -33,7 +33,12 @@ def test_thread_counts_include_tf_datas_pool_and_name_a_bad_value():
 
 
 def test_a_small_step_model_takes_the_runners_small_step_threads_and_says_so():
-    from training_entry.contract import ARCH_MLP, ARCH_SMALL_CNN, SMALL_STEP_THREADS_ENV, TF_DATA_THREADS_ENV
+    from training_entry.contract import (
+        ARCH_MLP,
+        ARCH_SMALL_CNN,
+        SMALL_STEP_THREADS_ENV,
+        TF_DATA_THREADS_ENV,
+    )
 
     runner = {"TF_NUM_INTRAOP_THREADS": "2", "OMP_NUM_THREADS": "2", "TF_NUM_INTEROP_THREADS": "1",
               TF_DATA_THREADS_ENV: "2", SMALL_STEP_THREADS_ENV: "1"}
