@@ -62,7 +62,7 @@ from pathlib import Path
 from benchmarks import harness as h
 from benchmarks import train_variants
 from pipeline.local.hosts import mpi, tuning
-from training_entry.contract import FLAT_ALLREDUCE_ENV
+from training_entry.contract import FLAT_ALLREDUCE_ENV, SMALL_STEP_THREADS_ENV
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
@@ -293,6 +293,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def same_threads_twice(cnn: bool) -> bool:
+    """Whether ``one_process_cores`` runs ``one_process_1thread``'s threads: on the MLP, wherever
+    the runner's rule lets a small-step model take one thread (more than one core). Then the
+    pair is one layout measured twice, interleaved: an A/A check of the estimator."""
+    return not cnn and tuning.SMALL_STEP_THREADS == 1 and SMALL_STEP_THREADS_ENV in single_process(1, None).env
+
+
 def _best(runs: dict[str, list[h.TrainingRun]], name: str) -> float:
     return h.best(r.steady() for r in runs.get(name, []))
 
@@ -316,6 +323,13 @@ def _report(prefix: str, runs: dict[str, list[h.TrainingRun]], train: int, args,
     if len(singles) > 1:
         h.say(f"  best single process: {best_single} ({best_rate:.0f} samples/s; "
               + ", ".join(f"{n} {h.best(v):.0f}" for n, v in singles.items()) + ")")
+    twice = same_threads_twice(cnn) and runs.get("one_process_cores") and runs.get("one_process_1thread")
+    if twice:
+        same_best = _best(runs, "one_process_cores") / _best(runs, "one_process_1thread")
+        same_median = (h.median(r.steady() for r in runs["one_process_cores"])
+                       / h.median(r.steady() for r in runs["one_process_1thread"]))
+        h.say(f"  one layout twice (one_process_cores runs one_process_1thread's threads on an MLP): "
+              f"{same_best:.2f} best of n, {same_median:.2f} by median: what this run's noise alone does to a ratio")
     probes = {name: runs[name][0].steady() for name in ("allreduce_1x2", "allreduce_2x1", "allreduce_2x1_tcp")
               if runs.get(name)}
     if len(probes) == 3:
@@ -357,6 +371,8 @@ def _report(prefix: str, runs: dict[str, list[h.TrainingRun]], train: int, args,
             h.result(f"{prefix}_local_scaling_2hosts_{suffix}", _best(runs, name) / base, target)
     for name, ops in probes.items():
         h.result(f"{prefix}_{name.replace('allreduce_', 'allreduce_ms_')}", 1000 / ops, "-")
+    if twice:
+        h.result(f"{prefix}_same_layout_twice_ratio", same_best, "-")
     h.result(f"{prefix}_end_to_end_ratio", base_wall / tuned_wall, "-")
 
 

@@ -35,3 +35,11 @@ def test_single_process_threads_are_the_jobs_own(monkeypatch):
     assert rule.env["TF_NUM_INTRAOP_THREADS"] == rule.env[TF_DATA_THREADS_ENV] == str(cores)
     assert rule.env["TF_NUM_INTEROP_THREADS"] == str(tuning.INTER_OP_THREADS)
     assert (rule.ranks, rule.batch_size, rule.pin, tuple(rule.mpirun_options)) == (1, 64, False, ())
+
+
+def test_the_mlps_rule_and_one_thread_are_one_layout_twice_where_the_rule_gives_more(monkeypatch):
+    monkeypatch.setattr(tuning, "usable_cpus", lambda: [0, 1])
+    assert p1.same_threads_twice(cnn=False)
+    assert not p1.same_threads_twice(cnn=True)  # the CNN keeps the rule's threads
+    monkeypatch.setattr(tuning, "usable_cpus", lambda: [0])
+    assert not p1.same_threads_twice(cnn=False)  # one core: the rule already gives one thread
