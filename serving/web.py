@@ -10,6 +10,7 @@ server starts without it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -78,6 +79,8 @@ def run(app, host: str, port: int, load, access_log: bool = False) -> uvicorn.Se
     server (``server.started`` is false when the port was taken: uvicorn said so)."""
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=access_log,
                             timeout_graceful_shutdown=int(REQUEST_TIMEOUT_SECONDS) + 5)
+    if access_log:  # uvicorn writes its access lines at INFO, under the "warning" set above
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     server = uvicorn.Server(config)
     threading.Thread(target=load, args=(server,), name="load-model", daemon=True).start()
     # Uvicorn re-raises the signal that stopped it once it has drained: with these handlers

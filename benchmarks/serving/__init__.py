@@ -1,0 +1,1 @@
+"""Benchmarks of serving: the local server under load and Transform jobs."""
