@@ -1,0 +1,87 @@
+"""The checked-in records of what container images hold (``records/*.json``), found by URI.
+
+One JSON file per image (format: ``README.md`` next to this module). A record names the
+image's Python, its Python distributions and the top-level modules they provide, and where
+each fact was read, with a date. ``find(uri)`` returns the first record one of whose
+``uri_patterns`` (regular expressions) is found in the image URI; records are tried in file
+name order, so a narrower record is named to sort first where two could match.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+RECORDS_DIR = Path(__file__).resolve().parent / "records"
+REQUIRED_FIELDS = ("name", "uri_patterns", "python", "packages", "modules", "sources", "retrieved")
+
+
+class RecordError(ValueError):
+    """A record file that does not follow the format (a bug in the checkout, not user input)."""
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    name: str
+    uri_patterns: tuple[str, ...]
+    python: str  # "3.10"
+    packages: dict  # distribution -> version (or the specifier the source gives)
+    modules: frozenset[str]  # top-level import names the image provides
+    sources: tuple[dict, ...]
+    retrieved: str
+    notes: str = ""
+    path: Path | None = field(default=None, compare=False)
+
+    def provides(self, module: str) -> bool:
+        return module in self.modules
+
+    @property
+    def python_minor(self) -> tuple[int, int]:
+        major, minor = self.python.split(".")[:2]
+        return int(major), int(minor)
+
+
+def parse(document: dict, path: Path | None = None) -> ImageRecord:
+    where = path.name if path else "record"
+    missing = [key for key in REQUIRED_FIELDS if key not in document]
+    if missing:
+        raise RecordError(f"{where}: missing {', '.join(missing)}")
+    if not re.fullmatch(r"3\.\d+", str(document["python"])):
+        raise RecordError(f"{where}: python must be MAJOR.MINOR (3.10), not {document['python']!r}")
+    for pattern in document["uri_patterns"]:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise RecordError(f"{where}: uri pattern {pattern!r}: {error}") from None
+    if not document["sources"] or not all(isinstance(s, dict) and s.get("url") for s in document["sources"]):
+        raise RecordError(f"{where}: every source needs a url")
+    return ImageRecord(
+        name=document["name"], uri_patterns=tuple(document["uri_patterns"]),
+        python=str(document["python"]), packages=dict(document["packages"]),
+        modules=frozenset(document["modules"]), sources=tuple(document["sources"]),
+        retrieved=document["retrieved"], notes=document.get("notes", ""), path=path)
+
+
+@cache
+def records(directory: Path = RECORDS_DIR) -> tuple[ImageRecord, ...]:
+    """Every record in ``directory``, in file name order."""
+    return tuple(parse(json.loads(path.read_text()), path) for path in sorted(Path(directory).glob("*.json")))
+
+
+def find(image_uri: str | None, directory: Path = RECORDS_DIR) -> ImageRecord | None:
+    """The record of the image ``image_uri`` names, or None when no record matches."""
+    uri = str(image_uri or "")
+    if not uri:
+        return None
+    for record in records(directory):
+        if any(re.search(pattern, uri) for pattern in record.uri_patterns):
+            return record
+    return None
+
+
+def named(prefix: str, directory: Path = RECORDS_DIR) -> ImageRecord | None:
+    """The first record whose name starts with ``prefix`` (``trainpipe-`` for our own image)."""
+    return next((r for r in records(directory) if r.name.startswith(prefix)), None)

@@ -1,0 +1,279 @@
+"""Does a job's code import only what its image and its requirements.txt provide?
+
+SageMaker runs the code in the image's Python with the image's packages plus what the
+code's ``requirements.txt`` installs (the toolkit runs ``pip install -r`` first). An
+import of anything else fails there, on paid instances, after every earlier step has run.
+``check_code`` finds that before any step runs, from the code alone:
+
+- the imports are read with ``ast`` (never run), from the entry point and the job's own
+  modules it imports (followed through the code folder), or from every ``.py`` file when
+  the entry point is not Python;
+- not counted: the job's own modules and packages, relative imports, the standard library
+  of the image's Python (``sys.stdlib_module_names`` of this Python, corrected for the
+  modules each minor version added or removed), imports guarded by ``try: ... except
+  ImportError`` (optional by design) or ``if TYPE_CHECKING:``, and what the code itself
+  ``pip install``s (AWS's examples do, ``subprocess.check_call([sys.executable, "-m", "pip",
+  "install", ...])``);
+- every file is also parsed as the image's Python would parse it (``ast.parse`` with
+  ``feature_version``): syntax newer than the image's Python is refused the same way.
+
+It answers with one line to refuse (naming the module, the step, the image and the ways
+out) or to warn (an unknown image; a requirement whose modules can only be guessed).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from pipeline.images import catalog
+from pipeline.images.distributions import KNOWN, parse_requirements
+
+# How each minor version's standard library differs from this Python's (3.11), measured with
+# each interpreter's sys.stdlib_module_names (3.8 and 3.9 predate it: their additions since,
+# from the "What's New" pages). Private modules (_name) are left out: code does not import them.
+_ADDED_SINCE = {  # module -> the first minor version that has it
+    "tomllib": 11, "zoneinfo": 9, "graphlib": 9,
+}
+_REMOVED_IN = {  # module -> the first minor version without it
+    "binhex": 11,
+    "asynchat": 12, "asyncore": 12, "distutils": 12, "imp": 12, "smtpd": 12,
+    "aifc": 13, "audioop": 13, "cgi": 13, "cgitb": 13, "chunk": 13, "crypt": 13, "imghdr": 13,
+    "lib2to3": 13, "mailcap": 13, "msilib": 13, "nis": 13, "nntplib": 13, "ossaudiodev": 13,
+    "pipes": 13, "sndhdr": 13, "spwd": 13, "sunau": 13, "telnetlib": 13, "uu": 13, "xdrlib": 13,
+}
+_GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+_PIP_TOKEN = re.compile(r"(?:^|[\s/])pip3?(?:\s|$)")
+
+
+def stdlib(python: str) -> frozenset[str]:
+    """The standard library's top-level modules of Python ``python`` ("3.10")."""
+    minor = int(python.split(".")[1])
+    names = {name for name in sys.stdlib_module_names if not name.startswith("_")}
+    names |= set(_REMOVED_IN)
+    names |= {"__future__", "__main__"}
+    for module, since in _ADDED_SINCE.items():
+        if minor < since:
+            names.discard(module)
+        else:
+            names.add(module)
+    for module, gone in _REMOVED_IN.items():
+        if minor >= gone:
+            names.discard(module)
+    return frozenset(names)
+
+
+@dataclass
+class Scanned:
+    imports: dict[str, str] = field(default_factory=dict)  # top-level module -> first "file:line"
+    pip_installs: list[str] = field(default_factory=list)  # requirement strings the code installs
+    pip_opaque: bool = False  # the code runs pip with arguments not known before it runs
+    syntax_errors: list[str] = field(default_factory=list)  # "file:line: message"
+
+
+class _Visitor(ast.NodeVisitor):
+    def __init__(self, name: str, scanned: Scanned, local: set[str], follow: list[tuple[str, int, str | None]]):
+        self.name, self.scanned, self.local, self.follow = name, scanned, local, follow
+        self.guarded = 0
+
+    def _add(self, module: str, line: int, level: int = 0, names: Iterable[str] = ()) -> None:
+        self.follow.append((module, level, tuple(names)))
+        if level or not module:
+            return
+        top = module.split(".", 1)[0]
+        if self.guarded or top in self.local:
+            return
+        self.scanned.imports.setdefault(top, f"{self.name}:{line}")
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(alias.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        self._add(node.module or "", node.lineno, node.level, [a.name for a in node.names])
+
+    def visit_Try(self, node) -> None:
+        caught = set()
+        for handler in node.handlers:
+            kinds = handler.type
+            if kinds is None:
+                caught.add("BaseException")
+            for item in (kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]) if kinds is not None else []:
+                caught.add(item.attr if isinstance(item, ast.Attribute) else getattr(item, "id", ""))
+        guard = bool(caught & _GUARDS)
+        self.guarded += guard
+        for statement in node.body:
+            self.visit(statement)
+        self.guarded -= guard
+        for part in (*node.handlers, *node.orelse, *node.finalbody):
+            self.visit(part)
+
+    visit_TryStar = visit_Try
+
+    def visit_If(self, node: ast.If) -> None:
+        test = node.test
+        name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+        if name == "TYPE_CHECKING":
+            for part in node.orelse:
+                self.visit(part)
+            return
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        # pip run by the code itself: every argument list naming pip and install.
+        words, opaque = [], False
+        for arg in node.args:
+            items = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
+            for item in items:
+                if isinstance(item, ast.Constant) and isinstance(item.value, str):
+                    words.extend(item.value.split())
+                else:
+                    opaque = True
+        if "install" in words and any(w in ("pip", "pip3") or w.endswith("/pip") or _PIP_TOKEN.search(w) for w in words):
+            after = words[words.index("install") + 1:]
+            self.scanned.pip_installs.extend(w for w in after if not w.startswith("-"))
+            self.scanned.pip_opaque |= opaque or any(w in ("-r", "--requirement", "-e", ".") for w in after)
+        self.generic_visit(node)
+
+
+def _module_files(files: Mapping[str, str]) -> dict[str, str]:
+    """Dotted module name -> file, for every .py file (relative to the code's root)."""
+    found = {}
+    for path in files:
+        pure = PurePosixPath(path)
+        if pure.suffix != ".py":
+            continue
+        parts = list(pure.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts:
+            found[".".join(parts)] = path
+    return found
+
+
+def local_names(files: Iterable[str]) -> set[str]:
+    """Top-level names the job's own code provides: every module and package in its folder
+    (and in each subfolder, for a script run from there: its folder is sys.path[0])."""
+    names = set()
+    for path in files:
+        parts = PurePosixPath(path).parts
+        for index, part in enumerate(parts):
+            if index == len(parts) - 1:
+                if part.endswith(".py"):
+                    names.add(part[:-3])
+                elif part.endswith(".so"):
+                    names.add(part.split(".", 1)[0])
+            else:
+                names.add(part)
+    names.discard("__init__")
+    return names
+
+
+def scan(files: Mapping[str, str], entry_points: Iterable[str] | None, python: str) -> Scanned:
+    """Read the imports of ``entry_points`` and of the local modules they reach (all ``.py``
+    files when ``entry_points`` is None). ``files``: path relative to the code root -> text."""
+    scanned = Scanned()
+    local = local_names(files)
+    modules = _module_files(files)
+    minor = int(python.split(".")[1])
+    judge_syntax = minor <= sys.version_info[1]  # this Python cannot judge newer syntax
+    queue = [p for p in (entry_points if entry_points is not None else sorted(modules.values())) if p in files]
+    seen: set[str] = set()
+    while queue:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        text = files[path]
+        try:
+            tree = ast.parse(text, filename=path, feature_version=(3, minor) if judge_syntax else None)
+        except SyntaxError as error:
+            scanned.syntax_errors.append(f"{path}:{error.lineno}: {error.msg}")
+            try:
+                tree = ast.parse(text, filename=path)
+            except SyntaxError:
+                continue
+        follow: list[tuple[str, int, tuple]] = []
+        _Visitor(path, scanned, local, follow).visit(tree)
+        package = list(PurePosixPath(path).parent.parts)
+        for module, level, names in follow:
+            base = package[:len(package) - (level - 1)] if level else []
+            if level and level - 1 > len(package):
+                continue
+            dotted = ".".join([*base, *([module] if module else [])]).strip(".")
+            candidates = [dotted] + [f"{dotted}.{n}" if dotted else n for n in names]
+            # A script's sibling modules are importable by their bare name (sys.path[0]).
+            if not level and package:
+                sibling = ".".join([*package, module])
+                candidates += [sibling] + [f"{sibling}.{n}" for n in names]
+            for candidate in candidates:
+                parts = candidate.split(".")
+                for end in range(1, len(parts) + 1):
+                    target = modules.get(".".join(parts[:end]))
+                    if target and target not in seen:
+                        queue.append(target)
+    return scanned
+
+
+def install_name(module: str) -> str:
+    """The pip distribution to suggest for a module (``sklearn`` -> ``scikit-learn``)."""
+    for distribution, provided in KNOWN.items():
+        if provided and provided[0] == module and not distribution.endswith(("-cpu", "-gpu", "-headless")) \
+                and distribution not in ("pytorch", "msgpack-python"):
+            return distribution
+    return module.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    refusal: str | None = None  # the one line that refuses the run
+    warning: str | None = None  # the one line said before the job runs as today
+    record: catalog.ImageRecord | None = None
+
+
+HOROVOD_IMAGE_PREFIX = "trainpipe-"  # our own training image's record: records/trainpipe-*.json
+
+
+def check_code(files: Mapping[str, str], image_uri: str, requirements: str | None, *,
+               step: str, entry_points: Iterable[str] | None = None,
+               requirements_name: str = "requirements.txt") -> Verdict:
+    """Judge one job's code against its image (see the module docstring). ``files``: path
+    relative to the code's root -> text; ``requirements``: the text of the requirements.txt
+    SageMaker would install for this job (None: none)."""
+    record = catalog.find(image_uri)
+    if record is None:
+        return Verdict(warning=f"step {step}: no record of what the image {image_uri or '(none)'} holds "
+                               f"(pipeline/images/records/): its imports are not checked, and the job "
+                               f"runs with every package this machine has")
+    scanned = scan(files, entry_points, record.python)
+    image = f"{image_uri} (Python {record.python}, record {record.name})"
+    if scanned.syntax_errors:
+        first = scanned.syntax_errors[0]
+        return Verdict(refusal=f"step {step}: {first}: the image's Python {record.python} cannot parse "
+                               f"this code ({image}); write it for Python {record.python}, or run the "
+                               f"step on an image with a newer Python", record=record)
+    wanted = parse_requirements("\n".join(filter(None, [requirements or "", *scanned.pip_installs])))
+    base = stdlib(record.python) | record.modules | wanted.modules
+    missing = {m: where for m, where in scanned.imports.items() if m not in base}
+    if not missing:
+        return Verdict(record=record)
+    named = ", ".join(f"{m} ({where})" for m, where in sorted(missing.items(), key=lambda kv: kv[1]))
+    if wanted.guessed or wanted.opaque or scanned.pip_opaque:
+        unsure = [*wanted.guessed, *wanted.opaque] or ["a pip install the code builds at run time"]
+        return Verdict(warning=f"step {step}: imports {named} that the image {image} does not have; "
+                               f"{', '.join(unsure)} may install them (their modules are not known "
+                               f"here), so the job runs", record=record)
+    ways = [f"add a line {' / '.join(install_name(m) for m in sorted(missing))} to the "
+            f"{requirements_name} next to the entry point",
+            "or name an image that has it"]
+    if "horovod" in missing:
+        ours = catalog.named(HOROVOD_IMAGE_PREFIX)
+        ways.append(f"or, for horovod on a stock TensorFlow image, trainpipe's own Horovod training "
+                    f"image ({ours.name if ours else 'infra/Dockerfile'})")
+    return Verdict(refusal=f"step {step}: the code imports {named}, which the image {image} does not "
+                           f"have and no requirements.txt installs: it would fail there with "
+                           f"ModuleNotFoundError; {', '.join(ways)}", record=record)
