@@ -6,8 +6,11 @@ never the caller's. A process started here gets those (set by whoever starts it)
 stated allowlist below: what a process on this machine needs to run Python, TensorFlow and
 MPI. Everything else stays out, in particular:
 
-- credentials (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, GITHUB_TOKEN, ...): the name pattern
-  below removes them even from the allowlist;
+- credentials (AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, GITHUB_TOKEN, APIKEY, DB_PASS, ...):
+  none is on the allowlist, which is what decides. The prefix families on it are libraries'
+  settings (HOROVOD_, NCCL_, ...) and trainpipe's own; a credential's name inside one of them
+  (HOROVOD_SSH_KEYS, TRAINPIPE_HF_PAT) is still refused by the name pattern below, which only
+  narrows the prefix families and never lets a name through;
 - ``HOME``: the caller's home holds ``~/.aws/credentials``, ``~/.netrc``, ``~/.ssh``; a job gets
   a fresh one of its own (SageMaker: ``/root`` of the image, which holds none of the caller's);
 - ``TF_CONFIG``: it switches TensorFlow into multi-worker mode; only a job kind sets it, per
@@ -32,20 +35,22 @@ ALLOWED_NAMES = frozenset({
     # SageMaker sets the region in every container; not a secret.
     "AWS_REGION", "AWS_DEFAULT_REGION",
 })
-# Passed on by prefix: locale, thread and collective-communication tuning, trainpipe's own
-# switches (TRAINPIPE_FLAT_ALLREDUCE, ...) and coverage of subprocesses in the test suite.
+# Passed on by prefix: thread and collective-communication tuning, trainpipe's own switches
+# (TRAINPIPE_FLAT_ALLREDUCE, ...), and coverage of subprocesses in the test suite.
 ALLOWED_PREFIXES = ("LC_", "HOROVOD_", "NCCL_", "KMP_", "MKL_", "OPENBLAS_", "TRAINPIPE_",
                     "COV_CORE_", "COVERAGE_")
-# Even on the lists above, a name like these is a credential's and is never passed on.
-SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|(^|_)(API_)?KEY($|_)|AUTH",
-                         re.IGNORECASE)
+# Inside a prefix family, a name like these is a credential's and is not passed on (the
+# exact names above are none of them).
+SECRET_NAME = re.compile(
+    r"SECRET|TOKEN|PASSW|CREDENTIAL|PRIVATE|AUTH|APIKEY|ACCESSKEY"
+    r"|(^|_)(API_|ACCESS_)?KEY(S|FILE)?($|_)|(^|_)(PASS|PWD|PAT)($|_)", re.IGNORECASE)
 
 
 def passed_on(name: str) -> bool:
     """Whether the caller's variable ``name`` reaches a process that is not trainpipe's."""
-    if SECRET_NAME.search(name):
-        return False
-    return name in ALLOWED_NAMES or name.startswith(ALLOWED_PREFIXES)
+    if name in ALLOWED_NAMES:
+        return True
+    return name.startswith(ALLOWED_PREFIXES) and not SECRET_NAME.search(name)
 
 
 def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:

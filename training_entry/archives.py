@@ -8,7 +8,8 @@ Code, model and init archives hold regular files and folders only, so the rules 
 
 1. Read every header first and refuse, before anything is written, a link (symbolic or
    hard), a device, a FIFO or anything else that is not a file or a folder; an absolute name,
-   a ``..`` component or an over-long name; a name that collides with an earlier member; more
+   a ``..`` component or an over-long name; a sparse file (its holes would be written from
+   nothing, past the stream limit); a name that collides with an earlier member; more
    members, more bytes or a longer tar stream than the limits (``DEFAULT_MAX_BYTES``,
    ``DEFAULT_MAX_MEMBERS``, raised with ``ARCHIVE_MAX_GIB_ENV`` / ``ARCHIVE_MAX_MEMBERS_ENV``);
    more bytes than the destination has free.
@@ -207,6 +208,14 @@ def check_member(member: tarfile.TarInfo, archive: str) -> tuple[str, ...]:
             f"refusing to extract {archive}: member {name!r} is a {kind} link (-> "
             f"{member.linkname!r}), which a code, model or init archive never needs; rebuild it "
             f"with links followed (tar -h, or tarfile's dereference=True)")
+    if member.issparse():
+        # The stream limit bounds what is written only while every byte written is read from
+        # the stream; a sparse map writes its holes as zeros (a few bytes -> any size).
+        stored = sum(size for _, size in member.sparse)
+        raise UnsafeArchiveError(
+            f"refusing to extract {archive}: member {name!r} is a sparse file ({member.size} "
+            f"bytes from {stored} stored), which a code, model or init archive never needs; "
+            f"rebuild it without tar's --sparse (-S)")
     if not (member.isfile() or member.isdir()):
         raise UnsafeArchiveError(
             f"refusing to extract {archive}: member {name!r} is a device, FIFO or other special "

@@ -121,6 +121,12 @@ def remove(args: argparse.Namespace) -> int:
         if not targets:
             raise UserError(f"store rm: no object {uri} and none under {folder} in the "
                             f"{storage.describe()}; see what is there with `trainpipe store ls`")
+        for target in targets:  # every one checked before any is removed
+            where = storage.outside_store(target)
+            if where is not None:
+                raise UserError(f"store rm: refusing to remove {target}: it is {where}, outside the "
+                                f"{storage.describe()} (a folder on its way is a link out of the store); "
+                                "remove it where it is, or remove the link")
         for target in targets:
             storage.delete(target)
             print(f"removed {target}")

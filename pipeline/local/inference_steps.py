@@ -13,7 +13,7 @@ from pathlib import Path
 from pipeline.local.dag import inference, interpreter
 from pipeline.local.dag.interpreter import STEP_MODEL, STEP_TRANSFORM  # noqa: F401 (the runner's)
 from pipeline.local.execution import FAILED, STOPPED, SUCCEEDED, StepRecord
-from pipeline.local.jobs.lifecycle import JobStopped, account_of, arn
+from pipeline.local.jobs.lifecycle import ENVIRONMENTS, JobStopped, account_of, arn
 from pipeline.local.jobs.transform import TransformJob
 
 MODEL_NAME_LIMIT = 63  # SageMaker: a model's name
@@ -56,7 +56,8 @@ def run_transform(runner, node, record: StepRecord, job_name: str) -> bool:
     runner.record.save()
     echo = (lambda line: runner.say(f"    {line}")) if runner.options.echo else None
     job = TransformJob(request, job_name, runner.storage, Path(record.job_dir), model=model,
-                       region=runner.options.region, account=_account(models[0]), echo=echo)
+                       region=runner.options.region, account=_account(models[0]), echo=echo,
+                       environments=runner.workdir / ENVIRONMENTS)
     try:
         result = job.run()
     except JobStopped as stopped:

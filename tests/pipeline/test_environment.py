@@ -20,3 +20,16 @@ def test_only_the_stated_allowlist_passes_and_never_a_credential():
         "PATH": "/bin", "LANG": "C.UTF-8", "LC_ALL": "C", "TRAINPIPE_FLAT_ALLREDUCE": "0",
         "HOROVOD_FUSION_THRESHOLD": "0", "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--x"}
     assert passed_on("AWS_REGION") and not passed_on("AWS_SECRET_ACCESS_KEY")
+
+
+def test_a_credentials_name_inside_a_prefix_family_is_refused_and_the_rest_is_not_guessed():
+    """The allowlist decides: credentials under names no pattern guesses (APIKEY, DB_PWD)
+    pass only where the list names them, which it never does; inside a prefix family the
+    common credential names are refused too."""
+    for name in ("APIKEY", "ACCESSKEY", "SSH_KEYS", "KEYFILE", "DB_PASS", "DB_PWD", "HF_PAT",
+                 "HOROVOD_SSH_KEYS", "TRAINPIPE_APIKEY", "NCCL_KEYFILE", "TRAINPIPE_DB_PASS",
+                 "KMP_DB_PWD", "TRAINPIPE_HF_PAT", "MKL_ACCESSKEY"):
+        assert not passed_on(name), name
+    for name in ("PATH", "LC_PAPER", "HOROVOD_AUTOTUNE", "TRAINPIPE_PIPE_WAIT_SECONDS",
+                 "TRAINPIPE_ARCHIVE_MAX_GIB", "NCCL_IB_DISABLE", "KMP_AFFINITY"):
+        assert passed_on(name), name

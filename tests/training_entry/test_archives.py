@@ -184,6 +184,27 @@ def test_a_gzip_bomb_is_refused_by_the_size_limit_before_a_byte_is_written(tmp_p
     assert list((tmp_path / "out").iterdir()) == []
 
 
+def test_a_sparse_member_is_refused_before_a_byte_is_written(tmp_path):
+    """A GNU sparse member (pax 0.1 map): 256 MiB of file from one stored byte, in a ~240-byte
+    archive. The stream limit bounds what is written only while every byte written is read
+    from the stream; a sparse map breaks that, so such a member is refused."""
+    archive = tmp_path / "sparse.tar.gz"
+    real = 256 << 20
+    with tarfile.open(archive, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("weights.bin")
+        info.size = 1
+        info.pax_headers = {"GNU.sparse.map": f"{real - 1},1", "GNU.sparse.numblocks": "1",
+                            "GNU.sparse.size": str(real)}
+        tar.addfile(info, io.BytesIO(b"x"))
+    assert archive.stat().st_size < 1024
+    with pytest.raises(archives.UnsafeArchiveError, match=(
+            r"sparse\.tar\.gz: member 'weights\.bin' is a sparse file \(268435456 bytes from 1 "
+            r"stored\), which a code, model or init archive never needs; rebuild it without tar's "
+            r"--sparse \(-S\)$")):
+        archives.extract(str(archive), str(tmp_path / "out"))
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_too_many_members_are_refused(tmp_path):
     archive = build(tmp_path / "many.tar.gz", [(f"f{i}", "file", b"") for i in range(11)])
     with pytest.raises(archives.UnsafeArchiveError, match=(

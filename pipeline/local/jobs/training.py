@@ -9,6 +9,7 @@ Channels are staged per host (``channels.py``), checkpoints restored from
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -68,12 +69,39 @@ def empty_model_warning(host: str, no_namespaces: str | None) -> str:
     return text
 
 
-def pack_directory(directory: Path, archive: Path) -> None:
+def pack_directory(directory: Path, archive: Path, label: str = "model") -> None:
+    """``directory`` as a tar.gz, a link inside it stored as what it points to (the extractor
+    that evaluation and the init channel use refuses links). This runs in the runner, outside
+    the job's namespace: a link out of the folder would read the runner's own files (the
+    owner's ~/.ssh), so every link is checked before anything is written."""
+    members = list(_members(Path(directory), Path(directory).resolve(), label, ()))
     archive.parent.mkdir(parents=True, exist_ok=True)
-    # Links are followed: the extractor that evaluation and the init channel use refuses them.
-    with tarfile.open(archive, "w:gz", dereference=True) as tar:
-        for path in sorted(Path(directory).rglob("*")):
-            tar.add(path, arcname=path.relative_to(directory).as_posix(), recursive=False)
+    with tarfile.open(archive, "w:gz") as tar:
+        for path, name in members:
+            tar.add(path, arcname=name, recursive=False)
+
+
+def _members(folder: Path, root: Path, label: str, chain: tuple[Path, ...], prefix: str = ""):
+    """(the file or folder to read, its name in the archive), depth first, links resolved."""
+    for entry in sorted(folder.iterdir()):
+        name, real = prefix + entry.name, entry
+        if entry.is_symlink():
+            real = entry.resolve()
+            where = os.readlink(entry)
+            if not real.exists():
+                raise JobFailure(f"{label}/{name} is a link to {where}, which does not exist; remove it "
+                                 "or copy the file into the folder", CLIENT_ERROR)
+            if not real.is_relative_to(root):
+                raise JobFailure(f"{label}/{name} is a link to {where}, outside the folder; the local runner "
+                                 "packs only what is in it (SageMaker's container cannot reach this "
+                                 "machine's files): copy the file into the folder instead of linking it",
+                                 CLIENT_ERROR)
+        yield real, name
+        if real.is_dir():
+            if real.resolve() in chain or real.resolve() == root:
+                raise JobFailure(f"{label}/{name} is a link to {os.readlink(entry)}, a folder that holds it: "
+                                 "packing it would never end; remove the link", CLIENT_ERROR)
+            yield from _members(real, root, label, (*chain, real.resolve()), name + "/")
 
 
 
@@ -401,7 +429,7 @@ class TrainingJob(LocalJob):
         output_data = master / "output" / "data"
         if output_data.is_dir() and any(output_data.iterdir()):
             out = self.job_dir / "artifacts" / OUTPUT_ARCHIVE
-            pack_directory(output_data, out)
+            pack_directory(output_data, out, "output/data")
             self.storage.put_file(out, join_uri(self.output_prefix, OUTPUT_ARCHIVE))
 
     def always(self) -> None:

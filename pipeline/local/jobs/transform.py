@@ -16,18 +16,29 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tarfile
 import time
+import traceback
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from pipeline.errors import UserError
+from pipeline.local.jobs import environment as job_environment
 from pipeline.local.jobs import transform_records as tr
-from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.environment import JobEnvironment
+from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, INTERNAL_ERROR, JobFailure
+from pipeline.local.jobs.lifecycle import (
+    ENVIRONMENTS,
+    HOMES,
+    JobResult,
+    JobStopped,
+    arn,
+    base_environment,
+)
 from pipeline.local.jobs.logs import now_iso
+from pipeline.local.store.private import private_dir
 from pipeline.local.store.storage import Storage, StorageError
 from training_entry.contract import SUBMIT_DIRECTORY_ENV
 
@@ -90,14 +101,14 @@ def _free_port() -> int:
 class Instance:
     """One instance: its model server, and the objects it transforms."""
 
-    def __init__(self, host: str, kind: str, model_dir: Path, log: Path, environment: dict, python: str,
+    def __init__(self, host: str, kind: str, model_dir: Path, log: Path, env: dict, python: str,
                  code_dir: Path | None = None):
+        """``env``: the server's whole environment (``TransformJob.server_environment``)."""
         self.host, self.port, self.log = host, _free_port(), log
-        log.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(log.parent)
         argv = [python, "-m", SERVER_MODULES[kind], "--model-dir", str(model_dir), "--port", str(self.port)]
         if code_dir is not None:
             argv += ["--code-dir", str(code_dir)]  # the framework script's unpacked sourcedir.tar.gz
-        env = {**os.environ, **environment, "PYTHONPATH": _repository_path(), "TF_CPP_MIN_LOG_LEVEL": "2"}
         with open(log, "ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.url = f"http://127.0.0.1:{self.port}"
@@ -164,9 +175,12 @@ class TransformJob:
     """``run()`` -> JobResult (kind Transform), its description the step's properties."""
 
     def __init__(self, request: dict, name: str, storage: Storage, job_dir: Path, *, model: dict,
-                 region: str, account: str, python: str = sys.executable, echo=None):
+                 region: str, account: str, echo=None, environments: Path | None = None):
         self.request, self.name, self.storage, self.job_dir = request, name, storage, Path(job_dir)
-        self.model, self.region, self.account, self.python = model, region, account, python
+        self.model, self.region, self.account = model, region, account
+        # Cached between jobs where the caller says (the workdir's), as for Training jobs.
+        self.environments = Path(environments) if environments else self.job_dir / ENVIRONMENTS
+        self.python_env: JobEnvironment | None = None
         self.echo = echo or (lambda line: None)
         self.log = self.job_dir / "job.log"
         self.description = {
@@ -180,8 +194,21 @@ class TransformJob:
             f.write(line + "\n")
         self.echo(line)
 
+    def server_environment(self, host: str) -> dict:
+        """What a model server starts with, as a Training job's processes: the runner's
+        allowlisted variables (no credential), a HOME of its own, its job environment's
+        Python first on PATH, then the model's Environment (SageMaker sets it in the
+        container). The serving package is found through PYTHONPATH, as the job environment
+        does not see the runner's editable install."""
+        home = private_dir(self.job_dir / HOMES / host)
+        env = base_environment(dict(os.environ), home=home, python=self.python_env)
+        env.update({k: str(v) for k, v in (self.model.get("Environment") or {}).items()})
+        env.update(PYTHONPATH=_repository_path(), TF_CPP_MIN_LOG_LEVEL=env.get("TF_CPP_MIN_LOG_LEVEL", "2"))
+        return env
+
     def run(self) -> JobResult:
-        self.job_dir.mkdir(parents=True, exist_ok=True)
+        # Private, as a Training job's: the model's Environment and its records are in it.
+        private_dir(self.job_dir)
         start = time.time()
         self.description["TransformStartTime"] = now_iso()
         instances: list[Instance] = []
@@ -192,12 +219,15 @@ class TransformJob:
             count = int((self.request.get("TransformResources") or {}).get("InstanceCount", 1))
             shares = [objects[i::count] for i in range(count)]
             model_dir, code_dir = self._model_dir(), self._code_dir()
-            environment = {k: str(v) for k, v in (self.model.get("Environment") or {}).items()}
+            # SageMaker: the container's own Python, thrown away with it; here a job environment
+            # of the model's image, never trainpipe's venv (a script's pip install lands there).
+            self.python_env = job_environment.prepare(self.environments, str(self.model.get("Image") or ""))
             for index, share in enumerate(shares, 1):
                 if share:  # SageMaker: an instance with no object still starts; here it need not
-                    instances.append(Instance(f"algo-{index}", self.model["kind"], model_dir,
-                                              self.job_dir / "hosts" / f"algo-{index}" / "server.log",
-                                              environment, self.python, code_dir))
+                    host = f"algo-{index}"
+                    instances.append(Instance(host, self.model["kind"], model_dir,
+                                              self.job_dir / "hosts" / host / "server.log",
+                                              self.server_environment(host), self.python_env.python, code_dir))
             for instance in instances:
                 instance.wait_ready()
             self.say(f"{len(objects)} object(s) on {len(instances)} instance(s): {[len(s) for s in shares]}")
@@ -206,12 +236,18 @@ class TransformJob:
                               zip(instances, [s for s in shares if s], strict=True)))
         except JobFailure as failure:
             status, reason, failure_type = "Failed", failure.reason, failure.failure_type
-        except (StorageError, ValueError) as error:
+        except (StorageError, ValueError, UserError) as error:
             status, reason, failure_type = "Failed", f"ClientError: {error}", CLIENT_ERROR
         except KeyboardInterrupt:
             for instance in instances:
                 instance.stop()
             raise JobStopped(self._result("Stopped", "stopped", None, start)) from None
+        except Exception as error:  # noqa: BLE001 - anything else is still the job's end
+            # SageMaker: whatever goes wrong, the job ends Failed with a reason; the traceback
+            # goes to the job's log for whoever debugs the runner, not to the runner's output.
+            status, reason, failure_type = "Failed", f"InternalServerError: {type(error).__name__}: {error}", INTERNAL_ERROR
+            with open(self.log, "a") as f:
+                f.write(traceback.format_exc())
         finally:
             for instance in instances:
                 instance.stop()
@@ -247,6 +283,7 @@ class TransformJob:
 
         archive = self.job_dir / Path(url).name
         self.storage.get_file(url, archive)
+        private_dir(target)  # the model and its code: this user's only
         try:
             archives.extract(str(archive), str(target))
         except (OSError, EOFError, ValueError, tarfile.TarError) as error:

@@ -48,10 +48,18 @@ def _is_csv(content_type: str | None) -> bool:
 
 
 def _parse(record: bytes, content_type: str | None):
+    """A record as the filters read it; one that Python's parsers refuse (a CSV value over
+    csv's field limit, JSON nested past the recursion limit) is a ValueError naming why."""
     text = record.decode("utf-8")
-    if _is_csv(content_type):
-        return next(csv.reader([text]), [])
-    return json.loads(text)
+    try:
+        if _is_csv(content_type):
+            return next(csv.reader([text]), [])
+        return json.loads(text)
+    except csv.Error as error:
+        raise ValueError(f"a CSV record the filters cannot read: {error} (one value over "
+                         f"{csv.field_size_limit()} characters)") from None
+    except RecursionError:
+        raise ValueError("a JSON record nests deeper than the parser reads (about 1000 levels)") from None
 
 
 def _serialize(value, content_type: str | None) -> bytes:
@@ -102,7 +110,7 @@ def per_record(answer: bytes, count: int, where: str) -> list:
     list, else the answer's lines, else (one record) the whole answer."""
     try:
         doc = json.loads(answer)
-    except ValueError:
+    except (ValueError, RecursionError):
         doc = None
     if isinstance(doc, dict):
         for key in ("predictions", "outputs"):
@@ -123,7 +131,7 @@ def per_record(answer: bytes, count: int, where: str) -> list:
 def _loads_or_text(line: bytes):
     try:
         return json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return line.decode("utf-8", "replace")
 
 

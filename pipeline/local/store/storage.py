@@ -165,6 +165,11 @@ class Storage(ABC):
     def md5(self, uri: str) -> str | None:
         """MD5 hex of the object, None when absent or unknown (multipart ETag)."""
 
+    def outside_store(self, uri: str) -> Path | None:
+        """Where ``uri``'s file is when that is outside the store (a link on its way), else
+        None; a remote store has no files here."""
+        return None
+
     @abstractmethod
     def delete(self, uri: str) -> None:
         """Remove one object; absent is not an error (as S3's DeleteObject)."""
@@ -297,10 +302,18 @@ class LocalStorage(Storage):
         path = self._path(uri)
         return md5_of_file(path) if path.is_file() else None
 
+    def outside_store(self, uri: str) -> Path | None:
+        # The bucket folder itself may be a link (keys are contained in it, not in the root):
+        # reading through it is the user's choice, removing through it is not rm's.
+        path = self._path(uri)
+        return None if path.is_relative_to(self.root) else path
+
     def delete(self, uri: str) -> None:
         path = self._path(uri)
         if uri.endswith("/") or not path.is_file():
             return
+        if self.outside_store(uri) is not None:
+            raise PathEscapeError(f"refusing to remove {uri}: it is {path}, outside the {self.describe()}")
         path.unlink()
         # Folders left empty go too: a store listed by folder shows no ghosts of removed data.
         bucket_dir = self.root / S3Uri.parse(uri).bucket

@@ -120,6 +120,24 @@ def test_rm_refuses_what_is_not_there_and_what_is_not_in_the_store(tmp_path, cap
     assert (tmp_path / "w" / "outside" / "keep").exists()
 
 
+def test_rm_recursive_never_removes_through_a_linked_folder_out_of_the_store(tmp_path, capsys):
+    """A bucket folder (or a folder in a key) that is a link to elsewhere: rm refuses before
+    removing anything, and the files the link reaches stay."""
+    work = ["--workdir", str(tmp_path / "w")]
+    outside = tmp_path / "elsewhere"
+    (outside / "raw").mkdir(parents=True)
+    (outside / "raw" / "keep.txt").write_text("k")
+    store_root = tmp_path / "w" / "store"
+    store_root.mkdir(parents=True)
+    (store_root / "linked-bucket").symlink_to(outside, target_is_directory=True)
+    assert main(["store", "rm", "--recursive", "s3://linked-bucket/raw/", *work]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trainpipe store: error: store rm: refusing to remove s3://linked-bucket/raw/keep.txt: it is "
+        f"{outside / 'raw' / 'keep.txt'}, outside the local object store {store_root} (a folder on its "
+        "way is a link out of the store); remove it where it is, or remove the link")
+    assert (outside / "raw" / "keep.txt").read_text() == "k"
+
+
 def test_cp_to_an_s3_endpoint_needs_no_credentials(tmp_path, capsys, monkeypatch, moto_url):  # noqa: F811
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)

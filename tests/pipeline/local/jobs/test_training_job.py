@@ -435,3 +435,46 @@ def test_the_jobs_records_are_private_and_an_empty_model_is_said(local_storage, 
     assert result.warnings == ["the model is empty: nothing was written to /opt/ml/model (SM_MODEL_DIR) on algo-1"]
     last = (job / "job.log").read_text().strip().splitlines()[-1]
     assert "Completed in" in last and "(warning: the model is empty" in last
+
+
+LINKING_SCRIPT = """
+import os, sys
+model = os.environ["SM_MODEL_DIR"]
+open(os.path.join(model, "weights.txt"), "w").write("w")
+os.symlink("weights.txt", os.path.join(model, "same-weights.txt"))  # inside: packed as a file
+os.symlink(sys.argv[sys.argv.index("--secret") + 1], os.path.join(model, "key"))
+"""
+
+
+def test_a_link_out_of_the_model_folder_fails_the_job_and_packs_nothing_of_it(local_storage, tmp_path):
+    """The model is packed outside the job's namespace: a link out of model/ would be followed
+    on the runner's own file system (the owner's SSH key, say)."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("PRIVATE KEY")
+    put_code(local_storage, CODE, {"user.py": LINKING_SCRIPT})
+    result = run_training(local_storage, tmp_path, training_request(CODE, hyperparameters={"secret": str(secret)}))
+    assert result.status == "Failed"
+    assert result.failure_type == job_failures.CLIENT_ERROR
+    assert result.failure_reason == (
+        f"model/key is a link to {secret}, outside the folder; the local runner packs "
+        "only what is in it (SageMaker's container cannot reach this machine's files): copy the file "
+        "into the folder instead of linking it")
+    assert not local_storage.list(f"s3://{BUCKET}/out/job/")  # nothing uploaded
+    assert not any("PRIVATE KEY" in p.read_text(errors="replace")
+                   for p in (tmp_path / "job").rglob("*") if p.is_file() and not p.is_symlink()
+                   and p.suffix != ".gz")
+
+
+def test_a_link_inside_the_model_folder_is_packed_as_the_file(tmp_path):
+    from pipeline.local.jobs.training import pack_directory
+
+    model = tmp_path / "model"
+    (model / "1").mkdir(parents=True)
+    (model / "1" / "saved_model.pb").write_bytes(b"pb")
+    (model / "latest").symlink_to("1", target_is_directory=True)
+    (model / "copy.pb").symlink_to("1/saved_model.pb")
+    pack_directory(model, tmp_path / "model.tar.gz")
+    with tarfile.open(tmp_path / "model.tar.gz") as tar:
+        assert {m.name: m.type for m in tar} == {
+            "1": tarfile.DIRTYPE, "1/saved_model.pb": tarfile.REGTYPE, "copy.pb": tarfile.REGTYPE,
+            "latest": tarfile.DIRTYPE, "latest/saved_model.pb": tarfile.REGTYPE}
