@@ -143,6 +143,32 @@ def installed_modules(dist) -> list[str]:
     return sorted(names)
 
 
+def dependency_modules(distribution: str) -> set[str]:
+    """The modules of what pip would install with ``distribution``, as far as this machine
+    has it installed (its requirements without extras, followed): a requirement that this
+    machine already satisfies brings its dependencies here, as pip brings them in the image."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = [normalise(distribution)]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        if name != normalise(distribution):
+            found.update(modules_of(name).modules)
+        for requirement in dist.requires or []:
+            if "extra ==" not in requirement:
+                match = _NAME.match(requirement)
+                if match:
+                    todo.append(normalise(match.group(1)))
+    return found
+
+
 @dataclass(frozen=True)
 class Requirements:
     distributions: tuple[str, ...]  # normalised names, in file order
@@ -181,6 +207,7 @@ def parse_requirements(text: str | None) -> Requirements:
         distributions.append(name)
         provided = modules_of(name)
         modules.update(provided.modules)
+        modules.update(dependency_modules(name))
         if not provided.known:
             guessed.append(name)
     return Requirements(tuple(distributions), frozenset(modules), tuple(guessed), tuple(opaque))

@@ -28,7 +28,7 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from pipeline.local import inference_steps
+from pipeline.local import inference_steps, tuning_step
 from pipeline.local.dag import caching, interpreter, preflight, stubs
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
@@ -156,6 +156,7 @@ class PipelineRunner:
                                                   self.storage, self.say)
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
+        tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------
     def sweep_dead_runners(self) -> None:
@@ -278,6 +279,8 @@ class PipelineRunner:
             elif node.type == inference_steps.STEP_TRANSFORM:
                 name = job_name(self.pipeline_name, node.name, self.execution_id, 1)
                 inference_steps.run_transform(self, node, record, name)
+            elif node.type == tuning_step.STEP_TUNING:
+                tuning_step.run_tuning(self, node, record)
             elif node.type == STEP_FAIL:
                 message = interpreter.evaluate(node.body.get("Arguments", {}).get("ErrorMessage", ""), self.ctx)
                 record.status = FAILED

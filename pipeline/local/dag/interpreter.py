@@ -33,8 +33,9 @@ STEP_REGISTER_MODEL = "RegisterModel"
 STEP_FAIL = "Fail"
 STEP_MODEL = "Model"  # CreateModel, and Transform: for the models dag/inference.py can serve
 STEP_TRANSFORM = "Transform"
+STEP_TUNING = "Tuning"  # a hyperparameter tuning job: its trials are training jobs (tuning_step.py)
 SUPPORTED_STEP_TYPES = (STEP_PROCESSING, STEP_TRAINING, STEP_CONDITION, STEP_REGISTER_MODEL, STEP_FAIL,
-                        STEP_MODEL, STEP_TRANSFORM)
+                        STEP_MODEL, STEP_TRANSFORM, STEP_TUNING)
 
 # SageMaker: the execution variables a definition may reference.
 EXECUTION_VARIABLES = (

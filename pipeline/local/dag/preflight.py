@@ -31,6 +31,7 @@ from pipeline.local.dag.interpreter import (
     STEP_PROCESSING,
     STEP_REGISTER_MODEL,
     STEP_TRAINING,
+    STEP_TUNING,
     Context,
     ExpressionError,
     StepNode,
@@ -72,13 +73,17 @@ def reads(node: StepNode) -> list[Read]:
             if "S3Input" in item:
                 found.append(Read(f"{node.name} input {item.get('InputName')!r}",
                                   item["S3Input"].get("S3Uri"), PREFIX))
-    elif node.type == STEP_TRAINING:
+    elif node.type in (STEP_TRAINING, STEP_TUNING):
+        # A Tuning step's trials are training jobs of its TrainingJobDefinition.
+        hyperparameters = "HyperParameters"
+        if node.type == STEP_TUNING:
+            args, hyperparameters = args.get("TrainingJobDefinition") or {}, "StaticHyperParameters"
         for channel in args.get("InputDataConfig", []) or []:
             source = (channel.get("DataSource") or {}).get("S3DataSource")
             if source is not None:
                 found.append(Read(f"{node.name} channel {channel.get('ChannelName')!r}",
                                   source.get("S3Uri"), PREFIX))
-        submit = (args.get("HyperParameters") or {}).get("sagemaker_submit_directory")
+        submit = (args.get(hyperparameters) or {}).get("sagemaker_submit_directory")
         if submit is not None:
             found.append(Read(f"{node.name} sagemaker_submit_directory", submit, OBJECT))
     elif node.type == STEP_REGISTER_MODEL:
@@ -96,7 +101,9 @@ def writes(node: StepNode) -> list[object]:
     if node.type == STEP_PROCESSING:
         outputs = (args.get("ProcessingOutputConfig") or {}).get("Outputs") or []
         return [(o.get("S3Output") or {}).get("S3Uri") for o in outputs]
-    if node.type == STEP_TRAINING:
+    if node.type == STEP_TUNING:
+        args = args.get("TrainingJobDefinition") or {}
+    if node.type in (STEP_TRAINING, STEP_TUNING):
         return [(args.get("OutputDataConfig") or {}).get("S3OutputPath"),
                 (args.get("CheckpointConfig") or {}).get("S3Uri")]
     return []

@@ -1,0 +1,474 @@
+"""A HyperparameterTuningJob run on this machine: the trials are training jobs, run by the same
+``TrainingJob`` as a Training step (hosts, channels, Pipe mode, namespaces, MPI), side by side
+up to ``MaxParallelTrainingJobs``, each on its share of this machine's cores.
+
+SageMaker's own local mode has no tuning job (its local client has no
+``create_hyper_parameter_tuning_job``). Here the request (``hyperparameter_ranges.py`` reads
+and checks it) drives an Optuna study, asked for each trial's values and told each outcome:
+
+- Random: ``RandomSampler``; Grid: every combination once, in order (enqueued trials);
+  Bayesian: ``TPESampler`` (a tree-structured Parzen estimator) stands in for SageMaker's
+  Bayesian optimisation, which AWS does not publish (the job log says so);
+  Hyperband: random values, stopped by ``HyperbandPruner`` on the metric of each epoch.
+- ``TrainingJobEarlyStoppingType=Auto``: SageMaker's documented rule (``MedianRule``): after
+  each epoch, a trial whose objective is worse than the median of the running averages of
+  the earlier trials up to the same epoch is stopped.
+
+An epoch is one value of the objective metric: every line a trial prints that the objective's
+MetricDefinitions regex captures is reported to the study as the next step, while the trial
+runs. A stopped trial ends as SageMaker's do: TrainingJobStatus Stopped, its last objective
+value kept, no model.
+
+Cores: each of the parallel slots gets its own CPUs (``cpu_slots``); a trial's thread sets its
+affinity to them before its job starts, so its processes inherit it and the runner's thread
+rule (``hosts/tuning.py``) divides the slot's cores, not the machine's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import statistics
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline.local.hosts.tuning import usable_cpus
+from pipeline.local.jobs import hyperparameter_ranges as hr
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.logs import Sink, now_iso
+from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.store.private import write_private
+
+POLL_SECONDS = 0.2
+# SageMaker: a tuning job's name is at most 32 characters; its training jobs are
+# <tuning job>-<3-digit trial number>-<8 hex digits>.
+TUNING_JOB_NAME_LIMIT = 32
+# The median rule needs earlier trials to compare with. SageMaker does not say how many; with
+# one, a single lucky trial would stop every later one. Two is our choice (docs/tuning.md).
+MEDIAN_RULE_MIN_TRIALS = 2
+TRIALS_FILE = "trials.json"  # per trial: the values, epochs run, cores, why it stopped
+DESCRIPTION_FILE = "description.json"
+
+
+def tuning_job_name(step: str, execution_id: str) -> str:
+    suffix = "-" + execution_id.rsplit("-", 1)[-1][:8]
+    return step[: TUNING_JOB_NAME_LIMIT - len(suffix)].rstrip("-") + suffix
+
+
+def cpu_slots(cpus: list[int], parallel: int) -> list[list[int]]:
+    """CPUs per parallel trial: contiguous shares (sizes differ by one at most); with more
+    trials than cores, slot i shares core i mod cores."""
+    if parallel <= len(cpus):
+        base, extra = divmod(len(cpus), parallel)
+        slots, start = [], 0
+        for i in range(parallel):
+            size = base + (1 if i < extra else 0)
+            slots.append(cpus[start:start + size])
+            start += size
+        return slots
+    return [[cpus[i % len(cpus)]] for i in range(parallel)]
+
+
+def describe_slots(slots: list[list[int]], cores: int) -> str:
+    each = ", ".join(f"slot {i + 1}: cpu {','.join(map(str, s))}" for i, s in enumerate(slots))
+    if len(slots) > cores:
+        return (f"trials side by side: {len(slots)} on this machine's {cores} core(s), more trials "
+                f"than cores, so slots share cores ({each})")
+    per = {len(s) for s in slots}
+    share = f"{per.pop()} core(s) each" if len(per) == 1 else "cores split as evenly as they go"
+    return f"trials side by side: up to {len(slots)}, {share} of this machine's {cores} ({each})"
+
+
+def strategy_line(request: hr.TuningRequest) -> str:
+    """The job log's line on what searches, and what stands in for the service's own."""
+    if request.strategy == hr.RANDOM:
+        text = "Random: Optuna's RandomSampler (uniform in each range's scale)"
+    elif request.strategy == hr.GRID:
+        text = f"Grid: every one of the {request.max_jobs} combinations once, in order"
+    elif request.strategy == hr.BAYESIAN:
+        text = ("Bayesian: Optuna's TPESampler (tree-structured Parzen estimator) stands in for "
+                "SageMaker's Bayesian optimisation, whose algorithm AWS does not publish")
+    else:
+        text = ("Hyperband: random values, trials stopped at Optuna's HyperbandPruner rungs "
+                f"(min resource {request.min_resource or 1} epoch(s), max "
+                f"{request.max_resource or 'from the first trials'})")
+    if request.early_stopping == hr.EARLY_STOPPING_AUTO:
+        text += (f"; early stopping Auto: a trial worse than the median of the earlier trials' "
+                 f"running averages at the same epoch stops (once {MEDIAN_RULE_MIN_TRIALS} have reported)")
+    autos = [r.name for r in request.ranges if r.scaling == hr.AUTO and r.kind != hr.CATEGORICAL]
+    if autos:
+        text += f"; ScalingType Auto searched Linear: {', '.join(autos)}"
+    return text
+
+
+# --- The study ---------------------------------------------------------------------------------
+def _distributions(request: hr.TuningRequest) -> dict:
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    found = {}
+    for r in request.ranges:
+        if r.kind == hr.CATEGORICAL:
+            found[r.name] = CategoricalDistribution(list(r.values))
+        elif r.kind == hr.INTEGER:
+            found[r.name] = IntDistribution(int(r.low), int(r.high), log=r.effective_scaling == hr.LOG)
+        elif r.effective_scaling == hr.REVERSE_LOG:
+            # Searched as 1 - x on a log scale: dense near the top of the range, as SageMaker's is.
+            found[r.name] = FloatDistribution(1.0 - r.high, 1.0 - r.low, log=True)
+        else:
+            found[r.name] = FloatDistribution(r.low, r.high, log=r.effective_scaling == hr.LOG)
+    return found
+
+
+def trial_values(request: hr.TuningRequest, params: Mapping) -> dict[str, str]:
+    """The study's values as the trial's hyperparameter strings."""
+    values = {}
+    for r in request.ranges:
+        value = params[r.name]
+        if r.kind == hr.CONTINUOUS and r.effective_scaling == hr.REVERSE_LOG:
+            value = 1.0 - value
+        values[r.name] = r.format(value)
+    return values
+
+
+def median_rule(maximize: bool, min_trials: int = MEDIAN_RULE_MIN_TRIALS):
+    """SageMaker's early stopping (``TrainingJobEarlyStoppingType=Auto``) as an Optuna pruner."""
+    import optuna
+
+    class MedianRule(optuna.pruners.BasePruner):
+        def prune(self, study, trial) -> bool:
+            return median_rule_verdict(trial, study.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)),
+                maximize, min_trials) is not None
+
+    return MedianRule()
+
+
+def median_rule_verdict(trial, earlier, maximize: bool, min_trials: int = MEDIAN_RULE_MIN_TRIALS) -> str | None:
+    """Why ``trial`` stops now (None: it goes on): its value at its last step is worse than the
+    median of the running averages of ``earlier`` trials (those that reached that step)."""
+    step = trial.last_step
+    if step is None:
+        return None
+    value = trial.intermediate_values[step]
+    averages = []
+    for other in earlier:
+        if other.number == trial.number or step not in other.intermediate_values:
+            continue
+        upto = [v for s, v in sorted(other.intermediate_values.items()) if s <= step]
+        averages.append(sum(upto) / len(upto))
+    if len(averages) < min_trials:
+        return None
+    median = statistics.median(averages)
+    worse = value < median if maximize else value > median
+    if not worse:
+        return None
+    return (f"at epoch {step} its {value:g} is {'below' if maximize else 'above'} the median {median:g} of "
+            f"{len(averages)} earlier trials' running averages")
+
+
+def make_study(request: hr.TuningRequest):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    direction = "maximize" if request.maximize else "minimize"
+    seed = request.seed
+    if request.strategy == hr.BAYESIAN:
+        # Random for the first few trials (as SageMaker's Bayesian starts), then the model;
+        # constant_liar keeps parallel trials from being asked for the same point.
+        startup = max(2, min(10, request.max_jobs // 3))
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, constant_liar=True)
+    else:
+        sampler = optuna.samplers.RandomSampler(seed=seed)
+    if request.strategy == hr.HYPERBAND:
+        pruner = optuna.pruners.HyperbandPruner(min_resource=request.min_resource or 1,
+                                                max_resource=request.max_resource or "auto")
+    elif request.early_stopping == hr.EARLY_STOPPING_AUTO:
+        pruner = median_rule(request.maximize)
+    else:
+        pruner = optuna.pruners.NopPruner()
+    study = optuna.create_study(direction=direction, sampler=sampler, pruner=pruner)
+    if request.strategy == hr.GRID:
+        for point in hr.grid_points(request.ranges):
+            study.enqueue_trial(point)
+    return study
+
+
+# --- Trials ------------------------------------------------------------------------------------
+class EarlyStop(KeyboardInterrupt):
+    """Raised in a trial's job loop when the tuning job stops it: the job ends Stopped."""
+
+
+class TrialJob(TrainingJob):
+    """A training job the tuning job can stop between two polls."""
+
+    def __init__(self, *args, stop_event: threading.Event, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.stop_event = stop_event
+
+    def poll_hook(self) -> None:
+        super().poll_hook()
+        if self.stop_event.is_set():
+            raise EarlyStop()
+
+
+@dataclass
+class Trial:
+    number: int  # 1-based, as in the name
+    name: str
+    values: dict[str, str]
+    study_trial: object
+    cpus: list[int]
+    job: TrialJob
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    result: JobResult | None = None
+    error: str | None = None
+    created: float = field(default_factory=time.time)
+    reported: int = 0  # objective values reported to the study (epochs)
+    last_value: float | None = None
+    stop_reason: str | None = None  # why the tuning job stopped it
+
+    def run(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):  # not Linux: the trial shares every core
+            os.sched_setaffinity(0, set(self.cpus))  # this thread: the job's processes inherit it
+        try:
+            self.result = self.job.run()
+        except JobStopped as stopped:
+            self.result = stopped.result
+        except BaseException as error:  # noqa: BLE001 - the trial's end, said in its summary
+            self.error = f"InternalServerError: {type(error).__name__}: {error}"
+
+    @property
+    def status(self) -> str:
+        if self.result is None:
+            return "Failed"
+        return self.result.status
+
+    def summary(self, tuning_name: str, request: hr.TuningRequest, region: str, account: str) -> dict:
+        """SageMaker: a HyperParameterTrainingJobSummary."""
+        doc = {
+            "TrainingJobName": self.name,
+            "TrainingJobArn": arn(region, account, "training-job", self.name),
+            "TuningJobName": tuning_name,
+            "CreationTime": now_iso(self.created),
+            "TrainingJobStatus": self.status,
+            "TunedHyperParameters": dict(self.values),
+            "ObjectiveStatus": "Succeeded" if self.last_value is not None else "Failed",
+        }
+        if self.result is not None:
+            doc["TrainingStartTime"] = now_iso(self.result.start)
+            doc["TrainingEndTime"] = now_iso(self.result.end)
+        if self.last_value is not None:
+            doc["FinalHyperParameterTuningJobObjectiveMetric"] = {
+                "Type": request.objective_type, "MetricName": request.objective_metric, "Value": self.last_value}
+        reason = self.stop_reason or self.error or (self.result.failure_reason if self.result else None)
+        if reason and self.status != "Completed":
+            doc["FailureReason"] = reason
+        return doc
+
+
+@dataclass
+class TuningResult:
+    status: str  # Completed | Failed
+    description: dict  # DescribeHyperParameterTuningJob + TrainingJobSummaries
+    trials: list[Trial]
+    failure_reason: str | None = None
+
+
+class HyperparameterTuningJob:
+    def __init__(self, request: Mapping, name: str, storage, job_root: Path, *, region: str = "us-east-1",
+                 account: str = "000000000000", stream=None, echo: bool = True,
+                 environments: Path | None = None, cpus: list[int] | None = None,
+                 log_dir: Path | None = None):
+        self.raw = dict(request)
+        self.request = hr.parse(request)  # refused here, before any trial
+        self.name = name
+        self.storage = storage
+        self.job_root = Path(job_root)  # each trial's job folder goes under it
+        self.region = region
+        self.account = account
+        self.environments = environments
+        self.cpus = list(cpus) if cpus is not None else usable_cpus()
+        self.log_dir = Path(log_dir) if log_dir else self.job_root / name
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.sink = Sink(self.log_dir / "tuning-job.log", echo=echo, stream=stream)
+        self.trials: list[Trial] = []
+
+    def say(self, text: str) -> None:
+        self.sink.line(f"[{self.name}] {text}")
+
+    def _trial_name(self, number: int) -> str:
+        return f"{self.name}-{number:03d}-{secrets.token_hex(4)}"
+
+    def _start(self, study, distributions, cpus: list[int]) -> Trial:
+        number = len(self.trials) + 1
+        study_trial = study.ask(distributions)
+        values = trial_values(self.request, study_trial.params)
+        name = self._trial_name(number)
+        stop = threading.Event()
+        job = TrialJob(self.request.trial_request(values), name, self.storage, self.job_root / name,
+                       region=self.region, echo=False, environments=self.environments, stop_event=stop)
+        trial = Trial(number, name, values, study_trial, cpus, job, stop)
+        self.trials.append(trial)
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        self.say(f"trial {number}/{self.request.max_jobs} {name}: {shown} (cpu {','.join(map(str, cpus))}; "
+                 f"log {job.log_path})")
+        trial.thread = threading.Thread(target=trial.run, name=f"trial-{name}", daemon=True)
+        trial.thread.start()
+        return trial
+
+    def _feed(self, trial: Trial) -> None:
+        """New objective values of a running trial go to the study; the pruner may stop it."""
+        with trial.job.metrics.lock:
+            points = list(trial.job.metrics.series.get(self.request.objective_metric, []))
+        for point in points[trial.reported:]:
+            trial.reported += 1
+            trial.last_value = point["value"]
+            trial.study_trial.report(point["value"], trial.reported)
+            if trial.stop.is_set() or trial.thread is None or not trial.thread.is_alive():
+                continue
+            if trial.study_trial.should_prune():
+                trial.stop_reason = self._why_stopped(trial)
+                self.say(f"trial {trial.number} stopped early: {trial.stop_reason}")
+                trial.stop.set()
+
+    def _why_stopped(self, trial: Trial) -> str:
+        if self.request.strategy == hr.HYPERBAND:
+            return f"Hyperband stopped it at epoch {trial.reported} ({self.request.objective_metric} {trial.last_value:g})"
+        import optuna
+
+        earlier = trial.study_trial.study.get_trials(
+            deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+        frozen = next(t for t in trial.study_trial.study.get_trials(deepcopy=False)
+                      if t.number == trial.study_trial.number)
+        why = median_rule_verdict(frozen, earlier, self.request.maximize)
+        return f"early stopping (Auto): {why or 'the median rule'}"
+
+    def _finish(self, study, trial: Trial) -> None:
+        import optuna
+
+        self._feed(trial)  # the lines read after its last poll
+        if trial.result is not None:
+            final = {m["MetricName"]: m["Value"] for m in trial.result.description.get("FinalMetricDataList", [])}
+            if self.request.objective_metric in final:
+                trial.last_value = final[self.request.objective_metric]
+        if trial.stop_reason is not None and trial.result is not None:
+            trial.result.description["TrainingJobStatus"] = "Stopped"
+            trial.result.description["FailureReason"] = trial.stop_reason
+            study.tell(trial.study_trial, state=optuna.trial.TrialState.PRUNED)
+            outcome = f"Stopped after {trial.reported} epoch(s)"
+        elif trial.status == "Completed" and trial.last_value is not None:
+            study.tell(trial.study_trial, trial.last_value)
+            outcome = f"Completed in {trial.result.duration:.1f}s"
+        else:
+            study.tell(trial.study_trial, state=optuna.trial.TrialState.FAIL)
+            reason = trial.error or (trial.result.failure_reason if trial.result else None)
+            if trial.status == "Completed":
+                reason = (f"no line of its log matched the metric definition of "
+                          f"{self.request.objective_metric!r}")
+                trial.error = reason
+            outcome = f"{trial.status if trial.status != 'Completed' else 'Failed'}: {reason}"
+        value = "" if trial.last_value is None else f", {self.request.objective_metric}={trial.last_value:g}"
+        self.say(f"trial {trial.number} {outcome}{value}")
+
+    def run(self) -> TuningResult:
+        start = time.time()
+        self.say(strategy_line(self.request))
+        self.say("ranges: " + "; ".join(r.describe() for r in self.request.ranges))
+        parallel = min(self.request.max_parallel, self.request.max_jobs)
+        slots = cpu_slots(self.cpus, parallel)
+        self.say(describe_slots(slots, len(self.cpus)))
+        study = make_study(self.request)
+        distributions = _distributions(self.request)
+        free = list(range(parallel))
+        running: dict[int, Trial] = {}
+        try:
+            while len(self.trials) < self.request.max_jobs or running:
+                while free and len(self.trials) < self.request.max_jobs:
+                    slot = free.pop(0)
+                    running[slot] = self._start(study, distributions, slots[slot])
+                time.sleep(POLL_SECONDS)
+                for slot, trial in list(running.items()):
+                    self._feed(trial)
+                    if not trial.thread.is_alive():
+                        trial.thread.join()
+                        self._finish(study, trial)
+                        del running[slot]
+                        free.append(slot)
+                        free.sort()
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM reach the main thread: every running trial is stopped and waited for.
+            for trial in running.values():
+                trial.stop.set()
+            for trial in running.values():
+                trial.thread.join()
+            raise
+        result = self._result(start, time.time())
+        self.sink.close()
+        return result
+
+    def _result(self, start: float, end: float) -> TuningResult:
+        req = self.request
+        summaries = [t.summary(self.name, req, self.region, self.account) for t in self.trials]
+        scored = [s for s in summaries if "FinalHyperParameterTuningJobObjectiveMetric" in s]
+        value = lambda s: s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"]  # noqa: E731
+        # Best first (SageMaker: ListTrainingJobsForHyperParameterTuningJob sorted by the final
+        # objective; get_top_model_s3_uri(0) reads the first). Completed before Stopped at equal values.
+        scored.sort(key=lambda s: (-value(s) if req.maximize else value(s), s["TrainingJobStatus"] != "Completed"))
+        ordered = scored + [s for s in summaries if s not in scored]
+        best = next((s for s in scored if s["TrainingJobStatus"] == "Completed"), None)
+        counts = {status: sum(1 for t in self.trials if t.status == status) for status in ("Completed", "Stopped")}
+        stopped = sum(1 for t in self.trials if t.stop_reason)
+        doc = {
+            "HyperParameterTuningJobName": self.name,
+            "HyperParameterTuningJobArn": arn(self.region, self.account, "hyper-parameter-tuning-job", self.name.lower()),
+            "HyperParameterTuningJobConfig": self.raw.get("HyperParameterTuningJobConfig"),
+            "TrainingJobDefinition": self.raw.get("TrainingJobDefinition"),
+            "HyperParameterTuningJobStatus": "Completed" if best else "Failed",
+            "CreationTime": now_iso(start),
+            "HyperParameterTuningEndTime": now_iso(end),
+            "LastModifiedTime": now_iso(end),
+            "TrainingJobStatusCounters": {
+                "Completed": counts["Completed"], "InProgress": 0, "RetryableError": 0,
+                "NonRetryableError": len(self.trials) - counts["Completed"] - stopped, "Stopped": stopped},
+            "ObjectiveStatusCounters": {"Succeeded": len(scored), "Pending": 0,
+                                        "Failed": len(summaries) - len(scored)},
+            "ConsumedResources": {"RuntimeInSeconds": int(round(end - start))},
+            "TrainingJobSummaries": ordered,
+        }
+        failure = None
+        if best:
+            doc["BestTrainingJob"] = best
+        else:
+            first = next((s.get("FailureReason") for s in summaries if s.get("FailureReason")), "no reason given")
+            failure = (f"no trial of {self.name} completed with the objective {req.objective_metric!r} "
+                       f"({len(self.trials)} ran); the first trial's failure: {first}")
+            doc["FailureReason"] = failure
+        write_private(self.log_dir / DESCRIPTION_FILE, json.dumps(doc, indent=2, default=str))
+        (self.log_dir / TRIALS_FILE).write_text(json.dumps([self._trial_record(t) for t in self.trials], indent=2))
+        if best:
+            self.say(f"best: {best['TrainingJobName']} {req.objective_metric}="
+                     f"{value(best):g} with " + ", ".join(f"{k}={v}" for k, v in best["TunedHyperParameters"].items()))
+        return TuningResult(doc["HyperParameterTuningJobStatus"], doc, list(self.trials), failure)
+
+    def _trial_record(self, trial: Trial) -> dict:
+        return {
+            "number": trial.number, "name": trial.name, "values": trial.values, "status": trial.status,
+            "objective": trial.last_value, "epochs": trial.reported, "stopped_early": trial.stop_reason is not None,
+            "stop_reason": trial.stop_reason, "cpus": trial.cpus,
+            "seconds": trial.result.duration if trial.result else None,
+            "job_dir": str(trial.job.job_dir),
+            "description": trial.result.description if trial.result else None,
+        }
+
+
+def trial_descriptions(result: TuningResult) -> list[dict]:
+    """Each trial's DescribeTrainingJob document (for the cost of every trial)."""
+    return [t.result.description for t in result.trials if t.result is not None]
+
+

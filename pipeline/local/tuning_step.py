@@ -1,0 +1,108 @@
+"""The runner's Tuning step (SageMaker's ``TuningStep``): a ``jobs/hyperparameter_tuning.py``
+job, whose trials are training jobs of this run.
+
+Its properties are what SageMaker gives a later step: the DescribeHyperParameterTuningJob
+response (``BestTrainingJob.TrainingJobName``, its ``FinalHyperParameterTuningJobObjectiveMetric``,
+...) with ``TrainingJobSummaries`` (ListTrainingJobsForHyperParameterTuningJob, best first), so
+``TuningStep.get_top_model_s3_uri(top_k, bucket, prefix)`` (a Std:Join over
+``TrainingJobSummaries[top_k].TrainingJobName``) names the top trials' models.
+
+The request is checked before the run starts where it can be evaluated then (``check``),
+else when the step starts: either way before any trial.
+"""
+
+from __future__ import annotations
+
+from pipeline.costs import accounting
+from pipeline.errors import UserError
+from pipeline.local.dag import interpreter
+from pipeline.local.dag.interpreter import STEP_TUNING, ExpressionError  # noqa: F401 (the runner's)
+from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
+from pipeline.local.jobs import hyperparameter_ranges
+from pipeline.local.jobs.hyperparameter_tuning import HyperparameterTuningJob, tuning_job_name
+from pipeline.local.jobs.lifecycle import ENVIRONMENTS, account_of
+
+
+def check(nodes, ctx) -> None:
+    """Each Tuning step's request, where it reads nothing of earlier steps: bad ranges,
+    objectives and limits are refused (one line naming the step) before the first job."""
+    for node in nodes:
+        if node.type != STEP_TUNING:
+            continue
+        try:
+            request = interpreter.evaluate(node.body.get("Arguments", {}), ctx)
+        except interpreter.Unresolved:
+            # Channels that read earlier steps: check what does not.
+            arguments = node.body.get("Arguments", {})
+            try:
+                request = {
+                    "HyperParameterTuningJobConfig": interpreter.evaluate(
+                        arguments.get("HyperParameterTuningJobConfig"), ctx),
+                    "TrainingJobDefinition": {
+                        k: interpreter.evaluate(v, ctx) for k, v in (arguments.get("TrainingJobDefinition") or {}).items()
+                        if k != "InputDataConfig"},
+                }
+            except ExpressionError:
+                continue
+        except ExpressionError:
+            continue
+        try:
+            hyperparameter_ranges.parse(request)
+        except UserError as error:
+            raise hyperparameter_ranges.TuningRequestError(f"Tuning step {node.name}: {error}") from None
+
+
+def run_tuning(runner, node, record: StepRecord) -> bool:
+    request = interpreter.evaluate(node.body.get("Arguments", {}), runner.ctx)
+    name = tuning_job_name(node.name, runner.execution_id)
+    record.job_name = name
+    record.job_dir = str(runner.run_dir / "jobs" / name)
+    runner.record.save()
+    meter = accounting.LocalMeter()
+    try:
+        job = HyperparameterTuningJob(
+            request, name, runner.storage, runner.run_dir / "jobs", region=runner.options.region,
+            account=account_of(request.get("TrainingJobDefinition") or {}), stream=runner.options.stream,
+            echo=runner.options.echo, environments=runner.workdir / ENVIRONMENTS)
+    except UserError as error:
+        record.status, record.failure_reason = FAILED, f"ClientError: {error}"
+        return False
+    try:
+        result = job.run()
+    except KeyboardInterrupt:
+        record.cost = tuning_cost(runner, job, meter)
+        raise
+    record.cost = tuning_cost(runner, job, meter)
+    record.properties = result.description
+    best = result.description.get("BestTrainingJob")
+    if best:
+        objective = best["FinalHyperParameterTuningJobObjectiveMetric"]
+        record.metrics = {objective["MetricName"]: objective["Value"]}
+        counters = result.description["TrainingJobStatusCounters"]
+        record.detail = (f"best of {len(result.trials)} trials: {best['TrainingJobName']} "
+                         f"{objective['MetricName']}={objective['Value']:g} "
+                         f"({', '.join(f'{k}={v}' for k, v in best['TunedHyperParameters'].items())})"
+                         + (f"; {counters['Stopped']} stopped early" if counters["Stopped"] else ""))
+        record.status = SUCCEEDED
+        return True
+    record.status, record.failure_reason = FAILED, result.failure_reason
+    return False
+
+
+def tuning_cost(runner, job: HyperparameterTuningJob, meter: accounting.LocalMeter) -> dict:
+    """Every trial's instance-time counts (they all held instances on SageMaker); the machine's
+    energy is the whole step's, measured once (trials ran side by side)."""
+    wall, cpu, joules = meter.stop()
+    trials = [t for t in job.trials if t.result is not None]
+    seconds = sum(t.result.duration for t in trials)
+    definition = job.request.trial_request({})
+    described = {"TrainingJobName": job.name, "ResourceConfig": definition.get("ResourceConfig") or {}}
+    try:
+        doc = accounting.local_job_cost(described, "Training", runner.options.region, runner.prices,
+                                        seconds, cpu, joules)
+    except UserError as error:
+        return {"job": job.name, "kind": "Training", "notes": [str(error)]}
+    doc["notes"] = list(doc.get("notes", [])) + [
+        f"{len(trials)} trial(s): {seconds:.1f} s of training-job time in {wall:.1f} s of wall time"]
+    doc["trials"] = [{"job": t.name, "seconds": t.result.duration, "status": t.status} for t in trials]
+    return doc

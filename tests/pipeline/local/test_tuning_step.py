@@ -1,0 +1,195 @@
+"""A TuningStep, built with the plain SDK v2 (``sdk_pipelines/tuning.py``), run unchanged by
+``trainpipe run --local --definition``: trials as training jobs, side by side on their share
+of the cores, the best trial's properties and ``get_top_model_s3_uri`` feeding an evaluation
+and a ModelStep; and each bad request refused in one line before any trial.
+
+The end-to-end run is slow (about 15 s: four numpy trials of six short epochs, an evaluation);
+the refusals run the CLI on definitions that never start a job (a couple of seconds each).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.hosts import namespaces
+
+REPO = Path(__file__).resolve().parents[3]
+BUCKET = "sdk-bucket"
+needs_namespaces = pytest.mark.skipif(
+    namespaces.unavailable_reason() is not None,
+    reason=f"scripts that open /opt/ml need namespaces: {namespaces.unavailable_reason()}")
+
+
+def trainpipe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=600)
+
+
+def digits_split(folder: Path) -> tuple[Path, Path]:
+    import pandas as pd
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    frame = pd.DataFrame(digits.data.astype(int), columns=[f"f{i}" for i in range(digits.data.shape[1])])
+    frame["label"] = digits.target
+    train, test = folder / "train", folder / "test"
+    train.mkdir(parents=True)
+    test.mkdir()
+    frame.iloc[:1400].to_csv(train / "train.csv", index=False)
+    frame.iloc[1400:].to_csv(test / "test.csv", index=False)
+    return train, test
+
+
+def sdk_definition(tmp_path: Path, **tuner_args) -> tuple[Path, Path, dict]:
+    """(workdir, definition file, definition) of the SDK-built tuning pipeline."""
+    from pipeline.local.store.session import LocalStoreSession
+
+    from .sdk_pipelines.tuning import tuner_of, tuning_pipeline
+
+    workdir = tmp_path / "work"
+    session = LocalStoreSession(workdir=workdir, bucket=BUCKET)
+    text = tuning_pipeline(session, BUCKET, tuner=tuner_of(session, BUCKET, **tuner_args)).definition()
+    path = tmp_path / "tuning.json"
+    path.write_text(text)
+    return workdir, path, json.loads(text)
+
+
+def execution_of(workdir: Path) -> dict:
+    (execution,) = (workdir / "runs").glob("*/execution.json")
+    return json.loads(execution.read_text())
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
+    workdir, definition, _ = sdk_definition(tmp_path)
+    train, test = digits_split(tmp_path / "data")
+
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
+                     "-p", f"TrainData={train}", "-p", f"TestData={test}")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    steps = {s["name"]: s for s in execution_of(workdir)["steps"]}
+    tuning = steps["TuneModel"]
+    assert tuning["status"] == "Succeeded"
+    described = tuning["properties"]
+    summaries = described["TrainingJobSummaries"]
+    assert len(summaries) == 4 and described["HyperParameterTuningJobStatus"] == "Completed"
+    best = described["BestTrainingJob"]
+    # Best first, as get_top_model_s3_uri(top_k=0) reads it; every scored trial in order.
+    assert summaries[0]["TrainingJobName"] == best["TrainingJobName"]
+    values = [s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] for s in summaries
+              if "FinalHyperParameterTuningJobObjectiveMetric" in s]
+    assert values == sorted(values, reverse=True) and len(values) == 4
+    assert best["FinalHyperParameterTuningJobObjectiveMetric"]["MetricName"] == "validation:accuracy"
+    counters = described["TrainingJobStatusCounters"]
+    assert counters["Completed"] + counters["Stopped"] == 4
+    # Each trial: a training job of its own, its values within the ranges, the static ones and
+    # the objective's name beside them (as the service passes them).
+    for summary in summaries:
+        tuned = summary["TunedHyperParameters"]
+        assert 0.001 <= float(tuned["learning_rate"]) <= 1.0
+        assert 16 <= int(tuned["batch_size"]) <= 128
+        assert json.loads(tuned["optimizer"]) in ("sgd", "momentum")
+        request = json.loads(next((workdir / "runs").glob(f"*/jobs/{summary['TrainingJobName']}/request.json"))
+                             .read_text())
+        assert request["HyperParameters"]["epochs"] == "6"
+        assert request["HyperParameters"]["_tuning_objective_metric"] == "validation:accuracy"
+        assert request["HyperParameters"]["learning_rate"] == tuned["learning_rate"]
+    # Two slots, one core each, said in the job log; the step's summary names the best trial.
+    assert "trials side by side: up to 2, 1 core(s) each" in done.stdout or "more trials than cores" in done.stdout
+    assert f"best of 4 trials: {best['TrainingJobName']}" in tuning["detail"]
+    # The top model fed the evaluation and the registered package.
+    top_model = f"s3://{BUCKET}/models/{best['TrainingJobName']}/output/model.tar.gz"
+    evaluation = steps["EvaluateTopModel"]["properties"]["ProcessingInputs"]
+    assert any(i["S3Input"]["S3Uri"] == top_model for i in evaluation)
+    assert steps["CheckBestObjective"]["detail"].endswith("is true -> if branch")
+    listed = trainpipe("models", "--workdir", str(workdir), "--json")
+    (package,) = json.loads(listed.stdout)
+    assert package["ModelDataUrl"] == top_model
+    assert package["Metrics"]["metrics"]["accuracy"]["value"] > 0.8
+    # The cost counts every trial's instance-time.
+    assert f"{len(summaries)} trial(s): " in done.stdout
+
+
+def test_the_legacy_form_writes_the_same_request(tmp_path):
+    """``TuningStep(tuner=..., inputs=...)`` (deprecated, still in AWS's older examples) gives
+    the runner the request ``step_args=tuner.fit(...)`` gives."""
+    from pipeline.local.store.session import LocalStoreSession
+
+    from .sdk_pipelines.tuning import tuning_pipeline
+
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket=BUCKET)
+    with pytest.warns(DeprecationWarning):
+        legacy = json.loads(tuning_pipeline(session, BUCKET, legacy=True).definition())
+    modern = json.loads(tuning_pipeline(session, BUCKET).definition())
+    (old,), (new,) = ([s for s in d["Steps"] if s["Type"] == "Tuning"] for d in (legacy, modern))
+    for definition in (old, new):  # the code's upload and the job names carry timestamps
+        static = definition["Arguments"]["TrainingJobDefinition"]["StaticHyperParameters"]
+        for key in ("sagemaker_submit_directory", "sagemaker_job_name", "model_dir"):
+            static.pop(key, None)
+    assert old["Arguments"] == new["Arguments"]
+
+
+# --- Bad input: one line, before any trial -----------------------------------------------------
+def _tuning(definition: dict) -> dict:
+    return next(s for s in definition["Steps"] if s["Type"] == "Tuning")["Arguments"]
+
+
+def _empty_range(d):
+    _tuning(d)["HyperParameterTuningJobConfig"]["ParameterRanges"]["ContinuousParameterRanges"][0].update(
+        MinValue="0.5", MaxValue="0.1")
+
+
+def _one_categorical(d):
+    _tuning(d)["HyperParameterTuningJobConfig"]["ParameterRanges"]["CategoricalParameterRanges"][0]["Values"] = ['"sgd"']
+
+
+def _uncaptured_objective(d):
+    _tuning(d)["HyperParameterTuningJobConfig"]["HyperParameterTuningJobObjective"]["MetricName"] = "val:loss"
+
+
+def _too_parallel(d):
+    _tuning(d)["HyperParameterTuningJobConfig"]["ResourceLimits"]["MaxParallelTrainingJobs"] = 5
+
+
+BAD = {
+    "empty range": (_empty_range, "hyperparameter range learning_rate: the range [0.5, 0.1] is empty"),
+    "one categorical value": (_one_categorical, "hyperparameter range optimizer: a categorical range needs "
+                                                "at least two different values"),
+    "objective not captured": (_uncaptured_objective, "the objective metric 'val:loss' is captured by no metric "
+                                                      "definition"),
+    "max_parallel_jobs above max_jobs": (_too_parallel, "MaxParallelTrainingJobs=5 is more than "
+                                                        "MaxNumberOfTrainingJobs=4"),
+}
+
+
+@pytest.fixture(scope="module")
+def good_definition(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("good")
+    workdir, _, definition = sdk_definition(tmp)
+    return workdir, definition
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_a_bad_request_is_refused_before_any_trial(case, good_definition, tmp_path):
+    break_it, expected = BAD[case]
+    workdir, definition = good_definition  # its store holds the code the SDK uploaded
+    definition = copy.deepcopy(definition)
+    break_it(definition)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(definition))
+    data = tmp_path / "train.csv"
+    data.write_text("f0,label\n1,0\n")
+
+    done = trainpipe("run", "--local", "--definition", str(path), "--workdir", str(workdir),
+                     "-p", f"TrainData={data}", "-p", f"TestData={data}")
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Tuning step TuneModel: " in last and expected in last, done.stderr[-2000:]
+    assert not list(workdir.glob("runs/*"))  # no execution started: no trial, no job of any kind
