@@ -1,11 +1,11 @@
 """``trainpipe advise``: how many workers are worth it, from the runs trainpipe recorded.
 
-    trainpipe advise [--workdir DIR] [--cloud] [--instance-types T ...] [--max-workers N]
+    trainpipe advise [--workdir DIR] [--cloud] [--workload WORDS] [--instance-types T ...] [--max-workers N]
                      [--goal fastest|cheapest|greenest] [--budget USD] [--deadline HOURS]
                      [--plot PATH] [--price TYPE=USD_PER_HOUR] [--grid-intensity G] ...
 
 Reads the local runs under ``--workdir`` (and with ``--cloud`` the pipeline's SageMaker
-training jobs), fits the step model (``pipeline/costs/advisor``), prints it, its error on the runs
+training jobs), keeps those of one workload (``--workload``, else the latest run's), fits the step model (``pipeline/costs/advisor``), prints it, its error on the runs
 it has seen, the predicted time, efficiency, cost and CO2e per run for 1..N workers on each
 candidate platform with the knee marked, and the recommended layout for the goal.
 """
@@ -41,7 +41,12 @@ def register(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, default=None, help="per worker (default: the runs')")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--samples-per-epoch", type=int, default=None,
-                        help="training records (default: the default data's train split)")
+                        help="training records (default: the train split of the workload's latest "
+                             "run, else the default data's)")
+    parser.add_argument("--workload", default=None, metavar="WORDS",
+                        help="which recorded workload to advise for, by words of its line (its "
+                             "architecture, data kind or input shape, e.g. \"small_cnn 64x64x3\"); "
+                             "default: the latest run's. Runs of other workloads are never fitted with it")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--pipeline-name", default="trainpipe", help="with --cloud")
     parser.add_argument("--plot", type=Path, default=None,
@@ -80,7 +85,8 @@ def run_advise(args: argparse.Namespace) -> int:
         instance_types=args.instance_types, max_workers=args.max_workers, goal=args.goal,
         budget=args.budget, deadline_hours=args.deadline, knee_fraction=args.knee_fraction,
         batch=args.batch_size, epochs=args.epochs,
-        samples_per_epoch=args.samples_per_epoch or default_samples_per_epoch(),
+        samples_per_epoch=args.samples_per_epoch, default_samples_per_epoch=default_samples_per_epoch(),
+        workload=args.workload,
         region=args.region, price_overrides=overrides, options=options, pricing_client=pricing,
         plot_path=args.plot or Path(args.workdir) / "advise.png")
     print("\n".join(report.lines))

@@ -7,6 +7,13 @@ and ``cpu_seconds_per_step`` (``training_entry.contract.METRIC_KEYS``), with its
 per-worker batch, parameter count, gradient tensor count, the machine it ran on and its
 distribution strategy. Runs of different strategies are never fitted together (``group``):
 an allreduce step and an asynchronous parameter-server step cost different things.
+
+Each observation also names its workload (``WorkloadId``): the model architecture as the job
+resolved it, the data's kind and the input's shape. A step's cost is the model's on its
+input, so runs of different workloads are never fitted together either (``advise`` picks one).
+A local run's data kind and shape come from the processing manifest the training job read
+(the run's ``manifest`` channel, in the workdir's store); a SageMaker job's from its
+hyperparameters where they decide it.
 """
 
 from __future__ import annotations
@@ -21,21 +28,87 @@ from pipeline.costs.advisor.model import Layout
 from pipeline.definition import parameters as P
 from pipeline.local.hosts.tf_config import MULTI_WORKER_MIRRORED_ENABLED, PARAMETER_SERVER_ENABLED
 from training_entry.contract import (
+    ARCH_AUTO,
+    ARCH_CUSTOM,
+    ARCH_MLP,
+    ARCH_SMALL_CNN,
     HP_BATCH_SIZE,
     HP_DISTRIBUTION,
     HP_FP16_ALLREDUCE,
+    HP_IMAGE_SIZE,
+    HP_MODEL_ARCHITECTURE,
+    HP_MODEL_FILE,
     HP_STEPS_PER_EXECUTION,
+    IMAGE_ARCHITECTURES,
     METRIC_KEYS,
     STRATEGIES,
     STRATEGY_HOROVOD,
     STRATEGY_MIRRORED,
     STRATEGY_PARAMETER_SERVER,
+    TABLE_ARCHITECTURES,
 )
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE, manifest_name
 
 # SageMaker metric names the entrypoint's line is read into (one definition: the contract).
 STEP_TIME, STEP_SPREAD, CPU_TIME = "step_time", "step_spread", "cpu_time"
 PARAMETERS, TENSORS = "parameters", "tensors"
 assert {STEP_TIME, STEP_SPREAD, CPU_TIME, PARAMETERS, TENSORS} <= set(METRIC_KEYS)
+
+
+UNKNOWN = "?"
+# The store ``run --local`` keeps its s3:// objects in, under the workdir: <bucket>/<key>.
+STORE_DIR = "store"
+MANIFEST_CHANNEL = "manifest"  # the training job's channel holding the processing manifests
+
+
+@dataclass(frozen=True)
+class WorkloadId:
+    """What a training step's cost depends on besides the layout: the model architecture (as
+    the job resolved ``auto``), the data's kind and the shape of one input. ``?`` where the
+    record does not say (runs recorded before the advisor read it)."""
+
+    architecture: str = UNKNOWN
+    kind: str = UNKNOWN
+    shape: str = UNKNOWN  # "64 features", "32x32x3"
+
+    @property
+    def label(self) -> str:
+        if self == WorkloadId():
+            return "unknown workload (recorded without its model and data)"
+        what = {KIND_TABLE: "table", KIND_IMAGE: "images"}.get(self.kind, "data of unknown kind")
+        return f"{self.architecture} on {what} {self.shape}"
+
+    def matches(self, text: str) -> bool:
+        """Whether ``--workload TEXT`` names it: every word is a word of its label (its
+        architecture, kind or shape), so "mlp 6 features" does not pick 64 features."""
+        words = text.lower().replace(",", " ").split()
+        own = {*self.label.lower().split(), self.architecture, self.kind, self.shape}
+        return bool(words) and all(w in own for w in words)
+
+
+def resolve_workload(hps: dict, manifest: dict | None) -> WorkloadId:
+    """The workload of a job from its hyperparameters and, where known, its train manifest
+    (``training_entry.input.records.Manifest``'s JSON). ``auto`` resolves as the job does
+    (``training_entry.model.architectures.resolve``): the user's model file, else mlp for a
+    table, small_cnn for images."""
+    architecture = str(_hp(hps, HP_MODEL_ARCHITECTURE, ARCH_AUTO))
+    has_file = bool(_hp(hps, HP_MODEL_FILE, ""))
+    kind = (manifest or {}).get("kind")
+    if kind not in (KIND_TABLE, KIND_IMAGE):
+        kind = (KIND_TABLE if architecture in TABLE_ARCHITECTURES
+                else KIND_IMAGE if architecture in IMAGE_ARCHITECTURES else None)
+    if architecture == ARCH_AUTO:
+        architecture = (ARCH_CUSTOM if has_file else ARCH_MLP if kind == KIND_TABLE
+                        else ARCH_SMALL_CNN if kind == KIND_IMAGE else UNKNOWN)
+    if kind == KIND_IMAGE:
+        size = _hp(hps, HP_IMAGE_SIZE, None)
+        shape = f"{int(size)}x{int(size)}x3" if size not in (None, "") else UNKNOWN
+    elif kind == KIND_TABLE and manifest:
+        columns = manifest.get("columns")
+        shape = f"{len(columns) if columns else int(manifest.get('num_features', 0))} features"
+    else:
+        shape = UNKNOWN
+    return WorkloadId(architecture, kind or UNKNOWN, shape)
 
 
 @dataclass(frozen=True)
@@ -67,6 +140,11 @@ class Observation:
     # save included, and its CO2e); None where not recorded (cloud jobs, older records).
     job_seconds: float | None = None
     co2e_kg: float | None = None
+    # The model and data it trained (never fitted with another's); when it started (ISO,
+    # sortable: the latest workload is the default), and its train split's records.
+    workload: WorkloadId = WorkloadId()
+    started: str = ""
+    train_records: int | None = None
 
     @property
     def throughput(self) -> float:
@@ -147,8 +225,31 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def from_execution(doc: dict) -> list[Observation]:
-    """The training steps of one local ``execution.json`` that have the advisor's metrics."""
+def _manifest_channel(properties: dict) -> str | None:
+    for channel in properties.get("InputDataConfig") or []:
+        if channel.get("ChannelName") == MANIFEST_CHANNEL:
+            return ((channel.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
+    return None
+
+
+def local_manifest(workdir: Path | None, properties: dict) -> dict | None:
+    """The train manifest a local training job read, from the workdir's store; None where it
+    is gone (a cleaned store) or the record predates it."""
+    uri = _manifest_channel(properties)
+    if workdir is None or not uri or not uri.startswith("s3://"):
+        return None
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    path = Path(workdir) / STORE_DIR / bucket / key.strip("/") / manifest_name("train")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def from_execution(doc: dict, workdir: Path | None = None) -> list[Observation]:
+    """The training steps of one local ``execution.json`` that have the advisor's metrics
+    (``workdir``: where its store is, for the workload's manifest)."""
     found = []
     params = doc.get("parameters") or {}
     for step in doc.get("steps") or []:
@@ -163,7 +264,10 @@ def from_execution(doc: dict) -> list[Observation]:
         spread, _ = steady(_series(step.get("job_dir"), final, STEP_SPREAD))
         cost = step.get("cost") or {}
         machine = cost.get("machine") or {}
-        hps = (step.get("properties") or {}).get("HyperParameters") or {}
+        properties = step.get("properties") or {}
+        hps = properties.get("HyperParameters") or {}
+        manifest = local_manifest(workdir, properties)
+        records = manifest.get("total_records") if manifest else None
         found.append(Observation(
             source=f"{doc.get('execution_id')}/{step['name']}",
             layout=Layout(int(params.get(P.TRAINING_INSTANCE_COUNT, 1)), int(params.get(P.PROCESSES_PER_HOST, 1) or 1)),
@@ -175,8 +279,15 @@ def from_execution(doc: dict) -> list[Observation]:
             tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
             steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
             job_seconds=_number(cost.get("seconds")), co2e_kg=_number((cost.get("energy") or {}).get("co2e_kg")),
+            workload=resolve_workload(hps, manifest), started=str(step.get("start") or doc.get("start") or ""),
+            train_records=int(records) if isinstance(records, int | float) else None,
         ))
     return found
+
+
+def _when(value) -> str:
+    """A start time as sortable ISO text (boto3 gives a datetime, a record a string)."""
+    return value.isoformat() if hasattr(value, "isoformat") else str(value or "")
 
 
 def _number(value) -> float | None:
@@ -192,7 +303,7 @@ def local_observations(workdir: Path) -> tuple[list[Observation], list[str]]:
         except (OSError, ValueError) as error:
             skipped.append(f"{path}: unreadable ({error})")
             continue
-        got = from_execution(doc)
+        got = from_execution(doc, workdir)
         if not got:
             skipped.append(f"{path.parent.name}: no succeeded training step with step_seconds and "
                            "model_parameters metrics (cached, failed, or recorded before they existed)")
@@ -218,6 +329,7 @@ def from_training_job(described: dict) -> Observation | None:
         instance_type=resources.get("InstanceType", "?"), local=False, cores=None, epochs_used=1,
         tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
         steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
+        workload=resolve_workload(hps, None), started=_when(described.get("TrainingStartTime")),
     )
 
 
