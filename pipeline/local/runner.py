@@ -59,7 +59,7 @@ from pipeline.local.jobs.failures import CLIENT_ERROR
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
-from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.jobs.training_v3 import check_launch, job_class
 from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError
@@ -156,6 +156,11 @@ class PipelineRunner:
                                                   self.storage, self.say)
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
+        # A training step whose launch cannot be determined (no sagemaker_program; SDK v3
+        # sm_drivers files that name nothing runnable) is refused now, not after a step ran.
+        for node in self.nodes:
+            if node.type == STEP_TRAINING:
+                check_launch(preflight.known_request(node, self.ctx), self.storage, f"step {node.name}")
         tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------
@@ -397,7 +402,7 @@ class PipelineRunner:
         policies = list(node.body.get("RetryPolicies") or [])
         retries: dict[int, int] = {}
         first_start = time.time()
-        job_class = TrainingJob if node.type == STEP_TRAINING else ProcessingJob
+        kind = job_class(request) if node.type == STEP_TRAINING else ProcessingJob
         while True:
             record.attempts += 1
             name = job_name(self.pipeline_name, node.name, self.execution_id, record.attempts)
@@ -405,7 +410,7 @@ class PipelineRunner:
             record.job_dir = str(self.run_dir / "jobs" / name)
             self.record.save()
             try:
-                job = job_class(request, name, self.storage, Path(record.job_dir),
+                job = kind(request, name, self.storage, Path(record.job_dir),
                                 region=self.options.region, echo=self.options.echo,
                                 stream=self.options.stream,
                                 environments=self.workdir / JOB_ENVIRONMENTS)
@@ -473,4 +478,3 @@ class PipelineRunner:
         record.detail = f"{package.group} v{package.version} ({package.approval_status})" + (
             f" {package.primary_metric()}" if package.primary_metric() else "")
         record.status = SUCCEEDED
-

@@ -48,6 +48,12 @@ REQUIREMENTS = "requirements.txt"
 MPI_LAUNCH_TIMEOUT = 120.0
 
 
+def missing_program() -> str:
+    return ("hyperparameter sagemaker_program is missing: nothing says which script to run; the "
+            "Training step's HyperParameters must name it (the SDK v2 estimators set it from "
+            "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
+
+
 def extract_sourcedir(archive: Path, target: Path) -> None:
     """SageMaker: sourcedir.tar.gz is unpacked into /opt/ml/code (the one safe extractor)."""
     try:
@@ -153,10 +159,7 @@ class TrainingJob(LocalJob):
         if self.checkpoint_uri:
             S3Uri.parse(self.checkpoint_uri, "CheckpointConfig.S3Uri")
         S3Uri.parse(self.output_path, "OutputDataConfig.S3OutputPath")
-        if not self.framework.get("sagemaker_program"):
-            raise JobFailure("hyperparameter sagemaker_program is missing: nothing says which "
-                             "script to run; the Training step's HyperParameters must name it "
-                             "(the SDK's estimators set it from entry_point)", CLIENT_ERROR)
+        self.check_launch()
         if self.mpi_enabled and mpi.mpirun_path() is None:
             raise JobFailure("sagemaker_mpi_enabled is set but mpirun is not on PATH; install "
                              "Open MPI (apt-get install openmpi-bin)", CLIENT_ERROR)
@@ -171,6 +174,12 @@ class TrainingJob(LocalJob):
             shares[channel.name] = ch.assign(objects, channel.distribution, len(self.hosts),
                                              channel.label, channel.uri)
         return shares
+
+    def check_launch(self) -> None:
+        """What to run is known (SDK v2's estimators: ``sagemaker_program``; v3's ModelTrainer
+        jobs are ``training_v3.TrainingJobV3``'s)."""
+        if not self.framework.get("sagemaker_program"):
+            raise JobFailure(missing_program(), CLIENT_ERROR)
 
     def prepare(self) -> None:
         shares = self.check()
@@ -224,6 +233,14 @@ class TrainingJob(LocalJob):
     def code_paths(self) -> list[Path]:
         return [self.host_dir(self.hosts[0]) / "code"]
 
+    def code_cwd(self, host: str) -> Path:
+        """Where ``host``'s script starts, as its processes see it (SageMaker: /opt/ml/code)."""
+        return self.container_base(host) / "code"
+
+    def custom_mpi_options(self) -> str:
+        """SageMaker: the words appended to mpirun's options (``sagemaker_mpi_custom_mpi_options``)."""
+        return str(self.framework.get("sagemaker_mpi_custom_mpi_options") or "")
+
     def requirements(self) -> bytes | None:
         path = self.host_dir(self.hosts[0]) / "code" / REQUIREMENTS
         return path.read_bytes() if path.is_file() else None
@@ -275,7 +292,7 @@ class TrainingJob(LocalJob):
     # -- running --
     def launch(self) -> None:
         if self.mpi_enabled:
-            custom = str(self.framework.get("sagemaker_mpi_custom_mpi_options") or "")
+            custom = self.custom_mpi_options()
             # Horovod: every rank of every simulated host shares this machine's cores; the
             # runner's launch defaults (threads per rank, MPI yielding, pinning; see
             # tuning.py) keep them from fighting. What the user set wins.
@@ -288,7 +305,7 @@ class TrainingJob(LocalJob):
                 argv = self.command(host)
                 specs[host] = {
                     "env": fast.apply_env(self.host_environment(host)),
-                    "cwd": str(self.container_base(host) / "code"),
+                    "cwd": str(self.code_cwd(host)),
                     "argv": tuning.shim_argv(argv) if fast.pin else argv,
                     "log": str(self.logs_dir / f"{host}.rank-{{rank}}.log"),
                 }
@@ -325,7 +342,7 @@ class TrainingJob(LocalJob):
                 if self.tf_tasks is not None:
                     env = fast.apply_env(env)
                     env[tf_tasks.tf_config.TF_CONFIG_ENV] = self.tf_tasks.script_config(host)
-                argv, cwd = self.as_host(host, self.command(host), self.container_base(host) / "code", env)
+                argv, cwd = self.as_host(host, self.command(host), self.code_cwd(host), env)
                 self.spawn(host, argv, env, cwd, self.logs_dir / f"{host}.log")
                 if self.tf_tasks is not None and self.tf_tasks.has_ps:
                     ps_env = dict(env, **{tf_tasks.tf_config.TF_CONFIG_ENV: self.tf_tasks.ps_config(host)})
@@ -465,4 +482,3 @@ class TrainingJob(LocalJob):
         if reason:
             doc["FailureReason"] = reason
         return doc
-
