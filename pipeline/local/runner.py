@@ -168,6 +168,8 @@ class PipelineRunner:
         """Executions in this workdir whose runner died (SIGKILL, out of memory) are recorded
         as Failed and what their jobs left running is ended, before this one starts."""
         for doc in recover_dead_runners(self.workdir):
+        # Each job's imports against its image's record: one line, before any step runs.
+        preflight.check_images(self.nodes, self.ctx, self.storage, self.say)
             self.say(f"execution {doc.get('execution_id')} was left Executing by a runner that died: "
                      f"recorded as Failed; {doc['swept_processes']} leftover process(es) of its jobs ended")
 

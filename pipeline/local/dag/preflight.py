@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.local.dag import interpreter
+from pipeline.local.dag import image_check, interpreter
 from pipeline.local.dag.interpreter import (
     STEP_PROCESSING,
     STEP_REGISTER_MODEL,
@@ -245,3 +245,11 @@ def place_local_parameters(definition: Mapping, nodes: list[StepNode], parameter
         if say is not None:
             say(f"parameter {name}: {path} copied to {uri}")
     return placed
+
+
+# --- Each job's code against its image ---------------------------------------------------------
+def check_images(nodes: list[StepNode], ctx: Context, storage: Storage, say=None, code_of=None):
+    """Refuse, in one line, a job whose code imports what its image lacks (and its
+    requirements.txt does not install), or that the image's Python cannot parse; say one
+    warning for an image with no record (``image_check.py``, ``pipeline/images/``)."""
+    return image_check.check(nodes, ctx, storage, say, code_of)

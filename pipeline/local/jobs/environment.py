@@ -24,6 +24,23 @@ every later job and trainpipe itself use. So each job runs in a venv of its own:
   wins (split at the last ``=``). The venv is then made with ``--system-site-packages`` over
   that interpreter, and nothing of the runner's site-packages is added (another Python's
   packages, another ABI).
+
+Two layers, so that a job's changes die with the job (SageMaker throws the container away):
+
+- the cached environment above (per interpreter, image URI and requirements) is where the
+  runner installs the code's ``requirements.txt``; the runner seals it afterwards with a
+  digest of what it holds, and an environment whose files changed since (a job wrote into
+  it) is made again before the next job uses it;
+- each job runs in a venv of its own in its job folder, whose site-packages lists the cached
+  environment's and the runner's as plain paths: a job's ``pip install`` and any ``.pth`` it
+  drops land in its own layer (gone with the job), and ``.pth`` files are only ever run from
+  a job's own layer, never from the shared ones.
+
+And the job sees only what its image holds (``pipeline/images/``): where the image has a
+record, an import hook in the job's layer refuses a top-level module that would come from the
+runner's site-packages unless the image's record, the requirements or the code's own ``pip
+install`` provide it; ``ModuleNotFoundError`` names the image, as SageMaker's Python would
+fail. What the job installs itself, its own modules and the standard library are never held.
 """
 
 from __future__ import annotations
@@ -46,6 +63,13 @@ IMAGE_PYTHON_ENV = "TRAINPIPE_IMAGE_PYTHON"
 # Written into every job venv: the runner's site-packages, after the venv's own.
 RUNNER_PTH = "trainpipe-runner.pth"
 READY_FILE = "trainpipe-ready"
+# The cached environment's digest of its files, written by the runner after it installed.
+SEALED_FILE = "trainpipe-sealed"
+# A job's own layer, in its job folder: its site-packages names the shared ones.
+JOB_LAYER = "python-env"
+LAYERS_PTH = "trainpipe-layers.pth"
+GUARD_MODULE = "trainpipe_image_guard"
+GUARD_PTH = "trainpipe-image-guard.pth"
 _IMAGE_PY = re.compile(r"(?<![A-Za-z0-9])py(\d)(\d*)(?![0-9])")
 _PIP_WRAPPER = '#!/bin/sh\n# trainpipe: pip of this job environment (never the runner\'s)\nexec "$(dirname "$0")/python" -m pip "$@"\n'
 # pip's last words when nothing matches the requirement on this Python.
@@ -121,11 +145,103 @@ def _slug(image_uri: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:40] or "image"
 
 
+# What every image's Python has whatever its record says: pip runs the job's installs.
+_ALWAYS = ("pip", "setuptools", "pkg_resources")
+_GUARD_SOURCE = '''"""trainpipe: this job imports what its image holds, not trainpipe's own packages.
+
+Written by trainpipe (pipeline/local/jobs/environment.py) into this job's own environment and
+run by the .pth next to it at start-up: a top-level module that would come from trainpipe's
+site-packages, and that the image's record, the requirements or the code's own pip install
+do not provide, fails as it would in the image.
+"""
+import importlib.machinery
+import os
+import sys
+
+_CONFIG = {config}
+_HELD = tuple(os.path.join(os.path.realpath(p), "") for p in _CONFIG["held"])
+_ALLOWED = frozenset(_CONFIG["allowed"])
+
+
+class TrainpipeImageGuard:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if path is not None or name in _ALLOWED or name.startswith("_") or name in sys.builtin_module_names:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name)
+        if spec is None:
+            return None
+        where = spec.origin if spec.origin not in (None, "namespace") else \\
+            next(iter(spec.submodule_search_locations or []), None)
+        if where and os.path.realpath(where).startswith(_HELD):
+            raise ModuleNotFoundError(_CONFIG["message"].format(name=name), name=name)
+        return None
+
+    @classmethod
+    def invalidate_caches(cls):
+        pass
+
+
+sys.meta_path.insert(0, TrainpipeImageGuard)
+'''
+
+
+@dataclass(frozen=True)
+class Guard:
+    """What a job may import from the runner's site-packages: its image's record's modules,
+    its requirements' and what its code pip-installs (``guard_for``)."""
+    image_uri: str
+    record: str
+    allowed: frozenset[str]
+
+    def message(self) -> str:
+        return (f"No module named '{{name}}': the image {self.image_uri} (record {self.record}, "
+                f"pipeline/images/records/) does not have it and the job's requirements.txt does not "
+                f"install it (trainpipe runs a job with what its image holds, not with trainpipe's own "
+                f"packages); add it to requirements.txt, or name an image that has it")
+
+    def install(self, site: Path, held: list[str]) -> None:
+        config = {"held": list(held), "allowed": sorted(self.allowed | set(_ALWAYS)),
+                  "message": self.message(), "image": self.image_uri}
+        (site / f"{GUARD_MODULE}.py").write_text(_GUARD_SOURCE.replace("{config}", repr(config)))
+        (site / GUARD_PTH).write_text(f"import {GUARD_MODULE}\n")
+
+
+def guard_for(image_uri: str, requirements: bytes | None, code_paths=()) -> Guard | None:
+    """The guard for a job of ``image_uri``: None where the image has no record (the job
+    sees every package of this machine, as before; the pre-run check warned) or where the code
+    pip-installs what cannot be known before it runs."""
+    from pipeline.images import catalog
+    from pipeline.images.distributions import parse_requirements
+    from pipeline.images.imports import scan
+
+    record = catalog.find(image_uri)
+    if record is None:
+        return None
+    files = {}
+    for top in map(Path, code_paths):
+        for path in ([top] if top.is_file() else sorted(top.rglob("*.py"))[:2000]):
+            if path.suffix == ".py" and path.is_file() and path.stat().st_size <= 1 << 20:
+                files[str(path)] = path.read_text(errors="replace")
+    scanned = scan(files, None, record.python)
+    wanted = parse_requirements("\n".join([(requirements or b"").decode(errors="replace"), *scanned.pip_installs]))
+    if scanned.pip_opaque or wanted.opaque:
+        return None
+    return Guard(str(image_uri), record.name, frozenset(record.modules | wanted.modules))
+
+
 @dataclass(frozen=True)
 class JobEnvironment:
-    root: Path  # the venv
+    root: Path  # the venv the job's processes run
     interpreter: Interpreter
     image_uri: str
+    base: Path | None = None  # the cached environment under the job's layer (None: root is it)
+    guard: Guard | None = None  # what the job may import from the runner's site-packages
+
+    @property
+    def cached(self) -> Path:
+        """The cached environment: where the runner installs requirements."""
+        return self.base or self.root
 
     @property
     def bin(self) -> Path:
@@ -164,10 +280,14 @@ class JobEnvironment:
                 f"that exists for Python {self.interpreter.version}")
 
     def install_requirements(self, requirements: Path, log: Path) -> None:
-        """SageMaker: the toolkit pip-installs the code's requirements.txt before the script."""
+        """SageMaker: the toolkit pip-installs the code's requirements.txt before the script.
+        Here the runner installs them into the cached environment (the job's layer reads it),
+        then seals it."""
+        python = str(self.cached / "bin" / "python")
         with open(log, "a") as out:
-            done = subprocess.run([self.python, "-m", "pip", "install", "-r", str(requirements)],
+            done = subprocess.run([python, "-m", "pip", "install", "-r", str(requirements)],
                                   stdout=out, stderr=subprocess.STDOUT, env=self._pip_env(), timeout=3600)
+        seal(self.cached)
         if done.returncode != 0:
             text = log.read_text(errors="replace")
             raise InstallFailed(explain_install_failure(text, self) or
@@ -196,9 +316,12 @@ def explain_install_failure(log_text: str, environment: JobEnvironment | None) -
 
 
 def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
-            environ: Mapping[str, str] = os.environ) -> JobEnvironment:
+            environ: Mapping[str, str] = os.environ, *, job_dir: Path | None = None,
+            guard: Guard | None = None) -> JobEnvironment:
     """The cached job environment for ``image_uri`` (and these requirements), made when
-    missing. Safe against another trainpipe making the same one at the same time."""
+    missing or changed since it was sealed; with ``job_dir``, the job's own layer over it
+    (holding ``guard`` where given). Safe against another trainpipe making the same one at
+    the same time."""
     interpreter = interpreter_for(image_uri, environ)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -206,9 +329,63 @@ def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
     environment = JobEnvironment(root, interpreter, str(image_uri or ""))
     with open(directory / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / READY_FILE).exists() and not _intact(root):
+            shutil.rmtree(root, ignore_errors=True)  # a job wrote into it: made again
         if not (root / READY_FILE).exists():
             _create(environment)
-    return environment
+            seal(root)
+    if job_dir is None:
+        return environment
+    layer = JobEnvironment(Path(job_dir) / JOB_LAYER, interpreter, str(image_uri or ""), base=root,
+                           guard=None if interpreter.mapped else guard)
+    _create_layer(layer)
+    return layer
+
+
+def _digest(root: Path) -> str:
+    """What a cached environment holds: every file's path, size and modification time."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        if path.name in (SEALED_FILE, READY_FILE) or "__pycache__" in path.parts:
+            continue
+        try:
+            stat = path.lstat()
+        except OSError:
+            continue
+        digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def seal(root: Path) -> None:
+    """Record what the cached environment holds now (after the runner's installs)."""
+    (Path(root) / SEALED_FILE).write_text(_digest(Path(root)) + "\n")
+
+
+def _intact(root: Path) -> bool:
+    sealed = root / SEALED_FILE
+    return sealed.is_file() and sealed.read_text().strip() == _digest(root)
+
+
+def _create_layer(layer: JobEnvironment) -> None:
+    """The job's own venv: its site-packages names the cached environment's and the
+    runner's (plain paths: their .pth files never run here)."""
+    interpreter = layer.interpreter
+    shutil.rmtree(layer.root, ignore_errors=True)
+    command = [interpreter.python, "-m", "venv", "--without-pip", str(layer.root)]
+    if interpreter.mapped or _runner_sees_system_site():
+        command.insert(-1, "--system-site-packages")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise UserError(f"cannot make the job environment {layer.root} from {interpreter.python}: {last}")
+    site = Path(_site_packages(layer.python))
+    shared = [_site_packages(str(layer.cached / "bin" / "python"))]
+    if not interpreter.mapped:
+        shared += _runner_site_packages()
+    (site / LAYERS_PTH).write_text("".join(f"{p}\n" for p in shared))
+    if layer.guard is not None:
+        layer.guard.install(site, [p for p in shared[1:]])
+    _pip_wrappers(layer)
 
 
 def _create(environment: JobEnvironment) -> None:
@@ -225,11 +402,15 @@ def _create(environment: JobEnvironment) -> None:
         site = _site_packages(environment.python)
         # After the venv's own site-packages: what the job installs shadows the runner's.
         Path(site, RUNNER_PTH).write_text("".join(f"{p}\n" for p in _runner_site_packages()))
-    for name in ("pip", "pip3", f"pip{interpreter.version}"):
+    _pip_wrappers(environment)
+    (root / READY_FILE).write_text(interpreter.python + "\n")
+
+
+def _pip_wrappers(environment: JobEnvironment) -> None:
+    for name in ("pip", "pip3", f"pip{environment.interpreter.version}"):
         wrapper = environment.bin / name
         wrapper.write_text(_PIP_WRAPPER)
         wrapper.chmod(0o755)
-    (root / READY_FILE).write_text(interpreter.python + "\n")
 
 
 def _runner_sees_system_site() -> bool:

@@ -261,10 +261,18 @@ class LocalJob:
                     f"the SM_* variables or SAGEMAKER_BASE_DIR, or run where Linux namespaces work "
                     f"(as root, or with unprivileged user namespaces), or set {OPT_ML_CHECK_ENV}=0 "
                     f"if the code only falls back to it", CLIENT_ERROR)
-        self.python_env = job_environment.prepare(self.environments, self.image_uri, self.requirements())
+        requirements = self.requirements()
+        # SageMaker: the job's Python holds what its image and requirements hold; here the
+        # rest of trainpipe's venv is held back where the image has a record (environment.py).
+        guard = job_environment.guard_for(self.image_uri, requirements, self.code_paths()) \
+            if self.kind in ("Training", "Processing") else None
+        self.python_env = job_environment.prepare(self.environments, self.image_uri, requirements,
+                                                  job_dir=self.job_dir, guard=guard)
         self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}"
                   + (f", {job_environment.IMAGE_PYTHON_ENV}" if self.python_env.interpreter.mapped else "")
-                  + f"; installs land in {self.python_env.root})")
+                  + f"; installs land in {self.python_env.root}"
+                  + (f"; imports: what the image's record {guard.record} and the requirements hold"
+                     if self.python_env.guard is not None else "") + ")")
 
     def code_paths(self) -> list[Path]:
         """The job's code on this machine (files or folders), read by ``ready``."""

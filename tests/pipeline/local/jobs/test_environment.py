@@ -71,14 +71,14 @@ def test_a_jobs_pip_install_lands_in_its_environment_never_in_trainpipes(local_s
     assert result.status == "Completed", result.failure_reason
     assert runner_freeze() == before
     report = json.loads((tmp_path / "job" / "hosts" / "algo-1" / "model" / "report.json").read_text())
-    environments = tmp_path / "envs"
-    assert Path(report["tpdemo"]).is_relative_to(environments)
-    assert Path(report["executable"]).is_relative_to(environments)
+    layer = tmp_path / "job" / job_env.JOB_LAYER  # the job's own: gone with the job
+    assert Path(report["tpdemo"]).is_relative_to(layer)
+    assert Path(report["executable"]).is_relative_to(layer)
     assert Path(report["numpy"]).is_relative_to(sys.prefix)
     assert "pip" in report["pip"]
-    # Cached per image: the next job of this image finds it installed.
+    # SageMaker: the next job starts from a fresh container, without what this one installed.
     again = run_job(local_storage, tmp_path, {"user.py": "import tpdemo\n"}, {}, name="again")
-    assert again.status == "Completed", again.failure_reason
+    assert again.status == "Failed" and "No module named 'tpdemo'" in again.failure_reason
 
 
 def test_the_codes_requirements_are_installed_into_the_job_environment(local_storage, tmp_path):
@@ -119,7 +119,7 @@ def test_an_image_maps_to_the_interpreter_the_user_chose(local_storage, tmp_path
     result = run_job(local_storage, tmp_path, {"user.py": script}, {})
     assert result.status == "Completed", result.failure_reason
     base_prefix, prefix = json.loads((tmp_path / "job" / "hosts" / "algo-1" / "model" / "py.json").read_text())
-    assert Path(prefix).is_relative_to(tmp_path / "envs") and base_prefix == sys.base_prefix
+    assert Path(prefix).is_relative_to(tmp_path / "job") and base_prefix == sys.base_prefix
     # trainpipe's venv is not in that Python's path: another interpreter, another ABI
     assert not list(Path(prefix).rglob(job_env.RUNNER_PTH))
 
@@ -142,3 +142,49 @@ def test_a_bad_mapping_is_one_line(text, message):
     ("x/pytorch-training:2.1.0-gpu-py310-cu121-ubuntu20.04-sagemaker", "3.10")])
 def test_the_images_python_comes_from_its_tag(uri, version):
     assert job_env.image_python(uri) == version
+
+
+# Issue 35 (7): a job's changes to its environment die with the job.
+DROPS = """
+    import pathlib, sys, sysconfig
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    marker = args["--marker"]
+    hook = f"import pathlib; pathlib.Path({marker!r}).write_text('ran')\\n"
+    # Its own site-packages, and every shared folder on its path it can write to but trainpipe's.
+    targets = [sysconfig.get_paths()["purelib"]] + [p for p in sys.path if p.startswith(args["--envs"])]
+    for folder in targets:
+        pathlib.Path(folder, "zz-left-behind.pth").write_text(hook)
+        pathlib.Path(folder, "tpshadow.py").write_text("SHADOW = True\\n")
+"""
+
+
+def test_what_a_job_leaves_in_its_environment_never_reaches_the_next_job(local_storage, tmp_path):
+    marker = tmp_path / "marker"
+    first = run_job(local_storage, tmp_path, {"user.py": DROPS}, {"marker": str(marker), "envs": str(tmp_path / "envs")})
+    assert first.status == "Completed", first.failure_reason
+    assert (tmp_path / "job" / job_env.JOB_LAYER).is_dir()
+    marker.unlink(missing_ok=True)  # its own .pth may run in its own later processes
+    script = "try:\n    import tpshadow\nexcept ImportError:\n    pass\nelse:\n    raise SystemExit('shadowed')\n"
+    second = run_job(local_storage, tmp_path, {"user.py": script}, {}, name="second")
+    assert second.status == "Completed", second.failure_reason
+    assert not marker.exists(), "a .pth the first job dropped ran in the second"
+    log = (tmp_path / "second" / "job.log").read_text()
+    assert "python:" in log
+
+
+# Issue 34: a job imports what its image holds, not what trainpipe's venv holds.
+DYNAMIC = "import importlib\nimportlib.import_module('matpl' + 'otlib')\n"  # out of the pre-run check's sight
+
+
+def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_storage, tmp_path):
+    result = run_job(local_storage, tmp_path, {"user.py": DYNAMIC}, {})
+    assert result.status == "Failed"
+    assert "No module named 'matplotlib': the image " + TF_IMAGE in result.failure_reason
+    assert "record aws-tensorflow-training-2.14" in result.failure_reason
+    # The requirements.txt that installs it (here: satisfied by this machine) lets it through.
+    done = run_job(local_storage, tmp_path, {"user.py": DYNAMIC, "requirements.txt": "matplotlib\n"}, {}, name="reqs")
+    assert done.status == "Completed", done.failure_reason
+    # An image with no record: the job sees every package of this machine, as before.
+    unknown = run_job(local_storage, tmp_path, {"user.py": DYNAMIC}, {}, name="unknown",
+                      image="123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest")
+    assert unknown.status == "Completed", unknown.failure_reason
