@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -101,8 +102,16 @@ def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
         assert request["HyperParameters"]["epochs"] == "6"
         assert request["HyperParameters"]["_tuning_objective_metric"] == "validation:accuracy"
         assert request["HyperParameters"]["learning_rate"] == tuned["learning_rate"]
-    # Two slots, one core each, said in the job log; the step's summary names the best trial.
-    assert "trials side by side: up to 2, 1 core(s) each" in done.stdout or "more trials than cores" in done.stdout
+    # Two slots, each its own core where there are two: said in the job log, and seen by the
+    # trials' processes. The step's summary names the best trial.
+    cores = sorted(os.sched_getaffinity(0))
+    seen = {json.dumps(sorted(json.loads(line.split("cpus ", 1)[1])))
+            for log in (workdir / "runs").glob("*/jobs/TuneModel-*/job.log")
+            for line in log.read_text().splitlines() if "] cpus [" in line}
+    if len(cores) >= 2:
+        assert "trials side by side: up to 2, " in done.stdout
+        first, second = (set(json.loads(s)) for s in sorted(seen))  # two slots, neither shared
+        assert not first & second and first | second <= set(cores), seen
     assert f"best of 4 trials: {best['TrainingJobName']}" in tuning["detail"]
     # The top model fed the evaluation and the registered package.
     top_model = f"s3://{BUCKET}/models/{best['TrainingJobName']}/output/model.tar.gz"

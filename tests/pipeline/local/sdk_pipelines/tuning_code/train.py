@@ -28,6 +28,7 @@ if __name__ == "__main__":
     parser.add_argument("--epoch_seconds", type=float, default=0.0)
     args, _ = parser.parse_known_args()
 
+    print(f"cpus {sorted(os.sched_getaffinity(0))}", flush=True)  # the share the tuning job gave it
     x, y = load(os.environ.get("SM_CHANNEL_TRAIN", "/opt/ml/input/data/train"))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(x))

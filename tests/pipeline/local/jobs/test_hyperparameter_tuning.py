@@ -1,0 +1,118 @@
+"""The tuning job's parts that need no process: the cores per parallel trial, SageMaker's
+median rule for early stopping, and the Optuna study each strategy makes (unit tests)."""
+
+from __future__ import annotations
+
+import optuna
+import pytest
+
+from pipeline.local.jobs import hyperparameter_ranges as hr
+from pipeline.local.jobs import hyperparameter_tuning as ht
+
+from .test_hyperparameter_ranges import changed
+
+
+def test_each_parallel_trial_gets_its_own_cores():
+    assert ht.cpu_slots([0, 1], 2) == [[0], [1]]
+    assert ht.cpu_slots([0, 1, 2, 3, 4], 2) == [[0, 1, 2], [3, 4]]
+    assert ht.cpu_slots([0, 1], 1) == [[0, 1]]
+    # More trials than cores: they share, and the job log says so.
+    assert ht.cpu_slots([0, 1], 3) == [[0], [1], [0]]
+    assert "more trials than cores" in ht.describe_slots(ht.cpu_slots([0, 1], 3), 2)
+    assert ht.describe_slots([[0], [1]], 2).startswith("trials side by side: up to 2, 1 core(s) each")
+
+
+def test_tuning_job_names_fit_the_service_limit():
+    name = ht.tuning_job_name("A-Very-Long-Tuning-Step-Name-Indeed", "20240131-235959-123456-1f2e3d4c")
+    assert len(name) <= ht.TUNING_JOB_NAME_LIMIT and name.endswith("-1f2e3d4c")
+
+
+def _finished(number: int, values: list[float]):
+    """A trial that reported ``values`` at epochs 1, 2, ..."""
+    return optuna.trial.FrozenTrial(
+        number=number, state=optuna.trial.TrialState.COMPLETE, value=values[-1], datetime_start=None,
+        datetime_complete=None, params={}, distributions={}, user_attrs={}, system_attrs={},
+        intermediate_values=dict(enumerate(values, 1)), trial_id=number)
+
+
+def test_the_median_rule_compares_with_earlier_trials_running_averages():
+    earlier = [_finished(0, [0.5, 0.7, 0.9]), _finished(1, [0.6, 0.8, 0.8]), _finished(2, [0.2, 0.3, 0.4])]
+    # At epoch 2 the running averages are 0.6, 0.7 and 0.25: median 0.6.
+    assert ht.median_rule_verdict(_finished(3, [0.4, 0.55]), earlier, maximize=True) == (
+        "at epoch 2 its 0.55 is below the median 0.6 of 3 earlier trials' running averages")
+    assert ht.median_rule_verdict(_finished(3, [0.4, 0.65]), earlier, maximize=True) is None
+    # Minimising, the same numbers the other way.
+    assert ht.median_rule_verdict(_finished(3, [0.4, 0.65]), earlier, maximize=False).startswith(
+        "at epoch 2 its 0.65 is above the median 0.6")
+    # Too few earlier trials at that epoch: no verdict.
+    assert ht.median_rule_verdict(_finished(3, [0.1, 0.1, 0.1, 0.1]), earlier, maximize=True) is None
+
+
+def _request(**paths) -> hr.TuningRequest:
+    return hr.parse(changed(**paths))
+
+
+def test_grid_asks_for_every_combination_once_even_in_parallel():
+    ranges = {"CategoricalParameterRanges": [{"Name": "a", "Values": ["1", "2", "3"]},
+                                             {"Name": "b", "Values": ["x", "y"]}]}
+    request = _request(HyperParameterTuningJobConfig__Strategy="Grid",
+                       HyperParameterTuningJobConfig__ParameterRanges=ranges)
+    study = ht.make_study(request)
+    distributions = ht._distributions(request)
+    asked = [study.ask(distributions) for _ in range(request.max_jobs)]  # all running at once
+    points = {tuple(sorted(ht.trial_values(request, t.params).items())) for t in asked}
+    assert len(points) == 6 == request.max_jobs
+
+
+@pytest.mark.parametrize("strategy", ["Random", "Bayesian"])
+def test_values_stay_in_their_ranges_and_scales(strategy):
+    ranges = {"ContinuousParameterRanges": [
+        {"Name": "lr", "MinValue": "0.0001", "MaxValue": "0.1", "ScalingType": "Logarithmic"},
+        {"Name": "momentum", "MinValue": "0.9", "MaxValue": "0.999", "ScalingType": "ReverseLogarithmic"}],
+        "IntegerParameterRanges": [{"Name": "batch", "MinValue": "16", "MaxValue": "256", "ScalingType": "Linear"}]}
+    request = _request(HyperParameterTuningJobConfig__Strategy=strategy,
+                       HyperParameterTuningJobConfig__ParameterRanges=ranges,
+                       HyperParameterTuningJobConfig__ResourceLimits={"MaxNumberOfTrainingJobs": 40,
+                                                                      "MaxParallelTrainingJobs": 1},
+                       HyperParameterTuningJobConfig__RandomSeed=7)
+    study = ht.make_study(request)
+    lrs = []
+    for _ in range(40):
+        trial = study.ask(ht._distributions(request))
+        values = ht.trial_values(request, trial.params)
+        assert 0.0001 <= float(values["lr"]) <= 0.1
+        assert 0.9 <= float(values["momentum"]) <= 0.999
+        assert 16 <= int(values["batch"]) <= 256 and values["batch"].isdigit()
+        lrs.append(float(values["lr"]))
+        study.tell(trial, -abs(float(values["lr"]) - 0.01))
+    if strategy == "Random":
+        # Log scale: about a third of the draws below 0.001 (uniform would put 0.9% there).
+        assert sum(v < 0.001 for v in lrs) >= 5
+    else:
+        # The model learns where the objective peaks (lr = 0.01): the last draws are nearer.
+        distance = [abs(v - 0.01) for v in lrs]
+        assert sorted(distance[-10:])[5] < sorted(distance[:10])[5]
+
+
+def test_hyperband_stops_trials_on_the_epoch_stream():
+    request = _request(HyperParameterTuningJobConfig__Strategy="Hyperband",
+                       HyperParameterTuningJobConfig__TrainingJobEarlyStoppingType="Off",
+                       HyperParameterTuningJobConfig__StrategyConfig={
+                           "HyperbandStrategyConfig": {"MinResource": 1, "MaxResource": 9}},
+                       HyperParameterTuningJobConfig__ResourceLimits={"MaxNumberOfTrainingJobs": 30,
+                                                                      "MaxParallelTrainingJobs": 1},
+                       HyperParameterTuningJobConfig__RandomSeed=3)
+    study = ht.make_study(request)
+    pruned = 0
+    for _ in range(30):
+        trial = study.ask(ht._distributions(request))
+        lr = float(ht.trial_values(request, trial.params)["lr"])
+        for epoch in range(1, 10):
+            trial.report(epoch / 9 - abs(lr - 0.01) * 10, epoch)
+            if trial.should_prune():
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                pruned += 1
+                break
+        else:
+            study.tell(trial, 1 - abs(lr - 0.01) * 10)
+    assert pruned > 0
