@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from serving import table_rows
 from serving.model import RequestError, ServedModel, Signature
 from training_entry import contract
 
@@ -192,8 +193,9 @@ def from_csv(model: ServedModel, body: bytes) -> Request:
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         raise RequestError("the CSV body has no rows")
-    if model.takes_csv_lines:
-        return Request(model.signature(contract.SIGNATURE_CSV), {contract.SERVING_INPUT_CSV: lines}, True)
+    if model.takes_csv_lines:  # a header line skipped, the width checked (table_rows.py)
+        return Request(model.signature(contract.SIGNATURE_CSV),
+                       {contract.SERVING_INPUT_CSV: table_rows.checked_lines(lines, model.table)}, True)
     width = model.feature_width
     if width is None:
         raise RequestError(f"text/csv is for table models; this one takes {_what_it_takes(model)}", 415)

@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
+from serving import table_rows
 from serving.web import RequestError, process_seconds, resident_mib  # noqa: F401 (theirs)
 from training_entry import contract
 
@@ -67,6 +68,8 @@ class ServedModel:
         self.name = name
         self.path, self.version = find_version(model_dir)
         self._loaded = tf.saved_model.load(str(self.path))
+        # A table model's columns, for checking CSV lines and saying what it takes (or None).
+        self.table = table_rows.load_description(self.path)
         self.signatures: dict[str, Signature] = {}
         for key, function in self._loaded.signatures.items():
             _, inputs = function.structured_input_signature
@@ -164,6 +167,9 @@ def _first_line(message: str, signature: Signature) -> str:
     lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
     said = [line for line in lines if not line.startswith(("Graph execution", "Detected at", "<stack", "[["))]
     cause = said[-1] if said else "invalid argument"
+    if signature.name == contract.SIGNATURE_CSV:  # decode_csv's words are no image's
+        return (f"the CSV lines do not fit the model (every feature column in the training header's "
+                f"order, without the label column): {cause[:200]}")
     if signature.name == contract.SIGNATURE_BYTES or "decode" in message.lower():
         return f"the bytes are not an image the model can read (JPEG, PNG, GIF or BMP): {cause[:200]}"
     return f"{signature.name} refused the input: {cause[:300]}"

@@ -4,26 +4,22 @@ without a server (``trainpipe predict`` resolves the model and runs this).
 Each file goes through the same decoding as a request to ``serving.server`` (codec.py), by its
 extension: ``.csv`` rows (text/csv), ``.json``/``.jsonl`` bodies, anything else one image.
 Prints one line per prediction: the input (``file`` or ``file:row``), the class name and its
-probability; ``--json``: one JSON object per line instead. Exit 2 when any file was refused.
+probability; ``--json``: one JSON object per line instead. Exit 2 when any file was refused;
+141, quietly, when the reader of the output went away (``| head -2``), as a shell reports ``cat``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from serving import codec
+from serving.files import BROKEN_PIPE_STATUS, TYPES_BY_SUFFIX, content_type  # noqa: F401 (TYPES_BY_SUFFIX: theirs)
 from serving.model import RequestError, ServedModel
 from training_entry import contract
-
-TYPES_BY_SUFFIX = {".csv": codec.CSV_TYPE, ".json": "application/json", ".jsonl": "application/jsonlines",
-                   ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
-
-
-def content_type(path: Path) -> str:
-    return TYPES_BY_SUFFIX.get(path.suffix.lower(), "application/x-image")
 
 
 def predictions(model: ServedModel, path: Path) -> list[dict]:
@@ -57,8 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"predict: error: {e}", file=sys.stderr)
         return 2
+    try:
+        refused = _print_predictions(model, args.files, args.json)
+    except BrokenPipeError:
+        # The reader stopped (``| head -2``): stop quietly, as Unix tools do. Python would
+        # flush stdout again at exit and print a second BrokenPipeError: point it at /dev/null.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return BROKEN_PIPE_STATUS
+    return 2 if refused else 0
+
+
+def _print_predictions(model: ServedModel, paths: list[Path], as_json: bool) -> int:
+    """Print each file's predictions; the number of files refused."""
     refused = 0
-    for path in args.files:
+    for path in paths:
         try:
             rows = predictions(model, path)
         except (OSError, RequestError) as e:
@@ -66,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             refused += 1
             continue
         for row in rows:
-            if args.json:
+            if as_json:
                 print(json.dumps(row), flush=True)
             else:
                 print(f"{row['input']}\t{row['class']}\t{row['probability']:.4f}", flush=True)
-    return 2 if refused else 0
+    return refused
 
 
 if __name__ == "__main__":

@@ -166,6 +166,10 @@ SERVING_CLASSES = "classes"
 # training data has them (every feature column in the header's order, label left out).
 SIGNATURE_CSV = "serving_csv"
 SERVING_INPUT_CSV = "csv_lines"  # tf.string [None]
+# What a server tells a client about a table model's rows, beside the SavedModel in the version
+# folder (assets.extra/: SavedModel's place for files its graph does not load): {"columns":
+# [every feature column's name, header order], "label_column": name}.
+SERVING_TABLE_FILE = "assets.extra/trainpipe-table.json"
 
 # Horovod: knobs passed to every rank through the MPI launch (custom_mpi_options, -x NAME=V).
 HOROVOD_FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"

@@ -273,8 +273,9 @@ def _export(run: _Run, cfg, data: _Input, model) -> None:
     manifest = data.manifest
     # A table of typed columns: serving_default (a tensor per column) and serving_csv, as Horovod's.
     signatures = tabular.tabular_signatures(model, manifest.columns, manifest.class_names) if manifest.columns else None
+    table = tabular.table_description(manifest.columns, manifest.label_column) if manifest.columns else None
     saved = save_for_serving(model, model_dir, contract.MODEL_VERSION, data.image_size, signatures,
-                             manifest.class_names)
+                             manifest.class_names, table)
     run.log(f"saved {saved}")
     if not chief:
         shutil.rmtree(model_dir, ignore_errors=True)

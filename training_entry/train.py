@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         # SageMaker: /opt/ml/model is packed into model.tar.gz; TF Serving loads model/1.
         signatures = (tabular.tabular_signatures(model, manifest.columns, manifest.class_names)
                       if manifest.columns else None)
-        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size, signatures, manifest.class_names)}")
+        table = tabular.table_description(manifest.columns, manifest.label_column) if manifest.columns else None
+        log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size, signatures, manifest.class_names, table)}")
     if layout.local_rank == 0:
         inputs.cleanup()
 

@@ -4,8 +4,9 @@
     trainpipe predict [--workdir W] [--model M | --run ID] [--json] FILE...
 
 The model (``--model``): ``latest`` (the default: the newest package in the local registry of
-the workdir, as ``trainpipe models`` lists it), a version number of that registry's group (or
-``group/N``), a model package ARN, a ``model.tar.gz``, an ``s3://`` URI in the local store, or
+the workdir, as ``trainpipe models`` lists it, whose model takes what is sent: see
+model_choice.py), ``table`` or ``image`` (the newest of that kind), a version number of that
+registry's group (or ``group/N``), a model package ARN, a ``model.tar.gz``, an ``s3://`` URI in the local store, or
 a folder holding ``<version>/saved_model.pb``; ``--run ID``: that local execution's trained
 model. This side never imports TensorFlow: it finds the SavedModel folder (extracting an
 archive once, under ``<workdir>/serving/``), then runs ``python -m serving.server`` (SageMaker's
@@ -19,16 +20,19 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
+from pipeline.cli import model_choice
 from pipeline.cli.local import absolute_path
 from pipeline.errors import UserError
 from pipeline.local.store.registry import ModelPackage, Registry
 from pipeline.local.store.storage import LocalStorage, S3Uri
 from pipeline.workdir import HELP as WORKDIR_HELP
+from serving import files as served_files
 
 LATEST = "latest"
 EXTRACTED_DIR = "serving"  # <workdir>/serving/<digest>/: each archive extracted once
@@ -59,22 +63,53 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default=LATEST, metavar="MODEL",
-                       help="latest (default), a registry version (N or group/N), a model package "
-                            "ARN, a model.tar.gz, an s3:// URI in the local store, or a model folder")
+                       help="latest (default: the newest registered model that takes what is sent), "
+                            "table or image (the newest of that kind), a registry version (N or group/N), "
+                            "a model package ARN, a model.tar.gz, an s3:// URI in the local store, or a "
+                            "model folder")
     which.add_argument("--run", metavar="EXECUTION_ID", help="the model trained by this local execution")
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    model_dir, what = resolve_model(Path(args.workdir), args.model, args.run)
+    model_dir, what = resolve_model(Path(args.workdir), args.model, args.run, command="serve")
     print(f"trainpipe serve: {what}: {model_dir}", file=sys.stderr, flush=True)
     argv = ["--model-dir", str(model_dir), "--host", args.host, "--port", str(args.port), "--name", args.name]
     _exec("serving.server", argv + (["--access-log"] if args.access_log else []))
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    model_dir, what = resolve_model(Path(args.workdir), args.model, args.run)
-    print(f"trainpipe predict: {what}: {model_dir}", file=sys.stderr, flush=True)
-    _exec("serving.predict", ["--model-dir", str(model_dir), *(["--json"] if args.json else []), *args.files])
+    workdir = Path(args.workdir)
+    groups = _files_by_kind(args.files) if args.model == LATEST and not args.run else {None: args.files}
+    # Resolved before any runs: a refusal comes before the first answer, not between two.
+    chosen = [(resolve_model(workdir, args.model, args.run, wanted=kind, command="predict"), files)
+              for kind, files in groups.items()]
+    json_flag = ["--json"] if args.json else []
+    if len(chosen) == 1:
+        (model_dir, what), files = chosen[0]
+        print(f"trainpipe predict: {what}: {model_dir}", file=sys.stderr, flush=True)
+        _exec("serving.predict", ["--model-dir", str(model_dir), *json_flag, *files])
+    # Tables and images in one command: each kind through its own model, in turn.
+    worst = 0
+    for (model_dir, what), files in chosen:
+        print(f"trainpipe predict: {what}: {model_dir}", file=sys.stderr, flush=True)
+        code = subprocess.run([sys.executable, "-m", "serving.predict", "--model-dir", str(model_dir),
+                               *json_flag, *files], env=_child_environment()).returncode
+        if code == served_files.BROKEN_PIPE_STATUS:  # the reader went away (| head): nothing more to print
+            return code
+        worst = code if code < 0 or worst < 0 else max(worst, code)
+    return worst
+
+
+def _files_by_kind(files: list[str]) -> dict[str | None, list[str]]:
+    """The files by the kind of model that takes them, in the order given; a JSON body (either
+    kind) goes with the others when they are of one kind."""
+    groups: dict[str | None, list[str]] = {}
+    for name in files:
+        groups.setdefault(served_files.kind_of(name), []).append(name)
+    known = [k for k in groups if k is not None]
+    if len(known) == 1 and None in groups:
+        groups[known[0]] += groups.pop(None)
+    return groups
 
 
 def _exec(module: str, argv: list[str]) -> None:
@@ -82,17 +117,25 @@ def _exec(module: str, argv: list[str]) -> None:
     is the command's."""
     sys.stdout.flush()
     sys.stderr.flush()
-    # TensorFlow's start-up banner (oneDNN, CPU features) is INFO: hidden, as for every job's
-    # process (lifecycle.base_environment); a user's own setting wins.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    os.environ.update(_child_environment())
     os.execv(sys.executable, [sys.executable, "-m", module, *argv])
 
 
+def _child_environment() -> dict[str, str]:
+    # TensorFlow's start-up banner (oneDNN, CPU features) is INFO: hidden, as for every job's
+    # process (lifecycle.base_environment); a user's own setting wins.
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1")}
+
+
 # --- which model -----------------------------------------------------------------------------
-def resolve_model(workdir: Path, spec: str = LATEST, run: str | None = None) -> tuple[Path, str]:
-    """(a folder holding ``<version>/saved_model.pb``, how it was found), or ``UserError``."""
+def resolve_model(workdir: Path, spec: str = LATEST, run: str | None = None, wanted: str | None = None,
+                  command: str = "serve") -> tuple[Path, str]:
+    """(a folder holding ``<version>/saved_model.pb``, how it was found), or ``UserError``.
+    ``wanted``: the kind of data that will be sent (None: unknown), for ``latest``."""
     if run:
         return _extracted(workdir, _run_model_uri(workdir, run), f"the model of execution {run}")
+    if spec in model_choice.KINDS:  # before paths: ./table names a folder called table
+        spec, wanted = LATEST, spec
     path = Path(spec).expanduser()
     if spec != LATEST and path.is_dir():
         return path.resolve(), "model folder"
@@ -100,19 +143,19 @@ def resolve_model(workdir: Path, spec: str = LATEST, run: str | None = None) -> 
         return _extracted(workdir, str(path.resolve()), "archive")
     if spec.startswith("s3://"):
         return _extracted(workdir, spec, "store object")
-    package = _package(workdir, spec)
+    package = _package(workdir, spec, wanted, command)
     return _extracted(workdir, package.model_data_url,
                       f"model package {package.arn} ({package.approval_status})")
 
 
-def _package(workdir: Path, spec: str) -> ModelPackage:
+def _package(workdir: Path, spec: str, wanted: str | None = None, command: str = "serve") -> ModelPackage:
     registry = Registry(workdir / "registry.sqlite")
     packages = registry.list()
     if not packages:
         raise UserError(f"no model packages in {registry.path}: run the pipeline (trainpipe run --local), "
                         "or give --model a model.tar.gz, an s3:// URI or a model folder")
     if spec == LATEST:
-        return max(packages, key=lambda p: (p.created, p.version))
+        return model_choice.choose(packages, wanted, command)
     if spec.startswith("arn:"):
         found = [p for p in packages if p.arn == spec]
     else:

@@ -41,6 +41,34 @@ def save_image_model(model_dir: str) -> str:
     return model_dir
 
 
+# A table of typed columns as processing describes it (the penguins' shape, small): every CSV
+# column in header order, the label ("species") left out, one column dropped.
+TYPED_COLUMNS = (
+    {"name": "island", "key": "island", "type": "categorical", "vocabulary": ["", "Biscoe", "Dream"]},
+    {"name": "bill_length_mm", "key": "bill_length_mm", "type": "numeric", "mean": 40.0, "std": 2.0},
+    {"name": "year", "key": "year", "type": "numeric", "mean": 2008.0, "std": 1.0},
+    {"name": "id", "key": "id", "type": "categorical", "vocabulary": [], "dropped": True},
+)
+TYPED_LABEL = "species"
+TYPED_CLASSES = ("Adelie", "Chinstrap", "Gentoo")
+
+
+def save_typed_table_model(model_dir: str, described: bool = True) -> str:
+    """As training saves a typed table's model (train.py); ``described=False``: as it did
+    before the columns were written beside it."""
+    import tensorflow as tf
+
+    from training_entry.model import network, tabular
+
+    tf.keras.utils.set_random_seed(0)
+    model = tabular.build_tabular_model(TYPED_COLUMNS, len(TYPED_CLASSES))
+    network.save_for_serving(
+        model, model_dir, "1", signatures=tabular.tabular_signatures(model, TYPED_COLUMNS, TYPED_CLASSES),
+        class_names=TYPED_CLASSES,
+        table=tabular.table_description(TYPED_COLUMNS, TYPED_LABEL) if described else None)
+    return model_dir
+
+
 @pytest.fixture(scope="session")
 def table_model(tmp_path_factory) -> str:
     return save_table_model(str(tmp_path_factory.mktemp("table-model")))

@@ -9,6 +9,7 @@ computed in full precision. Python 3.10 syntax.
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import shutil
 import tempfile
@@ -130,6 +131,7 @@ def _named(spec: tf.TensorSpec, name: str) -> tf.TensorSpec:
 def save_for_serving(
     model: tf.keras.Model, model_dir: str, version: str, image_size: int | None = None,
     signatures: dict | None = None, class_names: Sequence[str] | None = None,
+    table: dict | None = None,
 ) -> str:
     """``<model_dir>/<version>`` as a TF SavedModel (servable by TF Serving as it stands),
     written beside and renamed into place so no reader sees half a model. Without the
@@ -137,7 +139,8 @@ def save_for_serving(
     ``image_size``: an image model, exported with ``image_signatures``; ``signatures``: a
     model's own (a table of typed columns: ``tabular.tabular_signatures``); else one float
     input (``default_signature``). ``class_names``: the manifest's (None: "0".."K-1"), carried
-    by every signature as its ``classes`` output (``with_classes``)."""
+    by every signature as its ``classes`` output (``with_classes``). ``table``: a table model's
+    columns for the server's messages (``tabular.table_description``), written beside it."""
     if image_size:
         signatures = image_signatures(model, image_size)
     elif signatures is None:
@@ -149,6 +152,11 @@ def save_for_serving(
     partial = tempfile.mkdtemp(prefix=f".{version}.partial-", dir=model_dir)
     try:
         model.save(partial, include_optimizer=False, save_format="tf", signatures=signatures)
+        if table is not None:
+            described = os.path.join(partial, contract.SERVING_TABLE_FILE)
+            os.makedirs(os.path.dirname(described), exist_ok=True)
+            with open(described, "w") as f:
+                json.dump(table, f)
         if os.path.exists(final):  # a reused local tree
             shutil.rmtree(final)
         os.rename(partial, final)

@@ -101,6 +101,13 @@ def build_tabular_model(schema: Sequence[dict], num_classes: int) -> tf.keras.Mo
     return tf.keras.Model(inputs=inputs, outputs=probabilities, name="table_mlp")
 
 
+def table_description(schema: Sequence[dict], label_column: str | None) -> dict:
+    """What the server says a table model takes (``contract.SERVING_TABLE_FILE``): every
+    column a CSV line holds, in header order (dropped ones too: the line still has them),
+    and the label column that a line must not."""
+    return {"columns": [c["name"] for c in schema], "label_column": label_column}
+
+
 def tabular_signatures(model: tf.keras.Model, schema: Sequence[dict], class_names: Sequence[str]) -> dict:
     """``serving_default`` (one tensor per kept column) and ``serving_csv`` (CSV lines)."""
     names = tf.constant(list(class_names))

@@ -1,0 +1,33 @@
+"""What a file given to ``predict`` is, by its name: its request Content-Type and the kind of
+model that takes it. Standard library only: ``trainpipe predict`` reads it to choose a model
+before anything imports TensorFlow (``serving.predict`` decodes the files the same way).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# The data kinds, as the processing manifests and evaluation.json name them
+# (training_entry.input.records.KIND_*, a stdlib module).
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE
+
+CSV_TYPE = "text/csv"  # serving.codec.CSV_TYPE (tests/serving/test_predict.py checks they agree)
+IMAGE_TYPE = "application/x-image"  # any other file: one encoded image
+JSON_BODY_TYPES = {".json": "application/json", ".jsonl": "application/jsonlines"}
+TYPES_BY_SUFFIX = {".csv": CSV_TYPE, **JSON_BODY_TYPES,
+                   ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+# predict's exit status when the reader of its output went away (``| head -2``): what a shell
+# reports for a process that SIGPIPE ended (``yes | head -1``), so a pipeline reads it the same.
+BROKEN_PIPE_STATUS = 128 + 13
+
+
+def content_type(path: Path | str) -> str:
+    return TYPES_BY_SUFFIX.get(Path(path).suffix.lower(), IMAGE_TYPE)
+
+
+def kind_of(path: Path | str) -> str | None:
+    """``KIND_TABLE`` for CSV rows, ``KIND_IMAGE`` for an image, None for a JSON body (either)."""
+    suffix = Path(path).suffix.lower()
+    if suffix in JSON_BODY_TYPES:
+        return None
+    return KIND_TABLE if suffix == ".csv" else KIND_IMAGE
