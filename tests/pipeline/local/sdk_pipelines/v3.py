@@ -90,3 +90,72 @@ def training_arguments(code_uri: str, drivers_uri: str, *, output: str, instance
         "StoppingCondition": {"MaxRuntimeInSeconds": 600},
         "OutputDataConfig": {"S3OutputPath": output, "CompressionType": "GZIP"},
     }
+
+
+# --- A whole pipeline, as sagemaker 3.27's Pipeline.definition() writes it -------------------------
+SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+
+def _processing_input(name: str, uri, local: str) -> dict:
+    return {"InputName": name, "S3Input": {"S3Uri": uri, "LocalPath": local, "S3DataType": "S3Prefix",
+                                           "S3InputMode": "File", "S3DataDistributionType": "FullyReplicated",
+                                           "S3CompressionType": "None"}}
+
+
+def _processing_step(name: str, script_uri: str, inputs: list, output: tuple[str, str, str], **extra) -> dict:
+    out_name, out_uri, out_local = output
+    return {"Name": name, "Type": "Processing", "Arguments": {
+        "ProcessingResources": {"ClusterConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
+                                                  "VolumeSizeInGB": 30}},
+        "AppSpecification": {"ImageUri": SKLEARN_IMAGE, "ContainerEntrypoint": [
+            "python3", f"/opt/ml/processing/input/code/{script_uri.rsplit('/', 1)[-1]}"]},
+        "RoleArn": ROLE,
+        "ProcessingInputs": [*inputs, _processing_input("code", script_uri, "/opt/ml/processing/input/code")],
+        "ProcessingOutputConfig": {"Outputs": [{"OutputName": out_name, "S3Output": {
+            "S3Uri": out_uri, "LocalPath": out_local, "S3UploadMode": "EndOfJob"}}]}}, **extra}
+
+
+def pipeline_definition(bucket: str, training: dict, *, preprocess_uri: str, evaluate_uri: str,
+                        threshold: float = 0.5) -> dict:
+    """ScriptProcessor -> ModelTrainer -> ScriptProcessor (PropertyFile) -> ConditionStep ->
+    ModelStep(ModelBuilder.register()) | FailStep, in v3's shapes (a RegisterModel step named
+    as the ModelStep, its container's SAGEMAKER_* variables empty, ``SkipModelValidation``)."""
+    model = {"Get": "Steps.Train.ModelArtifacts.S3ModelArtifacts"}
+    training = dict(training)
+    training["InputDataConfig"] = [
+        {**c, "DataSource": {"S3DataSource": {**c["DataSource"]["S3DataSource"], "S3Uri": {
+            "Get": "Steps.Preprocess.ProcessingOutputConfig.Outputs['train'].S3Output.S3Uri"}}}}
+        if c["ChannelName"] == "train" else c for c in training["InputDataConfig"]]
+    register = {"Name": "Register", "Type": "RegisterModel", "Arguments": {
+        "ModelPackageGroupName": "digits-v3",
+        "InferenceSpecification": {"Containers": [{
+            "Image": training["AlgorithmSpecification"]["TrainingImage"],
+            "Environment": {"SAGEMAKER_PROGRAM": "", "SAGEMAKER_SUBMIT_DIRECTORY": "",
+                            "SAGEMAKER_CONTAINER_LOG_LEVEL": "20", "SAGEMAKER_REGION": "us-east-1"},
+            "ModelDataUrl": model}],
+            "SupportedContentTypes": ["application/json"], "SupportedResponseMIMETypes": ["application/json"],
+            "SupportedRealtimeInferenceInstanceTypes": ["ml.m5.xlarge"]},
+        "ModelApprovalStatus": "Approved", "SkipModelValidation": "None"}}
+    return {
+        "Version": "2020-12-01", "Metadata": {},
+        "Parameters": [{"Name": "InputData", "Type": "String", "DefaultValue": f"s3://{bucket}/raw"}],
+        "PipelineExperimentConfig": {"ExperimentName": {"Get": "Execution.PipelineName"},
+                                     "TrialName": {"Get": "Execution.PipelineExecutionId"}},
+        "MlflowConfig": None,
+        "Steps": [
+            _processing_step("Preprocess", preprocess_uri,
+                             [_processing_input("raw", {"Get": "Parameters.InputData"}, "/opt/ml/processing/input")],
+                             ("train", f"s3://{bucket}/v3/train", "/opt/ml/processing/train")),
+            {"Name": "Train", "Type": "Training", "Arguments": training},
+            _processing_step("Evaluate", evaluate_uri, [_processing_input("model", model, "/opt/ml/processing/model")],
+                             ("evaluation", f"s3://{bucket}/v3/evaluation", "/opt/ml/processing/evaluation"),
+                             PropertyFiles=[{"PropertyFileName": "EvaluationReport", "OutputName": "evaluation",
+                                             "FilePath": "evaluation.json"}]),
+            {"Name": "Check", "Type": "Condition", "Arguments": {
+                "Conditions": [{"Type": "GreaterThanOrEqualTo", "LeftValue": {"Std:JsonGet": {
+                    "PropertyFile": {"Get": "Steps.Evaluate.PropertyFiles.EvaluationReport"},
+                    "Path": "metrics.accuracy.value"}}, "RightValue": threshold}],
+                "IfSteps": [register],
+                "ElseSteps": [{"Name": "Fail", "Type": "Fail", "Arguments": {"ErrorMessage": "accuracy too low"}}]}},
+        ],
+    }

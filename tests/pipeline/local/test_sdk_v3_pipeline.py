@@ -1,0 +1,136 @@
+"""A pipeline written with SageMaker Python SDK v3 runs unchanged under ``trainpipe run --local
+--definition``: ScriptProcessor -> ModelTrainer(distributed=MPI(process_count_per_node=2),
+instance_count=2) on the TF 2.14 training image -> evaluation -> ConditionStep ->
+ModelBuilder.register() | FailStep. The definition and the files ModelTrainer uploads are
+written by ``sdk_pipelines/v3.py`` in v3's format; the scripts are plain Python (the point is
+the launch contract), the training one an mpi4py allreduce over the shards.
+
+The whole pipeline is slow-marked (~30 s: three jobs, mpi4py installed from the code's
+requirements); the refusal before any step runs is not.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.hosts import mpi, namespaces
+from pipeline.local.store.storage import LocalStorage
+
+from .sdk_pipelines import v3
+
+REPO = Path(__file__).resolve().parents[3]
+BUCKET = "v3-bucket"
+needs_namespaces = pytest.mark.skipif(
+    namespaces.unavailable_reason() is not None,
+    reason=f"the scripts open /opt/ml: {namespaces.unavailable_reason()}")
+needs_mpi = pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed")
+
+PREPROCESS = """
+    import pathlib
+    rows = open("/opt/ml/processing/input/raw.csv").read().split()
+    out = pathlib.Path("/opt/ml/processing/train")
+    for shard in range(2):
+        (out / f"part-{shard}.csv").write_text("\\n".join(rows[shard::2]) + "\\n")
+"""
+TRAIN = """
+    import argparse, json, os, pathlib
+    from mpi4py import MPI
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--learning-rate", type=float)
+    args = parser.parse_args()
+    comm = MPI.COMM_WORLD
+    rows = [float(x) for f in sorted(pathlib.Path(os.environ["SM_CHANNEL_TRAIN"]).glob("*.csv"))
+            for x in f.read_text().split()]
+    mine = rows[comm.Get_rank()::comm.Get_size()]
+    total, count = comm.allreduce(sum(mine)), comm.allreduce(len(mine))
+    print(f"rank {comm.Get_rank()} of {comm.Get_size()} on {os.environ['SM_CURRENT_HOST']}: "
+          f"{len(mine)} rows, epochs={args.epochs}", flush=True)
+    if comm.Get_rank() == 0:
+        model = {"mean": total / count, "ranks": comm.Get_size()}
+        pathlib.Path(os.environ["SM_MODEL_DIR"], "model.json").write_text(json.dumps(model))
+"""
+EVALUATE = """
+    import json, pathlib, tarfile
+    with tarfile.open("/opt/ml/processing/model/model.tar.gz") as tar:
+        model = json.load(tar.extractfile("model.json"))
+    accuracy = 1.0 if abs(model["mean"] - 5.5) < 1e-9 else 0.0
+    report = {"metrics": {"accuracy": {"value": accuracy}}}
+    pathlib.Path("/opt/ml/processing/evaluation/evaluation.json").write_text(json.dumps(report))
+"""
+
+
+def trainpipe(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=900)
+
+
+def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict) -> Path:
+    """The objects a v3 notebook would have uploaded, in the run's store, and the definition."""
+    storage = LocalStorage(workdir / "store")
+    storage.put_bytes("\n".join(str(i) for i in range(1, 11)).encode() + b"\n", f"s3://{BUCKET}/raw/raw.csv")
+    for name, text in (("preprocess.py", PREPROCESS), ("evaluate.py", EVALUATE)):
+        storage.put_bytes(textwrap.dedent(text).encode(), f"s3://{BUCKET}/v3-spike/code/{name}")
+    code_uri, drivers_uri = v3.put_job_files(
+        storage, f"s3://{BUCKET}/v3-train/v3-train-20261127000206",
+        {"train.py": TRAIN, "requirements.txt": "mpi4py\n"},
+        v3.source_code("train.py", requirements="requirements.txt"), distributed)
+    training = v3.training_arguments(code_uri, drivers_uri, output=f"s3://{BUCKET}/v3-train", instances=2,
+                                     hyperparameters={"epochs": 2, "learning-rate": 0.1},
+                                     channels=[v3.channel("train", "set by the definition")])
+    definition = v3.pipeline_definition(BUCKET, training, preprocess_uri=f"s3://{BUCKET}/v3-spike/code/preprocess.py",
+                                        evaluate_uri=f"s3://{BUCKET}/v3-spike/code/evaluate.py")
+    path = tmp_path / "v3-pipeline.json"
+    path.write_text(json.dumps(definition, indent=1))
+    return path
+
+
+def steps_of(workdir: Path) -> dict:
+    (execution,) = (workdir / "runs").glob("*/execution.json")
+    return {s["name"]: s for s in json.loads(execution.read_text())["steps"]}
+
+
+@pytest.mark.slow
+@needs_namespaces
+@needs_mpi
+def test_a_v3_pipeline_runs_unchanged_with_the_ranks_sagemaker_would_start(tmp_path):
+    workdir = tmp_path / "work"
+    definition = write_pipeline(workdir, tmp_path, v3.mpi(2))
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
+                     "--tracking-uri", "off")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    steps = steps_of(workdir)
+    assert [steps[s]["status"] for s in ("Preprocess", "Train", "Evaluate", "Check", "Register")] == ["Succeeded"] * 5
+    assert steps["Fail"]["status"] == "NotExecuted"
+    # The warning, before the ranks start: 2 ranks as v3's mpirun -np 2 starts them, both on algo-1.
+    out = done.stdout
+    warning = out.index("warning: SageMaker would start 2 MPI rank(s), not the 4 asked for (2 instances x "
+                        "process_count_per_node=2)")
+    assert "mpi_additional_options=['-np', '4']" in out[warning:].splitlines()[0]
+    log = next((workdir / "runs").glob("*/jobs/*Train*/job.log")).read_text()
+    assert "rank 0 of 2 on algo-1: 5 rows, epochs=2" in log and "rank 1 of 2 on algo-1: 5 rows, epochs=2" in log
+    assert "on algo-2:" not in log
+    assert warning < out.index("rank 0 of 2 on algo-1")
+    listed = trainpipe("models", "--workdir", str(workdir), "--json")
+    (package,) = json.loads(listed.stdout)
+    assert (package["ModelPackageGroupName"], package["ModelApprovalStatus"]) == ("digits-v3", "Approved")
+
+
+def test_a_v3_training_step_whose_launch_cannot_be_determined_is_refused_before_any_step(tmp_path):
+    workdir = tmp_path / "work"
+    # A DistributedConfig of the user's own: its driver is not one this runner (or anyone
+    # reading the definition) can know.
+    definition = write_pipeline(workdir, tmp_path, {"process_count_per_node": 2, "hostfile": "/etc/hosts"})
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
+                     "--tracking-uri", "off")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "step Train (sm_drivers channel s3://v3-bucket/v3-train/" in last
+    assert "distributed.json has the fields ['hostfile', 'process_count_per_node']" in last
+    assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
