@@ -394,6 +394,58 @@ def check_launch(request: Mapping, storage: Storage, where: str) -> Launch | Non
     return None
 
 
+@dataclass(frozen=True)
+class CodeForCheck:
+    """What the pre-run image check reads of a v3 job (``dag/image_check.py``'s JobCode)."""
+
+    image_uri: str
+    files: dict[str, str]  # path under the code channel -> text
+    entry_points: list[str] | None  # None: every .py file
+    requirements: str | None
+    requirements_name: str
+
+
+_TEXT_SUFFIXES = (".py", ".sh", ".txt")
+_PYTHON_WORD = re.compile(r"^python(3(\.\d+)?)?$")
+
+
+def code_for_image_check(request: Mapping, storage: Storage, where: str) -> CodeForCheck | None:
+    """The code channel's text files, the script v3 would run and sourcecode.json's
+    requirements, for a v3 job whose image and channels are known before the run; None for
+    any other (a launch that cannot be determined is check_launch's to refuse; a source_dir
+    given as a .tar.gz is judged when the job runs)."""
+    if not is_v3(request):
+        return None
+    image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage")
+    code_uri = next((((c.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
+                     for c in request.get("InputDataConfig") or [] if c.get("ChannelName") == CODE_CHANNEL), None)
+    uri = drivers_uri(request)
+    if not (isinstance(image, str) and isinstance(code_uri, str) and uri):
+        return None
+    try:
+        launch = from_store(storage, uri, where)
+    except LaunchUndetermined:
+        return None
+    if launch.source_archive:
+        return None
+    base = code_uri.rstrip("/") + "/"
+    files = {}
+    try:
+        for key in storage.list(base)[:2000]:
+            if key.endswith(_TEXT_SUFFIXES):
+                files[key[len(base):]] = storage.read_bytes(key).decode("utf-8", errors="replace")
+    except StorageError:
+        return None
+    if launch.kind == COMMAND:
+        words = str(launch.command).split()
+        entry = words[1] if len(words) > 1 and _PYTHON_WORD.match(PurePosixPath(words[0]).name) else None
+    else:
+        entry = launch.entry_script
+    entry_points = [entry] if entry and entry.endswith(".py") else None
+    name = launch.requirements or "requirements.txt"
+    return CodeForCheck(image, files, entry_points, files.get(name) if launch.requirements else None, name)
+
+
 # --- The job ---------------------------------------------------------------------------------
 def torch_importable(python: str) -> bool:
     done = subprocess.run([python, "-c", "import importlib.util, sys; "

@@ -71,7 +71,7 @@ def trainpipe(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
-def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict) -> Path:
+def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict, train: str = TRAIN) -> Path:
     """The objects a v3 notebook would have uploaded, in the run's store, and the definition."""
     storage = LocalStorage(workdir / "store")
     storage.put_bytes("\n".join(str(i) for i in range(1, 11)).encode() + b"\n", f"s3://{BUCKET}/raw/raw.csv")
@@ -79,7 +79,7 @@ def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict) -> Path:
         storage.put_bytes(textwrap.dedent(text).encode(), f"s3://{BUCKET}/v3-spike/code/{name}")
     code_uri, drivers_uri = v3.put_job_files(
         storage, f"s3://{BUCKET}/v3-train/v3-train-20261127000206",
-        {"train.py": TRAIN, "requirements.txt": "mpi4py\n"},
+        {"train.py": train, "requirements.txt": "mpi4py\n"},
         v3.source_code("train.py", requirements="requirements.txt"), distributed)
     training = v3.training_arguments(code_uri, drivers_uri, output=f"s3://{BUCKET}/v3-train", instances=2,
                                      hyperparameters={"epochs": 2, "learning-rate": 0.1},
@@ -133,4 +133,18 @@ def test_a_v3_training_step_whose_launch_cannot_be_determined_is_refused_before_
     last = done.stderr.strip().splitlines()[-1]
     assert "step Train (sm_drivers channel s3://v3-bucket/v3-train/" in last
     assert "distributed.json has the fields ['hostfile', 'process_count_per_node']" in last
+    assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
+
+
+def test_a_v3_jobs_import_its_image_lacks_is_refused_before_any_step(tmp_path):
+    """The pre-run image check reads a v3 job's code channel and sourcecode.json's
+    requirements: the TF 2.14 training image ships no Horovod, and requirements.txt has none."""
+    workdir = tmp_path / "work"
+    definition = write_pipeline(workdir, tmp_path, v3.mpi(2), train=TRAIN.replace(
+        "from mpi4py import MPI", "from mpi4py import MPI\n    import horovod.tensorflow as hvd"))
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
+                     "--tracking-uri", "off")
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "horovod" in last and "Train" in last and "tensorflow-training:2.14-cpu-py310" in last, last
     assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
