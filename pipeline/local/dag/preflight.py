@@ -131,19 +131,6 @@ def known_request(node: StepNode, ctx: Context) -> dict:
     return known
 
 
-def known_request(node: StepNode, ctx: Context) -> dict:
-    """A step's request as far as it is known before the run: each argument, and each
-    training channel, evaluated alone; None where an earlier step makes the value."""
-    known = {}
-    for key, value in (node.body.get("Arguments", {}) or {}).items():
-        if key == "InputDataConfig" and isinstance(value, list):
-            known[key] = [_known(c, ctx) or {"ChannelName": c.get("ChannelName") if isinstance(c, dict) else None}
-                          for c in value]
-        else:
-            known[key] = _known(value, ctx)
-    return known
-
-
 def _present(storage: Storage, uri: str, kind: str) -> bool:
     try:
         if kind == OBJECT:

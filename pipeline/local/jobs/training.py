@@ -54,12 +54,6 @@ def missing_program() -> str:
             "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
 
 
-def missing_program() -> str:
-    return ("hyperparameter sagemaker_program is missing: nothing says which script to run; the "
-            "Training step's HyperParameters must name it (the SDK v2 estimators set it from "
-            "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
-
-
 def extract_sourcedir(archive: Path, target: Path) -> None:
     """SageMaker: sourcedir.tar.gz is unpacked into /opt/ml/code (the one safe extractor)."""
     try:
@@ -187,12 +181,6 @@ class TrainingJob(LocalJob):
         if not self.framework.get("sagemaker_program"):
             raise JobFailure(missing_program(), CLIENT_ERROR)
 
-    def check_launch(self) -> None:
-        """What to run is known (SDK v2's estimators: ``sagemaker_program``; v3's ModelTrainer
-        jobs are ``training_v3.TrainingJobV3``'s)."""
-        if not self.framework.get("sagemaker_program"):
-            raise JobFailure(missing_program(), CLIENT_ERROR)
-
     def prepare(self) -> None:
         shares = self.check()
         config = {c.name: c.input_data_config() for c in self.channels}
@@ -244,14 +232,6 @@ class TrainingJob(LocalJob):
 
     def code_paths(self) -> list[Path]:
         return [self.host_dir(self.hosts[0]) / "code"]
-
-    def code_cwd(self, host: str) -> Path:
-        """Where ``host``'s script starts, as its processes see it (SageMaker: /opt/ml/code)."""
-        return self.container_base(host) / "code"
-
-    def custom_mpi_options(self) -> str:
-        """SageMaker: the words appended to mpirun's options (``sagemaker_mpi_custom_mpi_options``)."""
-        return str(self.framework.get("sagemaker_mpi_custom_mpi_options") or "")
 
     def code_cwd(self, host: str) -> Path:
         """Where ``host``'s script starts, as its processes see it (SageMaker: /opt/ml/code)."""
