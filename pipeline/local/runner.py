@@ -29,7 +29,7 @@ from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
 from pipeline.local import inference_steps, tuning_step
-from pipeline.local.dag import caching, interpreter, preflight, stubs
+from pipeline.local.dag import caching, image_check, interpreter, preflight, stubs
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
     STEP_FAIL,
@@ -59,7 +59,7 @@ from pipeline.local.jobs.failures import CLIENT_ERROR
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
-from pipeline.local.jobs.training_v3 import check_launch, job_class
+from pipeline.local.jobs.training_v3 import check_launch, code_for_image_check, job_class
 from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError
@@ -163,13 +163,25 @@ class PipelineRunner:
                 check_launch(preflight.known_request(node, self.ctx), self.storage, f"step {node.name}")
         tuning_step.check(self.nodes, self.ctx)
 
+    @staticmethod
+    def _job_code(node: StepNode, ctx: Context, storage: Storage) -> image_check.JobCode | None:
+        """The code the image check reads of a step: SDK v3 ModelTrainer jobs by their own
+        contract (the code channel, sourcecode.json), the rest as image_check reads them."""
+        if node.type == STEP_TRAINING:
+            v3 = code_for_image_check(preflight.known_request(node, ctx), storage, f"step {node.name}")
+            if v3 is not None:
+                return image_check.JobCode(node.name, v3.image_uri, v3.files, v3.entry_points,
+                                           v3.requirements, v3.requirements_name)
+            return image_check.training_code(node, ctx, storage)
+        return image_check.processing_code(node, ctx, storage) if node.type == STEP_PROCESSING else None
+
     # --- the execution ---------------------------------------------------------------------
     def sweep_dead_runners(self) -> None:
         """Executions in this workdir whose runner died (SIGKILL, out of memory) are recorded
         as Failed and what their jobs left running is ended, before this one starts."""
         for doc in recover_dead_runners(self.workdir):
         # Each job's imports against its image's record: one line, before any step runs.
-        preflight.check_images(self.nodes, self.ctx, self.storage, self.say)
+        preflight.check_images(self.nodes, self.ctx, self.storage, self.say, code_of=self._job_code)
             self.say(f"execution {doc.get('execution_id')} was left Executing by a runner that died: "
                      f"recorded as Failed; {doc['swept_processes']} leftover process(es) of its jobs ended")
 
