@@ -156,6 +156,8 @@ class PipelineRunner:
                                                   self.storage, self.say)
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
+        # Each job's imports against its image's record: one line, before any step runs.
+        preflight.check_images(self.nodes, self.ctx, self.storage, self.say, code_of=self._job_code)
         # A training step whose launch cannot be determined (no sagemaker_program; SDK v3
         # sm_drivers files that name nothing runnable) is refused now, not after a step ran.
         for node in self.nodes:
@@ -180,8 +182,6 @@ class PipelineRunner:
         """Executions in this workdir whose runner died (SIGKILL, out of memory) are recorded
         as Failed and what their jobs left running is ended, before this one starts."""
         for doc in recover_dead_runners(self.workdir):
-        # Each job's imports against its image's record: one line, before any step runs.
-        preflight.check_images(self.nodes, self.ctx, self.storage, self.say, code_of=self._job_code)
             self.say(f"execution {doc.get('execution_id')} was left Executing by a runner that died: "
                      f"recorded as Failed; {doc['swept_processes']} leftover process(es) of its jobs ended")
 
