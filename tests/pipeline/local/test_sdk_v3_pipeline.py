@@ -102,8 +102,7 @@ def steps_of(workdir: Path) -> dict:
 def test_a_v3_pipeline_runs_unchanged_with_the_ranks_sagemaker_would_start(tmp_path):
     workdir = tmp_path / "work"
     definition = write_pipeline(workdir, tmp_path, v3.mpi(2))
-    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
-                     "--tracking-uri", "off")
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     steps = steps_of(workdir)
     assert [steps[s]["status"] for s in ("Preprocess", "Train", "Evaluate", "Check", "Register")] == ["Succeeded"] * 5
@@ -127,8 +126,7 @@ def test_a_v3_training_step_whose_launch_cannot_be_determined_is_refused_before_
     # A DistributedConfig of the user's own: its driver is not one this runner (or anyone
     # reading the definition) can know.
     definition = write_pipeline(workdir, tmp_path, {"process_count_per_node": 2, "hostfile": "/etc/hosts"})
-    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
-                     "--tracking-uri", "off")
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert "step Train (sm_drivers channel s3://v3-bucket/v3-train/" in last
@@ -142,8 +140,7 @@ def test_a_v3_jobs_import_its_image_lacks_is_refused_before_any_step(tmp_path):
     workdir = tmp_path / "work"
     definition = write_pipeline(workdir, tmp_path, v3.mpi(2), train=TRAIN.replace(
         "from mpi4py import MPI", "from mpi4py import MPI\n    import horovod.tensorflow as hvd"))
-    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
-                     "--tracking-uri", "off")
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     last = done.stderr.strip().splitlines()[-1]
     assert "horovod" in last and "Train" in last and "tensorflow-training:2.14-cpu-py310" in last, last
