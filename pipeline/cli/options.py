@@ -7,9 +7,10 @@ default in ``pipeline.settings.Settings``.
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
 
-from pipeline.definition.parameters import SPECS, parse_assignments
+from pipeline.definition.parameters import SPECS, parse_assignments, strategy_defaults
 from pipeline.errors import UserError
 from pipeline.settings import Settings, from_environment
 from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
@@ -77,4 +78,13 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
 
 
 def parameter_overrides(args: argparse.Namespace) -> dict[str, str]:
-    return parse_assignments(args.parameters)
+    """The ``-p`` assignments; for a command that builds the definition (it has
+    ``--distribution``), the chosen strategy's defaults where the user set none, said once on
+    stderr (stdout may be the definition)."""
+    overrides = parse_assignments(args.parameters)
+    if not hasattr(args, "setting_distribution"):
+        return overrides
+    chosen, note = strategy_defaults(settings_from_args(args).distribution, overrides)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return {**overrides, **chosen}

@@ -257,6 +257,29 @@ def warmup_note(overrides: Mapping[str, object], default_warmup: object | None =
             f"warming up over {epochs} epoch(s) instead")
 
 
+def strategy_defaults(strategy: str, overrides: Mapping[str, object]) -> tuple[dict[str, str], str | None]:
+    """The parameter defaults that work with ``strategy`` where this version's do not, for the
+    parameters the user did not set, and the one line that says so (or None).
+
+    ``parameter_server`` on several hosts: the first host only coordinates, so a
+    ShardedByS3Key share would never be read (``steps.train.check_strategy`` refuses it when
+    the user asked for it); the workers split FullyReplicated records instead. It and
+    ``mirrored`` run one training process per host on SageMaker (ProcessesPerHost's default
+    is the GPUs per host, for Horovod)."""
+    chosen: dict[str, str] = {}
+    if strategy == training.STRATEGY_PARAMETER_SERVER and TRAIN_DISTRIBUTION not in overrides:
+        chosen[TRAIN_DISTRIBUTION] = "FullyReplicated"
+    instance_type = str(overrides.get(TRAINING_INSTANCE_TYPE, BY_NAME[TRAINING_INSTANCE_TYPE].default))
+    if strategy != training.STRATEGY_HOROVOD and PROCESSES_PER_HOST not in overrides and \
+            (gpus_per_instance(instance_type) or 1) > 1:
+        chosen[PROCESSES_PER_HOST] = "1"
+    if not chosen:
+        return chosen, None
+    return chosen, (f"note: --distribution {strategy}: "
+                    + ", ".join(f"{name}={value}" for name, value in chosen.items())
+                    + " (what it runs with; -p sets another)")
+
+
 def world_size(values: Mapping[str, object]) -> int:
     """Horovod ranks = instances x processes per host = train shards the processing writes."""
     return int(values[TRAINING_INSTANCE_COUNT]) * int(values[PROCESSES_PER_HOST])

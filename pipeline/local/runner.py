@@ -86,6 +86,15 @@ def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
     return f"{pipeline}-{step}"[: JOB_NAME_LIMIT - len(suffix)] + suffix
 
 
+def _condition_detail(node: StepNode, outcome: bool, account: str) -> str:
+    """``0.95 >= 0.9 is true -> if branch``; a condition that skips its only branch says what
+    it skipped, by the step's Description (``no BatchInputUri given: batch inference skipped``)."""
+    args = node.body.get("Arguments", {})
+    if not outcome and not args.get("ElseSteps") and node.body.get("Description"):
+        return f"{account}: {node.body['Description']} skipped"
+    return f"{account} -> {'if' if outcome else 'else'} branch"
+
+
 def matching_policy(policies: list[dict], failure_type: str | None) -> int | None:
     """Index of the first retry policy whose ExceptionType covers ``failure_type``."""
     for index, policy in enumerate(policies):
@@ -289,7 +298,7 @@ class PipelineRunner:
                     node.body["Arguments"].get("Conditions", []), self.ctx)
                 self.taken[node.name] = outcome
                 record.properties = {"Outcome": outcome}
-                record.detail = f"{account} -> {'if' if outcome else 'else'} branch"
+                record.detail = _condition_detail(node, outcome, account)
                 record.status = SUCCEEDED
             elif node.type == STEP_REGISTER_MODEL:
                 self._register(node, record)
@@ -476,7 +485,11 @@ class PipelineRunner:
         group = args.get("ModelPackageGroupName")
         if not group:
             raise ExpressionError("RegisterModel: ModelPackageGroupName is missing")
-        package = self.registry.register(
+        # A training step served from the cache hands on the model an earlier execution
+        # registered: the same artifact is the same model, not a new version (--no-cache
+        # trains a new model, and so registers one).
+        same = [p for p in self.registry.list(group) if p.model_data_url == model_url]
+        package = same[-1] if same else self.registry.register(
             group=group, approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),
             model_data_url=model_url, region=self.options.region, account=self.account,
             created=timestamp(), request=args, metrics_uri=metrics_uri, metrics=metrics,
@@ -490,5 +503,7 @@ class PipelineRunner:
             "CreationTime": package.created,
         }
         record.detail = f"{package.group} v{package.version} ({package.approval_status})" + (
-            f" {package.primary_metric()}" if package.primary_metric() else "")
+            f" {package.primary_metric()}" if package.primary_metric() else "") + (
+            f", registered by {package.execution_id}: the same model (--no-cache trains a new one)"
+            if same else "")
         record.status = SUCCEEDED

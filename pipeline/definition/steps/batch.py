@@ -54,6 +54,7 @@ MAX_PAYLOAD_MB = 6
 # What each kind of data is sent as (serving/codec.py reads both).
 IMAGE_REQUESTS = {"content_type": "application/x-image", "split_type": "None"}
 TABLE_REQUESTS = {"content_type": "text/csv", "split_type": "Line"}
+BATCH_DESCRIPTION = "batch inference"  # CheckBatchInput's Description: what it gates
 
 
 def serving_model(ctx: BuildContext, step_train: TrainingStep) -> TensorFlowModel:
@@ -90,6 +91,9 @@ def batch_steps(ctx: BuildContext, step_train: TrainingStep, step_evaluate: Proc
     )
     return ConditionStep(
         STEP_BATCH_CONDITION,
+        # What the condition gates, in words: Studio shows it, and the local run says
+        # "no BatchInputUri given: batch inference skipped".
+        description=BATCH_DESCRIPTION,
         conditions=[ConditionNot(expression=ConditionEquals(left=ctx.params[P.BATCH_INPUT_URI], right=""))],
         if_steps=[create_model, by_kind],
         depends_on=[after],

@@ -315,9 +315,31 @@ def evaluate_condition(condition: Mapping, ctx: Context) -> tuple[bool, str]:
 
 
 def evaluate_conditions(conditions: list, ctx: Context) -> tuple[bool, str]:
-    """A ConditionStep's list: all must hold (SageMaker ANDs them)."""
+    """A ConditionStep's list: all must hold (SageMaker ANDs them). A test of whether a
+    parameter was given (``Parameters.X == ""``, or its ``Not``) reads as the fact, ``no X
+    given`` or ``X given``, not as ``not ( == ) is false``."""
     results = [evaluate_condition(c, ctx) for c in conditions]
-    return all(r for r, _ in results), " and ".join(f"{t} is {str(r).lower()}" for r, t in results)
+    accounts = []
+    for condition, (outcome, text) in zip(conditions, results, strict=True):
+        given = _parameter_given(condition, ctx)
+        accounts.append(given if given is not None else f"{text} is {str(outcome).lower()}")
+    return all(r for r, _ in results), " and ".join(accounts)
+
+
+def _parameter_given(condition: Mapping, ctx: Context) -> str | None:
+    """``no X given`` / ``X given`` for ``Equals(Parameters.X, "")`` (either side, under any
+    number of ``Not``); None for any other condition."""
+    while condition.get("Type") == "Not":
+        condition = condition.get("Condition", condition.get("Expression")) or {}
+    if condition.get("Type") != "Equals":
+        return None
+    sides = [condition.get("LeftValue"), condition.get("RightValue")]
+    names = [n for side in sides if isinstance(side, Mapping) and set(side) == {"Get"}
+             for n in parameter_references(side)]
+    if len(names) != 1 or "" not in sides:
+        return None
+    return f"no {names[0]} given" if to_string(evaluate({"Get": f"Parameters.{names[0]}"}, ctx)) == "" \
+        else f"{names[0]} given"
 
 
 # --- Steps and their order -------------------------------------------------------------------

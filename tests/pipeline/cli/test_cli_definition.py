@@ -75,3 +75,23 @@ def test_settings_from_environment(monkeypatch, tmp_path):
     # The flag wins over the environment.
     assert main(["definition", "--bucket", "flag-bucket", "-o", str(out)]) == 0
     assert "s3://flag-bucket/" in out.read_text() and "env-bucket" not in out.read_text()
+
+
+def test_parameter_server_without_a_train_distribution_takes_fully_replicated_and_says_so():
+    """Issue 36: the default ShardedByS3Key cannot run with parameter servers on 2 hosts; the
+    user did not choose it, so the build chooses what works, in one line on stderr."""
+    result = trainpipe("definition", "--distribution", "parameter_server")
+    assert result.returncode == 0, result.stderr
+    params = {p["Name"]: p["DefaultValue"] for p in json.loads(result.stdout)["Parameters"]}
+    assert (params["TrainDistribution"], params["TrainingInstanceCount"]) == ("FullyReplicated", 2)
+    assert result.stderr.strip().splitlines() == [
+        "note: --distribution parameter_server: TrainDistribution=FullyReplicated (what it runs with; "
+        "-p sets another)"]
+    # On a GPU type, one process per host too (ProcessesPerHost's default is the GPUs, for Horovod).
+    gpus = trainpipe("definition", "--distribution", "mirrored", "-p", "TrainingInstanceType=ml.p3.8xlarge")
+    assert gpus.returncode == 0, gpus.stderr
+    assert "ProcessesPerHost=1" in gpus.stderr
+    # What the user set is theirs: refused as before, with the way out.
+    chosen = trainpipe("definition", "--distribution", "parameter_server", "-p", "TrainDistribution=ShardedByS3Key")
+    assert chosen.returncode == 2 and "pass -p TrainDistribution=FullyReplicated" in chosen.stderr
+    assert "note:" not in chosen.stderr

@@ -73,6 +73,7 @@ def test_a_two_hosts_sharded_pipe_registers_and_a_rerun_is_cached(tmp_path):
                        "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=1",
                        "-p", "TrainInputMode=Pipe", "-p", "TrainDistribution=ShardedByS3Key")
     assert_registered(result, tmp_path)
+    assert "==> CheckBatchInput: Succeeded (no BatchInputUri given: batch inference skipped)" in result.stdout
     train = steps(execution(tmp_path))[D.STEP_TRAIN]
     job = Path(train["job_dir"])
     assert sorted(p.name for p in (job / "logs").glob("*.rank-*.log")) == ["algo-1.rank-0.log", "algo-2.rank-1.log"]
@@ -85,7 +86,10 @@ def test_a_two_hosts_sharded_pipe_registers_and_a_rerun_is_cached(tmp_path):
     again = trainpipe("run", "--local", "--workdir", str(tmp_path), *FAST,
                       "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=1",
                       "-p", "TrainInputMode=Pipe", "-p", "TrainDistribution=ShardedByS3Key")
-    assert_registered(again, tmp_path, version=2)
+    # The cached model is not registered twice (issue 36): still v1, and the run says so.
+    assert_registered(again, tmp_path, version=1)
+    assert len(Registry(tmp_path / "registry.sqlite").list()) == 1
+    assert "v1 (PendingManualApproval)" in again.stdout and "the same model (--no-cache trains a new one)" in again.stdout
     rerun = steps(execution(tmp_path))
     for name in (D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE):
         assert rerun[name]["cache_hit"], name

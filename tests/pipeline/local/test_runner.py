@@ -162,11 +162,16 @@ def test_success_registers_and_a_rerun_is_served_from_the_cache(any_code, tmp_pa
     assert again.step("Train").cache_hit["execution_id"] == record.execution_id
     assert "cache hit: reused testpipe-Make-" in progress
     assert again.step("Train").properties == record.step("Train").properties
-    assert [p.version for p in Registry(tmp_path / "registry.sqlite").list()] == [1, 2]
+    # The cached model is the one registered: no duplicate version of it (issue 36).
+    assert [p.version for p in Registry(tmp_path / "registry.sqlite").list()] == [1]
+    assert again.step("Register").properties["ModelPackageVersion"] == 1
+    assert "group v1 (Approved)" in progress
+    assert f"registered by {record.execution_id}: the same model (--no-cache trains a new one)" in progress
 
-    # A changed argument (the parameter feeds ContainerArguments) misses the cache.
+    # A changed argument (the parameter feeds ContainerArguments) misses the cache: a new model.
     third, _ = run(code, tmp_path, step_definition(), {"Score": 0.9})
     assert third.step("Make").cache_hit is None and third.step("Train").cache_hit is None
+    assert [p.version for p in Registry(tmp_path / "registry.sqlite").list()] == [1, 2]
 
 
 def test_the_else_branch_fails_with_the_fail_steps_message(code, tmp_path):

@@ -184,3 +184,15 @@ def test_parameter_references_are_gets_not_text():
     # The old rule ("Parameters." anywhere in the JSON) took these for parameter references.
     assert list(I.parameter_references("s3://bucket/Parameters.d/raw/")) == []
     assert list(I.parameter_references({"Get": "Steps.Parameters.ProcessingOutputConfig"})) == []
+
+
+def test_a_condition_on_whether_a_parameter_was_given_reads_as_that_fact():
+    """Issue 36: CheckBatchInput said ``not ( == ) is false``."""
+    given = {"Type": "Not", "Condition": {"Type": "Equals", "LeftValue": {"Get": "Parameters.BatchInputUri"},
+                                          "RightValue": ""}}
+    for value, outcome, account in [("", False, "no BatchInputUri given"),
+                                    ("s3://b/new/", True, "BatchInputUri given")]:
+        ctx = I.Context(parameters={"BatchInputUri": value}, execution={})
+        assert I.evaluate_conditions([given], ctx) == (outcome, account)
+    other = {"Type": "GreaterThanOrEqualTo", "LeftValue": 0.95, "RightValue": 0.9}
+    assert I.evaluate_conditions([other], I.Context(parameters={}, execution={})) == (True, "0.95 >= 0.9 is true")
