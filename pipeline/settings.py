@@ -63,8 +63,15 @@ class Settings:
     # SageMaker step caching (ISO 8601 duration); None turns it off.
     step_cache_expiry: str | None = "P30D"
     tags: dict = field(default_factory=dict)
+    # Hyperparameter tuning (--tune N): TrainModel becomes a TuningStep of N trials, up to
+    # tune_parallel_jobs at a time (steps/tune.py); 0 leaves the default definition unchanged.
+    tune_jobs: int = 0
+    tune_parallel_jobs: int = 2
 
     def __post_init__(self):
+        if self.tune_jobs < 0 or self.tune_parallel_jobs < 1:
+            raise ValueError(f"tune_jobs={self.tune_jobs}, tune_parallel_jobs={self.tune_parallel_jobs}: "
+                             f"give --tune N with N >= 1 trials (0: no tuning) and --tune-parallel >= 1")
         if self.mixed_precision not in MIXED_PRECISION_CHOICES:
             raise ValueError(
                 f"mixed_precision={self.mixed_precision!r}: must be one of "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.local import execution as ex
+from pipeline.local import tuning_step
 from pipeline.workdir import HELP as WORKDIR_HELP
 from pipeline.workdir import resolve_workdir
 
@@ -74,4 +75,9 @@ def run_status(args: argparse.Namespace) -> int:
             print(f"{key.ljust(width)}  {value}")
     print()
     print(ex.summary_table(ex.record_from_document(doc)))
+    for step in doc.get("steps", []):  # a Tuning step: its trials, one row each
+        trials = tuning_step.trials_table(step.get("properties") or {})
+        if trials:
+            print(f"\n{step.get('name')}: {len(trials[1])} trials")
+            print(_table(*trials))
     return 0

@@ -62,6 +62,12 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                        action="store_false", default=None, help="let the jobs reach the network")
     group.add_argument("--spot", dest="setting_use_spot", action="store_true", default=None,
                        help="managed spot training (resumes from checkpoints)")
+    group.add_argument("--tune", dest="setting_tune_jobs", type=int, default=None, metavar="N",
+                       help="tune the training: a TuningStep of N trials over the base learning rate, "
+                            "batch size and warm-up epochs, maximising validation accuracy; evaluation "
+                            "and registration take the best trial's model (default: off; docs/tuning.md)")
+    group.add_argument("--tune-parallel", dest="setting_tune_parallel_jobs", type=int, default=None,
+                       metavar="N", help="trials run side by side with --tune (default: 2)")
 
 
 def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -> Settings:

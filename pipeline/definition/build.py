@@ -38,16 +38,18 @@ from pipeline.definition.steps.names import (
     STEP_TRAIN,
     STEP_TRANSFORM_IMAGES,
     STEP_TRANSFORM_TABLE,
+    STEP_TUNE,
 )
 from pipeline.definition.steps.preprocess import preprocess_step
 from pipeline.definition.steps.train import train_step
+from pipeline.definition.steps.tune import tune_step
 from pipeline.settings import Settings
 
 # Callers import the step names from here, the module that wires the steps.
 __all__ = [
     "STEP_BATCH_CONDITION", "STEP_BATCH_KIND", "STEP_BATCH_MODEL", "STEP_CONDITION", "STEP_EVALUATE",
     "STEP_FAIL", "STEP_ORDER", "STEP_PREPROCESS", "STEP_REGISTER", "STEP_TRAIN",
-    "STEP_TRANSFORM_IMAGES", "STEP_TRANSFORM_TABLE", "build_definition", "get_pipeline",
+    "STEP_TRANSFORM_IMAGES", "STEP_TRANSFORM_TABLE", "STEP_TUNE", "build_definition", "get_pipeline",
 ]
 
 
@@ -59,7 +61,8 @@ def get_pipeline(
     """The SageMaker pipeline; ``parameter_overrides`` become the parameters' defaults."""
     ctx = BuildContext.create(settings, parameter_overrides, session)
     preprocess = preprocess_step(ctx)
-    train = train_step(ctx, preprocess)
+    # --tune N: a TuningStep in TrainModel's place; the steps after it take its best model.
+    train = tune_step(ctx, preprocess) if ctx.settings.tune_jobs else train_step(ctx, preprocess)
     evaluate = evaluate_step(ctx, preprocess, train)
     check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel (+ batch) | AccuracyTooLow
     return Pipeline(

@@ -12,7 +12,9 @@ branches may hold any step a pipeline may (the schema lists five types; SageMake
 examples put CreateModel, Transform and nested Condition steps there), (e) a condition may
 be ``Not`` (``ConditionNot``: the SDK emits it, the schema predates it), and (f) a container's
 ``ModelDataUrl`` may be an expression (the training step's artifact), as its other fields
-may. That still
+may, and (g) a tuning step's training definition may give its instances as
+``HyperParameterTuningResourceConfig`` instead of ``ResourceConfig`` (the API took it later;
+the SDK's ``HyperparameterTuner`` writes it). That still
 rejects a wrong Version, an unknown step Type, a step without Name or Arguments, a parameter
 without a Name or of an unknown Type.
 """
@@ -82,6 +84,9 @@ def _any_step_in_branches(schema: dict) -> None:
     conditions.append({"$ref": "#/definitions/NotCondition"})
     container = definitions["ContainerDefinition"]["properties"]
     container["ModelDataUrl"] = {"anyOf": [container["ModelDataUrl"], _EXPRESSION]}
+    tuned = definitions["HyperParameterTrainingJobDefinition"]
+    tuned["required"] = [r for r in tuned["required"] if r != "ResourceConfig"]
+    tuned["anyOf"] = [{"required": ["ResourceConfig"]}, {"required": ["HyperParameterTuningResourceConfig"]}]
 
 
 def check_definition(definition: dict | str) -> None:

@@ -189,6 +189,9 @@ def parse_requirements(text: str | None) -> Requirements:
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue
+        if line.startswith("-") and not line.startswith(("-r", "--requirement", "-c", "--constraint",
+                                                          "-e", "--editable")):
+            continue  # an option: --index-url, --find-links, --no-binary ...
         if line.startswith(("-r", "--requirement", "-c", "--constraint", "-e", "--editable")) \
                 or "://" in line or line.startswith((".", "/")):
             egg = re.search(r"#egg=([A-Za-z0-9._-]+)", raw)
@@ -197,8 +200,6 @@ def parse_requirements(text: str | None) -> Requirements:
             else:
                 opaque.append(line)
                 continue
-        if line.startswith("-"):
-            continue  # an option: --index-url, --find-links, --no-binary ...
         match = _NAME.match(line.split("@", 1)[0] if " @ " in line else line)
         if not match:
             opaque.append(line)

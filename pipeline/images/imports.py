@@ -253,9 +253,9 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
     image = f"{image_uri} (Python {record.python}, record {record.name})"
     if scanned.syntax_errors:
         first = scanned.syntax_errors[0]
-        return Verdict(refusal=f"step {step}: {first}: the image's Python {record.python} cannot parse "
-                               f"this code ({image}); write it for Python {record.python}, or run the "
-                               f"step on an image with a newer Python", record=record)
+        return Verdict(refusal=f"step {step}: {first}: the image {image_uri} (record {record.name}) has "
+                               f"Python {record.python}, which cannot parse this code; write it for Python "
+                               f"{record.python}, or run the step on an image with a newer Python", record=record)
     wanted = parse_requirements("\n".join(filter(None, [requirements or "", *scanned.pip_installs])))
     base = stdlib(record.python) | record.modules | wanted.modules
     missing = {m: where for m, where in scanned.imports.items() if m not in base}

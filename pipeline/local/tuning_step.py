@@ -106,3 +106,26 @@ def tuning_cost(runner, job: HyperparameterTuningJob, meter: accounting.LocalMet
         f"{len(trials)} trial(s): {seconds:.1f} s of training-job time in {wall:.1f} s of wall time"]
     doc["trials"] = [{"job": t.name, "seconds": t.result.duration, "status": t.status} for t in trials]
     return doc
+
+
+def trials_table(properties: dict) -> tuple[list[str], list[list[str]]] | None:
+    """A Tuning step's trials as rows (``trainpipe status``): in the order they started, each
+    tuned value, the objective and whether the tuning job stopped it early; the best marked."""
+    summaries = properties.get("TrainingJobSummaries")
+    if not summaries:
+        return None
+    best = (properties.get("BestTrainingJob") or {}).get("TrainingJobName")
+    names = list(dict.fromkeys(k for s in summaries for k in s.get("TunedHyperParameters", {})))
+    metric = next((s["FinalHyperParameterTuningJobObjectiveMetric"]["MetricName"] for s in summaries
+                   if "FinalHyperParameterTuningJobObjectiveMetric" in s), "OBJECTIVE")
+    rows = []
+    for summary in sorted(summaries, key=lambda s: s["TrainingJobName"]):
+        objective = summary.get("FinalHyperParameterTuningJobObjectiveMetric")
+        rows.append([
+            summary["TrainingJobName"] + (" (best)" if summary["TrainingJobName"] == best else ""),
+            *(summary.get("TunedHyperParameters", {}).get(n, "") for n in names),
+            f"{objective['Value']:g}" if objective else "-",
+            "yes" if summary.get("TrainingJobStatus") == "Stopped" else "no",
+            summary.get("TrainingJobStatus", ""),
+        ])
+    return ["TRIAL", *names, metric, "STOPPED EARLY", "STATUS"], rows

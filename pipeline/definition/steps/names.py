@@ -4,6 +4,7 @@ from __future__ import annotations
 
 STEP_PREPROCESS = "PreprocessData"
 STEP_TRAIN = "TrainModel"
+STEP_TUNE = "TuneModel"  # in TrainModel's place with --tune N (steps/tune.py)
 STEP_EVALUATE = "EvaluateModel"
 STEP_CONDITION = "CheckAccuracy"
 STEP_REGISTER = "RegisterModel"  # ModelStep: the definition names it "RegisterModel-RegisterModel"
@@ -14,6 +15,6 @@ STEP_BATCH_MODEL = "BatchModel"  # ModelStep: the definition names it "BatchMode
 STEP_BATCH_KIND = "CheckBatchDataKind"  # images and tables reach the model in different forms
 STEP_TRANSFORM_IMAGES = "BatchTransformImages"
 STEP_TRANSFORM_TABLE = "BatchTransformTable"
-STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL,
+STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_TUNE, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL,
               STEP_BATCH_CONDITION, STEP_BATCH_MODEL, STEP_BATCH_KIND, STEP_TRANSFORM_IMAGES,
               STEP_TRANSFORM_TABLE)

@@ -14,7 +14,7 @@ from sagemaker.workflow.retry import (
     StepExceptionTypeEnum,
     StepRetryPolicy,
 )
-from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+from sagemaker.workflow.steps import ProcessingStep, TrainingStep, TuningStep
 
 from pipeline.definition import parameters as P
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, user_model_path
@@ -77,7 +77,8 @@ def _distribution(ctx: BuildContext) -> dict:
     }
 
 
-def _estimator(ctx: BuildContext) -> TensorFlow:
+def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
+    """``checkpoints``: False for a tuning job's trials, which must not resume each other's."""
     settings, params = ctx.settings, ctx.params
     check_strategy(settings, ctx.values)
     training_bundle = ctx.bundles["training"]
@@ -120,8 +121,8 @@ def _estimator(ctx: BuildContext) -> TensorFlow:
         checkpoint_s3_uri=Join(
             on="/",
             values=[settings.s3_uri("checkpoints"), ExecutionVariables.PIPELINE_EXECUTION_ID],
-        ),
-        checkpoint_local_path=training.CHECKPOINT_DIR,
+        ) if checkpoints else None,
+        checkpoint_local_path=training.CHECKPOINT_DIR if checkpoints else None,
         enable_network_isolation=settings.network_isolation,
         encrypt_inter_container_traffic=True,
         volume_kms_key=settings.kms_key_id,
@@ -177,6 +178,8 @@ def _retry_policies() -> list:
     ]
 
 
-def model_artifact(step_train: TrainingStep):
-    """The model.tar.gz the training job wrote."""
+def model_artifact(step_train: TrainingStep | TuningStep):
+    """The model.tar.gz the training job wrote; a TuningStep's best trial's (``steps/tune.py``)."""
+    if isinstance(step_train, TuningStep):
+        return step_train.top_model
     return step_train.properties.ModelArtifacts.S3ModelArtifacts

@@ -55,7 +55,7 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pipeline.errors import UserError
 
@@ -218,16 +218,34 @@ def guard_for(image_uri: str, requirements: bytes | None, code_paths=()) -> Guar
     record = catalog.find(image_uri)
     if record is None:
         return None
-    files = {}
+    files, texts = {}, [(requirements or b"").decode(errors="replace")]
     for top in map(Path, code_paths):
-        for path in ([top] if top.is_file() else sorted(top.rglob("*.py"))[:2000]):
-            if path.suffix == ".py" and path.is_file() and path.stat().st_size <= 1 << 20:
+        for path in ([top] if top.is_file() else sorted(top.rglob("*"))[:2000]):
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > 4 << 20:
+                continue
+            if path.suffix == ".py":
                 files[str(path)] = path.read_text(errors="replace")
+            elif path.name == "requirements.txt":
+                texts.append(path.read_text(errors="replace"))
+            elif path.name.endswith(".tar.gz"):
+                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
+                texts.extend(_archived_requirements(path))
     scanned = scan(files, None, record.python)
-    wanted = parse_requirements("\n".join([(requirements or b"").decode(errors="replace"), *scanned.pip_installs]))
+    wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
     if scanned.pip_opaque or wanted.opaque:
         return None
     return Guard(str(image_uri), record.name, frozenset(record.modules | wanted.modules))
+
+
+def _archived_requirements(path: Path) -> list[str]:
+    import tarfile
+
+    try:
+        with tarfile.open(path) as tar:
+            return [tar.extractfile(m).read().decode(errors="replace") for m in tar.getmembers()
+                    if m.isfile() and PurePosixPath(m.name).name == "requirements.txt" and m.size <= 1 << 20]
+    except (tarfile.TarError, OSError, EOFError):
+        return []
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""TuneModel (Tuning), with ``--tune N``: TrainModel's estimator under a ``HyperparameterTuner``
+of N trials, which maximises the validation accuracy over
+
+- the base learning rate (log scale: its useful values span orders of magnitude),
+- the batch size per worker (log scale: 16 to 256), and
+- the warm-up epochs (0 to 3),
+
+the rest of TrainModel's hyperparameters static. Bayesian search (SageMaker's default), early
+stopping Auto: a trial that trails the earlier ones at the same epoch stops. The evaluation and
+the registration take the best trial's model (``get_top_model_s3_uri``), so the gate and the
+registry see the tuned model exactly as they would a trained one.
+
+Trials do not checkpoint: they would resume from each other's epochs in the execution's one
+checkpoint prefix.
+"""
+
+from __future__ import annotations
+
+from sagemaker.tuner import ContinuousParameter, HyperparameterTuner, IntegerParameter
+from sagemaker.workflow.steps import ProcessingStep, TuningStep
+
+from pipeline.definition.steps.context import BuildContext
+from pipeline.definition.steps.names import STEP_TUNE
+from pipeline.definition.steps.train import _channels, _estimator, _retry_policies
+from training_entry import contract as training
+
+# SageMaker's objective: the name of the metric definition that reads the validation accuracy.
+OBJECTIVE_METRIC = "val_accuracy"
+RANGES = {
+    training.HP_BASE_LEARNING_RATE: ContinuousParameter(1e-4, 1e-1, scaling_type="Logarithmic"),
+    training.HP_BATCH_SIZE: IntegerParameter(16, 256, scaling_type="Logarithmic"),
+    training.HP_WARMUP_EPOCHS: IntegerParameter(0, 3, scaling_type="Linear"),
+}
+STRATEGY = "Bayesian"
+EARLY_STOPPING = "Auto"
+
+
+def tuner(ctx: BuildContext) -> HyperparameterTuner:
+    settings = ctx.settings
+    return HyperparameterTuner(
+        _estimator(ctx, checkpoints=False),
+        objective_metric_name=OBJECTIVE_METRIC,
+        objective_type="Maximize",
+        hyperparameter_ranges=RANGES,
+        metric_definitions=training.METRIC_DEFINITIONS,
+        strategy=STRATEGY,
+        max_jobs=settings.tune_jobs,
+        max_parallel_jobs=min(settings.tune_parallel_jobs, settings.tune_jobs),
+        early_stopping_type=EARLY_STOPPING,
+        random_seed=settings.seed,
+        base_tuning_job_name=f"{settings.pipeline_name}-tune"[:20],
+    )
+
+
+def tune_step(ctx: BuildContext, step_preprocess: ProcessingStep) -> TuningStep:
+    step = TuningStep(
+        STEP_TUNE,
+        step_args=tuner(ctx).fit(inputs=_channels(ctx, step_preprocess)),
+        cache_config=ctx.cache,
+        retry_policies=_retry_policies(),
+    )
+    # The best trial's model.tar.gz: <S3OutputPath>/<its job name>/output/model.tar.gz, read
+    # by steps/train.py's model_artifact for the evaluation, the registration and batch.
+    bucket, _, prefix = ctx.settings.s3_uri("training")[len("s3://"):].partition("/")
+    step.top_model = step.get_top_model_s3_uri(top_k=0, s3_bucket=bucket, prefix=prefix)
+    return step

@@ -1,0 +1,83 @@
+"""A job's imports against its image (pipeline/images/imports.py), read from the code alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.images.imports import check_code, scan, stdlib
+
+TF = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14.1-cpu-py310-ubuntu20.04-sagemaker"
+SKLEARN = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+
+def verdict(files, image=TF, requirements=None, entry=("train.py",)):
+    return check_code(files, image, requirements, step="Train", entry_points=list(entry) if entry else None)
+
+
+def test_what_the_image_has_passes_and_what_it_lacks_is_one_line_naming_module_step_image_and_ways_out():
+    assert verdict({"train.py": "import numpy, tensorflow as tf\nfrom sklearn import svm\n"}).refusal is None
+    refused = verdict({"train.py": "import os\nimport horovod.tensorflow.keras as hvd\n"}).refusal
+    assert "\n" not in refused
+    assert refused.startswith("step Train: the code imports horovod (train.py:2), which the image " + TF)
+    assert "record aws-tensorflow-training-2.14" in refused and "requirements.txt" in refused
+    assert "trainpipe's own Horovod training image" in refused
+
+
+def test_the_requirements_txt_and_the_codes_own_pip_install_count():
+    files = {"train.py": "import lightgbm\n"}
+    assert verdict(files, requirements="lightgbm==4.1\n").refusal is None
+    installs = ('import subprocess, sys\nsubprocess.check_call([sys.executable, "-m", "pip", "install", '
+                '"lightgbm==4.1"])\nimport lightgbm\n')
+    assert verdict({"train.py": installs}).refusal is None
+
+
+def test_a_requirement_whose_modules_are_unknown_warns_instead_of_refusing():
+    result = verdict({"train.py": "import fancy_module\n"}, requirements="some-unheard-of-thing\n")
+    assert result.refusal is None and "some-unheard-of-thing may install them" in result.warning
+
+
+def test_optional_type_only_local_and_relative_imports_are_not_counted():
+    files = {
+        "train.py": ("try:\n    import google_crc32c\nexcept ImportError:\n    google_crc32c = None\n"
+                     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import mypy_extensions\n"
+                     "import helpers\nfrom pkg import thing\n"),
+        "helpers.py": "from . import nothing\n",
+        "pkg/__init__.py": "", "pkg/thing.py": "import numpy\n",
+    }
+    assert verdict(files).refusal is None
+
+
+def test_the_local_modules_the_entry_point_reaches_are_read_and_the_others_are_not():
+    files = {"train.py": "from pkg import model\n", "pkg/__init__.py": "", "pkg/model.py": "import torch\n",
+             "unused.py": "import lightgbm\n"}
+    refused = verdict(files).refusal
+    assert "torch (pkg/model.py:1)" in refused and "lightgbm" not in refused
+    # no entry point known (a shell command): every file is read
+    assert "lightgbm (unused.py:1)" in verdict(files, entry=None).refusal
+
+
+def test_the_standard_library_is_the_images_python_s():
+    assert "tomllib" not in stdlib("3.10") and "tomllib" in stdlib("3.11")
+    assert "distutils" in stdlib("3.10") and "distutils" not in stdlib("3.12")
+    refused = verdict({"train.py": "import tomllib\n"}).refusal  # the image's Python is 3.10
+    assert "tomllib (train.py:1)" in refused
+
+
+@pytest.mark.parametrize("code, python", [
+    ("match x:\n    case 1:\n        pass\n", "3.9"),
+    ("with (open('a') as a, open('b') as b):\n    pass\n", "3.8"),
+])
+def test_syntax_newer_than_the_images_python_is_found(code, python):
+    assert scan({"train.py": code}, ["train.py"], python).syntax_errors
+    assert not scan({"train.py": code}, ["train.py"], "3.11").syntax_errors
+
+
+def test_code_the_image_cannot_parse_is_refused_in_one_line():
+    refused = verdict({"train.py": "match 1:\n    case 1:\n        pass\n"}, image=SKLEARN).refusal
+    assert refused.startswith("step Train: train.py:")
+    assert "has Python 3.9, which cannot parse this code" in refused and "\n" not in refused
+
+
+def test_an_image_without_a_record_is_one_warning():
+    result = verdict({"train.py": "import anything\n"}, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1")
+    assert result.refusal is None and result.warning.startswith("step Train: no record of what the image ")

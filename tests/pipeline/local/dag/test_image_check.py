@@ -1,0 +1,104 @@
+"""The pre-run image check through ``trainpipe run --local --definition``, on pipelines built
+with the plain SageMaker SDK v2 the way AWS's examples build them (``dag/image_check.py``,
+``pipeline/images/``): a script importing what its image lacks is refused before any step,
+in one line; the same pipeline with a requirements.txt runs; code the image's Python cannot
+parse is refused the same way.
+
+The refusals take no job time (seconds); the pipeline that runs is one small processing step.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import readme_record
+
+REPO = Path(__file__).resolve().parents[4]
+ROLE = "arn:aws:iam::111122223333:role/SageMakerExecutionRole"
+SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+REPORT = """\
+import os
+
+import matplotlib
+import pandas as pd
+
+out = "/opt/ml/processing/report"
+os.makedirs(out, exist_ok=True)
+pd.DataFrame({"backend": [matplotlib.get_backend()]}).to_csv(os.path.join(out, "report.csv"), index=False)
+"""
+
+
+def build(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A one-step pipeline: AWS's SKLearn FrameworkProcessor running ``report.py`` from a
+    source_dir (runproc.sh unpacks it and pip-installs its requirements.txt)."""
+    from sagemaker.processing import FrameworkProcessor, ProcessingOutput
+    from sagemaker.sklearn.estimator import SKLearn
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import ProcessingStep
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    source = tmp_path / "code"
+    source.mkdir()
+    for name, text in files.items():
+        (source / name).write_text(text)
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="images-bucket")
+    processor = FrameworkProcessor(estimator_cls=SKLearn, framework_version="1.2-1", role=ROLE,
+                                   instance_type="ml.m5.xlarge", instance_count=1, base_job_name="report",
+                                   sagemaker_session=session)
+    step = ProcessingStep(name="Report", step_args=processor.run(
+        outputs=[ProcessingOutput(output_name="report", source="/opt/ml/processing/report")],
+        code="report.py", source_dir=str(source)))
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(Pipeline(name="images", steps=[step], sagemaker_session=session).definition())
+    return definition
+
+
+def run(tmp_path: Path, definition: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(tmp_path / "work")],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+
+
+def no_step_ran(tmp_path: Path) -> bool:
+    return not list((tmp_path / "work").glob("runs/*/jobs/*"))
+
+
+def test_an_import_the_image_lacks_is_refused_before_any_step_in_one_line(tmp_path):
+    done = run(tmp_path, build(tmp_path, {"report.py": REPORT}))
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    readme_record.record(line)
+    assert [x for x in done.stderr.splitlines() if "error" in x] == [line]  # one line, all of it
+    assert line.endswith(
+        "step Report: the code imports matplotlib (report.py:3), which the image " + SKLEARN_IMAGE
+        + " (Python 3.9, record aws-sklearn-1.2-1) does not have and no requirements.txt installs: it "
+        "would fail there with ModuleNotFoundError; add a line matplotlib to the requirements.txt next "
+        "to the entry point, or name an image that has it")
+    assert no_step_ran(tmp_path)
+
+
+def test_code_the_images_python_cannot_parse_is_refused_before_any_step(tmp_path):
+    script = "import sys\n\nmatch sys.argv[1:]:\n    case []:\n        print('no arguments')\n"
+    done = run(tmp_path, build(tmp_path, {"report.py": script}))
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    readme_record.record(line)
+    assert line.endswith(
+        "step Report: report.py:5: Pattern matching is only supported in Python 3.10 and greater: the image "
+        + SKLEARN_IMAGE + " (record aws-sklearn-1.2-1) has Python 3.9, which cannot parse this code; write it "
+        "for Python 3.9, or run the step on an image with a newer Python")
+    assert no_step_ran(tmp_path)
+
+
+@pytest.mark.slow
+def test_the_same_pipeline_with_a_requirements_txt_runs(tmp_path):
+    # matplotlib is on this machine: pip finds the requirement satisfied, no network needed.
+    done = run(tmp_path, build(tmp_path, {"report.py": REPORT, "requirements.txt": "matplotlib\n"}))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "==> Report: Succeeded" in done.stdout
