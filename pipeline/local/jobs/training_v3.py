@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import UserError
+from pipeline.images import catalog
 from pipeline.local.hosts import mpi
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
@@ -461,6 +462,19 @@ def mpi4py_importable(python: str) -> bool:
     return done.returncode == 0
 
 
+def mpi4py_missing(launch: Launch, image_uri: str, python: str) -> str:
+    """The one line for an MPI job whose Python has no mpi4py: whether the image has it (its
+    record, ``pipeline/images``) says whose to fix."""
+    record = catalog.find(image_uri)
+    head = (f"distributed=MPI(...) runs every rank as `python -m mpi4py {launch.entry_script}`, and "
+            f"mpi4py is not importable in this job's Python ({python})")
+    if record is not None and record.provides("mpi4py"):
+        return (f"{head}, though the image {image_uri} has it (record {record.name}): install mpi4py "
+                f"where trainpipe runs (pip install mpi4py), or add it to SourceCode(requirements=...)")
+    return (f"{head}, and the image {image_uri or '(none)'} has none either: add mpi4py to "
+            f"SourceCode(requirements=...)")
+
+
 class TrainingJobV3(TrainingJob):
     """A ModelTrainer job: the code is the ``code`` channel, the launch is what
     sourcecode.json and distributed.json say (``read_launch``), the environment is v3's
@@ -546,10 +560,7 @@ class TrainingJobV3(TrainingJob):
                 f"training image with torch in SourceCode(requirements=...), or distributed=MPI(...) "
                 f"for a TensorFlow/Horovod script", CLIENT_ERROR)
         if self.v3 is not None and self.v3.kind == MPI and not mpi4py_importable(self.python):
-            raise JobFailure(
-                f"distributed=MPI(...) runs every rank as `python -m mpi4py {self.v3.entry_script}`, "
-                f"and mpi4py is not importable in this job's Python ({self.python}) for the image "
-                f"{self.image_uri or '(none)'}: add mpi4py to SourceCode(requirements=...)", CLIENT_ERROR)
+            raise JobFailure(mpi4py_missing(self.v3, self.image_uri, self.python), CLIENT_ERROR)
 
     def host_environment(self, host: str) -> dict:
         base = self.container_base(host)

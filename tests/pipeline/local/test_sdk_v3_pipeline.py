@@ -21,6 +21,7 @@ import pytest
 
 from pipeline.local.hosts import mpi, namespaces
 from pipeline.local.store.storage import LocalStorage
+from tests import readme_record
 
 from .sdk_pipelines import v3
 
@@ -131,6 +132,7 @@ def test_a_v3_training_step_whose_launch_cannot_be_determined_is_refused_before_
     last = done.stderr.strip().splitlines()[-1]
     assert "step Train (sm_drivers channel s3://v3-bucket/v3-train/" in last
     assert "distributed.json has the fields ['hostfile', 'process_count_per_node']" in last
+    readme_record.record(last)
     assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
 
 

@@ -19,6 +19,7 @@ from pipeline.local.hosts import mpi as local_mpi
 from pipeline.local.jobs import failures as job_failures
 from pipeline.local.jobs import training_v3
 from pipeline.local.jobs.training_v3 import LaunchUndetermined, read_launch
+from tests import readme_record
 from tests.pipeline.local.helpers import BUCKET, put_objects
 from tests.pipeline.local.sdk_pipelines import v3
 
@@ -51,10 +52,10 @@ def reports(job_dir) -> list[dict]:
 
 
 def run_job(storage, tmp_path, *, code, source, distributed, instances=1, name="job", hps=None,
-            environments=None, driver="auto"):
+            environments=None, driver="auto", image=v3.TF_IMAGE):
     put_objects(storage, TRAIN, 2)
     code_uri, drivers_uri = v3.put_job_files(storage, f"{PREFIX}-{name}", code, source, distributed, driver)
-    request = v3.training_arguments(code_uri, drivers_uri, output=OUTPUT, instances=instances,
+    request = v3.training_arguments(code_uri, drivers_uri, output=OUTPUT, instances=instances, image=image,
                                     hyperparameters=hps or {"epochs": 2, "batch-size": 32, "name": "digits"},
                                     channels=[v3.channel("train", TRAIN)])
     job = training_v3.job_class(request)(request, name, storage, tmp_path / name, echo=False,
@@ -173,6 +174,20 @@ def test_torchrun_runs_only_where_pytorch_is_importable(local_storage, tmp_path)
         assert result.failure_reason.startswith("distributed=Torchrun(...) runs torchrun, and PyTorch is "
                                                 "not importable in this job's Python")
         assert "\n" not in result.failure_reason
+        readme_record.record(result.failure_reason)
+
+
+@needs_mpi
+def test_mpi_on_an_image_without_mpi4py_is_refused_before_the_ranks_start(local_storage, tmp_path):
+    """v3's MPI driver runs `python -m mpi4py`: the SKLearn image has no mpi4py, and the code's
+    requirements install none."""
+    result = run_job(local_storage, tmp_path, code={"train.py": REPORT}, source=v3.source_code("train.py"),
+                     distributed=v3.mpi(1), image=v3.SKLEARN_IMAGE)
+    assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
+    assert "and the image 683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3 " \
+           "has none either: add mpi4py to SourceCode(requirements=...)" in result.failure_reason
+    assert not list((tmp_path / "job").glob("logs/*rank*.log"))
+    readme_record.record(result.failure_reason)
 
 
 @needs_mpi
@@ -193,6 +208,7 @@ def test_mpi_runs_the_ranks_sagemaker_would_start_and_warns_first(local_storage,
     warning = next(line for line in log.splitlines() if "warning: SageMaker would start" in line)
     assert log.index(warning) < log.index("mpirun: ")  # said before the ranks start
     assert as_v3.warnings and as_v3.warnings[0].startswith("SageMaker would start 2 MPI rank(s)")
+    readme_record.record(as_v3.warnings[0])
 
     fixed = run_job(local_storage, tmp_path, code=code, source=source, distributed=v3.mpi(2, ["-np", "4"]),
                     instances=2, name="fixed", environments=environments)
