@@ -154,6 +154,7 @@ run by the .pth next to it at start-up: a top-level module that would come from 
 site-packages, and that the image's record, the requirements or the code's own pip install
 do not provide, fails as it would in the image.
 """
+import importlib
 import importlib.machinery
 import os
 import sys
@@ -161,12 +162,27 @@ import sys
 _CONFIG = {config}
 _HELD = tuple(os.path.join(os.path.realpath(p), "") for p in _CONFIG["held"])
 _ALLOWED = frozenset(_CONFIG["allowed"])
+_IMPORTLIB = os.path.join(os.path.dirname(os.path.realpath(importlib.__file__)), "")
+
+
+def _importer():
+    """The file whose code asked for the import (past importlib's own frames)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith("<") or os.path.realpath(name).startswith(_IMPORTLIB)):
+            return os.path.realpath(name)
+        frame = frame.f_back
+    return ""
 
 
 class TrainpipeImageGuard:
     @classmethod
     def find_spec(cls, name, path=None, target=None):
         if path is not None or name in _ALLOWED or name.startswith("_") or name in sys.builtin_module_names:
+            return None
+        # A library's own imports are its (this machine's versions); the job's code is judged.
+        if _importer().startswith(_HELD):
             return None
         spec = importlib.machinery.PathFinder.find_spec(name)
         if spec is None:

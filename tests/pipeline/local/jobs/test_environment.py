@@ -188,3 +188,15 @@ def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_stora
     unknown = run_job(local_storage, tmp_path, {"user.py": DYNAMIC}, {}, name="unknown",
                       image="123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest")
     assert unknown.status == "Completed", unknown.failure_reason
+
+
+def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path):
+    # This machine's scikit-learn imports narwhals, which the 1.2-1 image's (1.2.1) does not:
+    # the job's own imports are the image's question, a library's are this machine's versions.
+    sklearn_image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+    script = "import sys\nimport sklearn.linear_model\nimport pandas\nassert 'narwhals' in sys.modules\n"
+    result = run_job(local_storage, tmp_path, {"user.py": script}, {}, image=sklearn_image)
+    assert result.status == "Completed", result.failure_reason
+    # ...while the job's own import of it is held back.
+    held = run_job(local_storage, tmp_path, {"user.py": "import narwhals\n"}, {}, name="held", image=sklearn_image)
+    assert held.status == "Failed" and "No module named 'narwhals': the image " + sklearn_image in held.failure_reason
