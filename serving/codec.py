@@ -35,6 +35,10 @@ CSV_TYPE = "text/csv"
 IMAGE_TYPES = ("image/jpeg", "image/png", "application/x-image")
 CONTENT_TYPES = (*JSON_TYPES, CSV_TYPE, *IMAGE_TYPES)
 DEFAULT_CONTENT_TYPE = "application/json"  # SageMaker TFS: no Content-Type header is JSON
+# Python's parsers refuse these with RecursionError and csv.Error: the client's to fix (400).
+TOO_DEEP = ("the JSON body nests deeper than the parser reads (about 1000 levels); a TF Serving body "
+            "is a few levels deep: send {\"instances\": [...]}")
+CSV_FIELD_LIMIT = csv.field_size_limit()  # 131072 characters: one value, not one row
 
 
 @dataclass
@@ -52,7 +56,10 @@ def media_type(header: str | None) -> str:
 def decode(model: ServedModel, content_type: str, body: bytes) -> Request:
     """The request for ``model``; ``RequestError`` (415 for a type it cannot take) otherwise."""
     if content_type in JSON_TYPES:
-        return from_json(model, parse_json(body))
+        try:
+            return from_json(model, parse_json(body))
+        except RecursionError:  # parsed, but too deep for _unb64's walk
+            raise RequestError(TOO_DEEP) from None
     if content_type == CSV_TYPE:
         return from_csv(model, body)
     if content_type in IMAGE_TYPES:
@@ -83,12 +90,14 @@ def parse_json(body: bytes):
         raise RequestError("the request body is empty: send {\"instances\": [...]}")
     try:
         return json.loads(text)
+    except RecursionError:
+        raise RequestError(TOO_DEEP) from None
     except json.JSONDecodeError as error:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) > 1:
             try:
                 return {"instances": [json.loads(line) for line in lines]}
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
         raise RequestError(f"malformed JSON: {error}") from None
 
@@ -200,7 +209,7 @@ def from_csv(model: ServedModel, body: bytes) -> Request:
     if width is None:
         raise RequestError(f"text/csv is for table models; this one takes {_what_it_takes(model)}", 415)
     rows = []
-    for number, row in enumerate(csv.reader(lines), 1):
+    for number, row in enumerate(_csv_rows(lines), 1):
         try:
             values = [float(v) for v in row]
         except ValueError:
@@ -213,6 +222,19 @@ def from_csv(model: ServedModel, body: bytes) -> Request:
         rows.append(values)
     signature = model.signature(contract.SIGNATURE_DEFAULT)
     return Request(signature, {next(iter(signature.inputs)): rows}, row_format=True)
+
+
+def _csv_rows(lines: list[str]):
+    """csv.reader's rows, its refusal (a field over ``CSV_FIELD_LIMIT``) a 400 naming the row."""
+    reader = csv.reader(lines)
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise RequestError(f"CSV row {reader.line_num}: {error} (one value over {CSV_FIELD_LIMIT} "
+                               "characters); a table row holds numbers") from None
 
 
 # --- responses -------------------------------------------------------------------------------

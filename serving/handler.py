@@ -51,7 +51,6 @@ from pathlib import Path
 
 import numpy as np
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -100,8 +99,15 @@ def default_input_fn(input_data, content_type):
             rows = json.loads(input_data)
         except ValueError as e:
             raise RequestError(f"the body is not JSON: {e}") from None
+        except RecursionError:
+            raise RequestError("the JSON body nests deeper than the parser reads (about 1000 levels); "
+                               "the default input_fn reads a row or a list of rows") from None
     elif kind == CSV_TYPE:
-        rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        try:
+            rows = [row for row in csv.reader(io.StringIO(input_data)) if row]
+        except csv.Error as e:
+            raise RequestError(f"the CSV body is not one the default input_fn reads: {e} (one value "
+                               f"over {csv.field_size_limit()} characters); send rows of numbers") from None
     else:
         raise RequestError(f"Content type {content_type} is not one the default input_fn reads "
                            f"({JSON_TYPE}, {CSV_TYPE}, {NPY_TYPE}): define input_fn in the script", 415)
@@ -349,8 +355,13 @@ def server_timeout(environ=os.environ) -> float:
                          "of seconds") from None
 
 
-def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES, timeout: float | None = None) -> Starlette:
+def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES, timeout: float | None = None,
+              queue: float = web.QUEUE_SECONDS) -> Starlette:
     timeout = server_timeout() if timeout is None else timeout
+    # One call at a time, as one model-server worker answers them (Script.lock says the same);
+    # a call past its time keeps the worker until it returns, and the requests behind it get
+    # 503 after ``queue`` seconds instead of piling up threads.
+    pool = web.Workers(1, queue)
 
     async def ping(request: Request) -> Response:
         if holder.script is None:
@@ -369,10 +380,11 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES, timeout: float | N
         if not accept or accept.strip() == ANY:
             accept = default_accept()
         try:
-            answer, answer_type = await asyncio.wait_for(
-                run_in_threadpool(script.invoke, body, content_type, accept), timeout)
+            answer, answer_type = await pool.call(script.invoke, body, content_type, accept, timeout=timeout)
         except (RequestError, ScriptError) as e:
             return error(e.status, str(e))
+        except web.Busy as e:
+            return error(503, str(e))
         except asyncio.TimeoutError:
             return error(504, f"the model took more than {timeout:g} s to answer")
         return Response(answer, 200, media_type=answer_type)
@@ -407,7 +419,7 @@ def serve(model_dir: str, code_dir: str | None, program: str, host: str, port: i
     server = web.run(build_app(holder), host, port, load, access_log)
     if holder.failure or not server.started:
         return 1  # why was said above (or by uvicorn: the port was taken)
-    print("serve: stopped (requests in flight answered)", flush=True)
+    web.say_stopped()
     return 0
 
 

@@ -10,7 +10,8 @@ Routes:
 
 Uvicorn runs a Starlette app in this one process: the model is loaded once (no forked
 copies of TensorFlow), requests are parsed on the event loop and the model runs on Starlette's
-thread pool, so several clients are answered at once. SIGTERM or Ctrl-C: no new connections,
+thread pool, so several clients are answered at once (``MODEL_WORKERS`` model calls at a time;
+``web.py`` says what bounds a slow or stalled client). SIGTERM or Ctrl-C: no new connections,
 the requests in flight are answered, exit 0.
 """
 
@@ -19,11 +20,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -41,6 +42,9 @@ from serving.web import (  # noqa: F401 (MAX_BODY_BYTES, DEFAULT_PORT: read here
 )
 
 DEFAULT_MODEL_NAME = "model"  # TF Serving's MODEL_NAME default
+# Model calls at once: TensorFlow spreads each call over the cores already, so more than one
+# per core only adds latency; past it, requests queue (web.Workers).
+MODEL_WORKERS = max(2, os.cpu_count() or 2)
 CUSTOM_ATTRIBUTES = "X-Amzn-SageMaker-Custom-Attributes"
 
 
@@ -62,7 +66,10 @@ class Holder:
 
 
 def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
-              timeout: float = REQUEST_TIMEOUT_SECONDS) -> Starlette:
+              timeout: float = REQUEST_TIMEOUT_SECONDS, workers: int = MODEL_WORKERS,
+              queue: float = web.QUEUE_SECONDS) -> Starlette:
+    pool = web.Workers(workers, queue)
+
     async def ping(request: Request) -> Response:
         if holder.model is None:
             return error(503, holder.failure or "the model is still loading")
@@ -72,8 +79,12 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
         model = holder.model
         if model is None:
             return error(503, holder.failure or "the model is still loading; retry after GET /ping returns 200")
-        # TF Serving's :predict reads JSON whatever the Content-Type says (curl -d sends a form's).
-        content_type = codec.DEFAULT_CONTENT_TYPE if json_only else codec.media_type(request.headers.get("content-type"))
+        content_type = codec.media_type(request.headers.get("content-type"))
+        if json_only and content_type not in codec.JSON_TYPES:
+            # TF Serving reads any body as JSON; here only a JSON one: a form or text/plain body
+            # is what a web page may POST cross-origin with no preflight.
+            return error(415, f"Unsupported Media Type: {content_type}; :predict reads JSON: send "
+                              "Content-Type: application/json (curl: -H 'Content-Type: application/json')")
         if content_type not in codec.CONTENT_TYPES:
             return error(415, f"Unsupported Media Type: {content_type}; send one of {', '.join(codec.CONTENT_TYPES)}")
         attributes = request.headers.get(CUSTOM_ATTRIBUTES, "")
@@ -83,10 +94,11 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
         if isinstance(body, Response):
             return body
         try:
-            answer = await asyncio.wait_for(
-                run_in_threadpool(_predict, model, content_type, body), timeout)
+            answer = await pool.call(_predict, model, content_type, body, timeout=timeout)
         except RequestError as e:
             return error(e.status, str(e))
+        except web.Busy as e:
+            return error(503, str(e))
         except asyncio.TimeoutError:
             return error(504, f"the model took more than {timeout:g} s to answer")
         return Response(json.dumps(answer, separators=(",", ":")), 200, media_type=_accept(request))
@@ -166,7 +178,7 @@ def serve(model_dir: str, host: str, port: int, name: str = DEFAULT_MODEL_NAME,
         return 1
     if not server.started:
         return 1  # the port was taken: uvicorn said so
-    print("serve: stopped (requests in flight answered)", flush=True)
+    web.say_stopped()
     return 0
 
 

@@ -7,6 +7,7 @@ import io
 import json
 import sys
 import textwrap
+import time
 import types
 
 import numpy as np
@@ -256,3 +257,103 @@ def test_the_server_timeout_follows_sagemaker_model_server_timeout():
     assert handler.server_timeout({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "600"}) == 600
     with pytest.raises(SystemExit, match="SAGEMAKER_MODEL_SERVER_TIMEOUT='soon' is not a number"):
         handler.server_timeout({"SAGEMAKER_MODEL_SERVER_TIMEOUT": "soon"})
+
+
+def test_the_defaults_refuse_deep_json_and_a_huge_csv_value_with_a_400(defaults_server):
+    deep = defaults_server.post("/invocations", "[" * 50_000 + "]" * 50_000)
+    assert deep.status_code == 400 and deep.json()["error"].startswith(
+        "the JSON body nests deeper than the parser reads")
+    wide = defaults_server.post("/invocations", "1," + "9" * (200 * 1024), "text/csv")
+    assert wide.status_code == 400 and wide.json()["error"] == (
+        "the CSV body is not one the default input_fn reads: field larger than field limit (131072) (one "
+        "value over 131072 characters); send rows of numbers")
+
+
+def test_a_stalled_client_gets_a_408_and_sigterm_then_stops_and_says_so_in_a_redirected_log(
+        model_dir, tmp_path):
+    """Bound to 0.0.0.0 (warned), a client stalled halfway through its body: the server answers
+    it 408 once BODY_READ_SECONDS pass, so SIGTERM's drain ends by itself, and the last line
+    reaches the log file. ~20 s: the body limit is not shortened here, as a user meets it."""
+    import signal
+    import socket
+    import subprocess
+
+    from serving import web
+    from tests.serving.conftest import ROOT
+
+    port = free_port()
+    log = tmp_path / "serve.log"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
+    with open(log, "wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "serving.handler", "--model-dir", str(model_dir),
+                                    "--program", "inference.py", "--host", "0.0.0.0", "--port", str(port)],
+                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while "serving inference.py" not in log.read_text():
+            assert process.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        with socket.create_connection(("127.0.0.1", port), timeout=web.BODY_READ_SECONDS + 30) as conn:
+            conn.sendall(b"POST /invocations HTTP/1.1\r\nHost: localhost\r\nContent-Type: text/csv\r\n"
+                         b"Content-Length: 1000\r\n\r\n1,2,")  # then nothing more
+            time.sleep(0.5)
+            process.send_signal(signal.SIGTERM)
+            reply = b""
+            while chunk := conn.recv(65536):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:200]
+        assert b"did not arrive within 15 s (4 bytes came)" in reply
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = log.read_text()
+    assert "serve: warning: listening on 0.0.0.0: every machine that can reach this one can call the model" in text
+    assert text.rstrip().endswith("serve: stopped (requests in flight answered)"), text[-500:]
+
+
+def test_a_script_past_its_time_holds_the_one_worker_and_the_next_request_gets_503(tmp_path):
+    """The script runs one call at a time: a call past its time keeps the worker until it
+    returns, and a request behind it is told the server is busy instead of waiting forever."""
+    import asyncio
+    import threading
+
+    release = threading.Event()
+    module = _module("""
+        def model_fn(model_dir):
+            return None
+
+        def transform_fn(model, data, content_type, accept):
+            if data == b"slow":  # text/plain: bytes, as the toolkit hands it
+                RELEASE.wait(30)
+            return "ok", "text/plain"
+        """)
+    module.RELEASE = release
+    holder = handler.Holder(str(tmp_path), None, "inference.py")
+    holder.script = handler.Script(module, "inference.py", tmp_path)
+    app = handler.build_app(holder, timeout=0.3, queue=0.3)
+
+    def post(body: bytes) -> int:
+        scope = {"type": "http", "method": "POST", "path": "/invocations", "raw_path": b"/invocations",
+                 "query_string": b"", "headers": [(b"content-type", b"text/plain")], "http_version": "1.1",
+                 "scheme": "http", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 1)}
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        asyncio.run(app(scope, receive, send))
+        return sent[0]["status"]
+
+    try:
+        assert post(b"slow") == 504
+        assert post(b"fast") == 503
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while post(b"fast") != 200:
+        assert time.monotonic() < deadline

@@ -129,9 +129,7 @@ def test_tf_serving_rest_paths(table_server, expected):
     signature = metadata["metadata"]["signature_def"]["signature_def"]["serving_default"]
     assert signature["inputs"]["x"]["dtype"] == "DT_FLOAT"
     assert set(signature["outputs"]) == {"probabilities", "classes"}
-    # TF Serving reads JSON whatever the Content-Type (curl -d sends a form's).
-    answer = table_server.post("/v1/models/model:predict", json.dumps({"instances": ROWS}),
-                               "application/x-www-form-urlencoded")
+    answer = table_server.post("/v1/models/model:predict", json.dumps({"instances": ROWS}))
     _check_rows(answer.json()["predictions"], expected)
     assert table_server.post("/v1/models/model/versions/1:predict", json.dumps({"instances": ROWS})).status_code == 200
     assert table_server.post("/v1/models/other:predict", "{}").status_code == 404
@@ -195,14 +193,17 @@ def _asgi_post(app, path: str, body: bytes) -> tuple[int, dict]:
 
 
 def test_a_model_slower_than_the_timeout_is_a_504_and_the_server_keeps_serving(monkeypatch):
-    """SageMaker's 60 s per request, shortened: a real wait would be a minute."""
+    """SageMaker's 60 s per request, shortened: a real wait would be a minute. The 504 comes
+    while the slow call still runs (it cannot be stopped), not once it has ended."""
     holder = server_module.Holder("/nowhere", "model")
     holder.model = object()  # loaded, as far as the routes can tell
     release = threading.Event()  # the slow call waits for it: past the timeout, until the test ends
+    ended = threading.Event()
 
     def predict(model, content_type, body):
         if b"slow" in body:
             release.wait(30)
+            ended.set()
         return {"predictions": [1]}
 
     monkeypatch.setattr(server_module, "_predict", predict)
@@ -210,9 +211,77 @@ def test_a_model_slower_than_the_timeout_is_a_504_and_the_server_keeps_serving(m
     try:
         status, answer = _asgi_post(app, "/invocations", b'"slow"')
         assert status == 504 and answer == {"error": "the model took more than 1 s to answer"}
+        assert not ended.is_set()
         assert _asgi_post(app, "/invocations", b'"fast"') == (200, {"predictions": [1]})
     finally:
         release.set()
+
+
+def test_slow_calls_hold_only_their_workers_and_the_rest_queue_or_get_503(monkeypatch):
+    """Two workers, both held by calls past their time: the next request waits for a worker,
+    gets 503 (busy) instead of another thread, and is served once a worker is free."""
+    holder = server_module.Holder("/nowhere", "model")
+    holder.model = object()
+    release = threading.Event()
+    started = []
+
+    def predict(model, content_type, body):
+        started.append(body)
+        if b"slow" in body:
+            release.wait(30)
+        return {"predictions": [1]}
+
+    monkeypatch.setattr(server_module, "_predict", predict)
+    app = server_module.build_app(holder, timeout=0.5, workers=2, queue=0.5)
+    try:
+        assert [_asgi_post(app, "/invocations", b'"slow"')[0] for _ in range(2)] == [504, 504]
+        status, answer = _asgi_post(app, "/invocations", b'"fast"')
+        assert status == 503 and answer == {"error": (
+            "the model is busy: all 2 workers are answering requests, 2 of them past the 0.5 s limit, and "
+            "none came free within 0.5 s; retry later")}
+        assert started == [b'"slow"', b'"slow"']  # the refused request never ran
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while _asgi_post(app, "/invocations", b'"fast"')[0] != 200:
+        assert time.monotonic() < deadline, "the workers never came free"
+
+
+def test_only_this_servers_names_and_no_web_page_may_call_it(table_server):
+    """DNS rebinding (another name for 127.0.0.1), a cross-origin page, and a body a page can
+    POST without a preflight are refused before the model runs."""
+    body = json.dumps({"instances": ROWS})
+    rebound = requests.post(table_server.url + "/invocations", data=body, timeout=30,
+                            headers={"Host": "attacker.example:8080", "Content-Type": "application/json"})
+    assert rebound.status_code == 400
+    assert rebound.json()["error"].startswith("Host 'attacker.example:8080' is not a name of this server "
+                                              "(bound to 127.0.0.1: 127.0.0.1, ::1, localhost)")
+    page = requests.post(table_server.url + "/invocations", data=body, timeout=30,
+                         headers={"Origin": "http://attacker.example", "Content-Type": "application/json"})
+    assert page.status_code == 403 and "http://attacker.example is refused" in page.json()["error"]
+    for kind in ("text/plain", "application/x-www-form-urlencoded"):
+        simple = table_server.post("/v1/models/model:predict", body, kind)
+        assert simple.status_code == 415, kind
+        assert simple.json()["error"].startswith(f"Unsupported Media Type: {kind}; :predict reads JSON")
+    assert table_server.post("/invocations", body, "text/plain").status_code == 415
+    local = requests.post(f"http://localhost:{table_server.port}/invocations", data=body, timeout=30,
+                          headers={"Content-Type": "application/json", "Origin": f"http://localhost:{table_server.port}"})
+    assert local.status_code == 200
+
+
+@pytest.mark.parametrize("body", ['{"instances": ' + "[" * 50_000 + "]" * 50_000 + "}",
+                                  "[" * 50_000 + "]" * 50_000])
+def test_json_nested_past_the_parser_is_a_400(table_server, body):
+    answer = table_server.post("/invocations", body)
+    assert answer.status_code == 400
+    assert answer.json()["error"].startswith("the JSON body nests deeper than the parser reads")
+
+
+def test_a_csv_value_over_the_field_limit_is_a_400(table_server):
+    answer = table_server.post("/invocations", "1,2,3,4\n1," + "9" * (200 * 1024) + ",3,4\n", "text/csv")
+    assert answer.status_code == 400
+    assert answer.json()["error"] == ("CSV row 2: field larger than field limit (131072) (one value over "
+                                      "131072 characters); a table row holds numbers")
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
@@ -221,7 +290,7 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model, stop_si
     server = start([sys.executable, "-m", "serving.server", "--model-dir", table_model, "--port", str(port)], port)
     body = json.dumps({"instances": ROWS}).encode()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        head = f"POST /invocations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        head = f"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         conn.sendall(head.encode() + body[:10])  # in flight: half its body sent
         time.sleep(0.3)
         server.process.send_signal(stop_signal)

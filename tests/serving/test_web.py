@@ -36,3 +36,26 @@ def test_the_body_limit_is_checked_on_the_declared_length_and_as_it_streams():
 
 def test_startup_time_and_memory_are_read():
     assert web.process_seconds() > 0 and web.resident_mib() > 1
+
+
+def test_a_body_that_stalls_is_a_408_and_its_bytes_are_let_go():
+    class Stalled(_Request):
+        async def stream(self):
+            yield b"{\"instances\": "
+            await asyncio.sleep(30)  # the client stopped sending
+            yield b"[]}"
+
+    answer = asyncio.run(web.read_body(Stalled([]), seconds=0.2))
+    assert answer.status_code == 408
+    assert json.loads(answer.body) == {"error": "the request body did not arrive within 0.2 s (14 bytes came); "
+                                                "send it whole and at once"}
+
+
+def test_the_host_names_a_server_answers_to():
+    assert web.host_names("127.0.0.1") == {"127.0.0.1", "localhost", "::1"}
+    assert web.host_names("10.1.2.3") == {"10.1.2.3"}
+    assert {"localhost", "127.0.0.1"} < web.host_names("0.0.0.0")
+    check = web.CallerCheck(None, "0.0.0.0")
+    assert check.allowed("192.168.1.20") and not check.allowed("attacker.example")
+    assert [web._host_of(v) for v in ("127.0.0.1:8080", "[::1]:8080", "LocalHost", "::1")] == [
+        "127.0.0.1", "::1", "localhost", "::1"]
