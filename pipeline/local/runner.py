@@ -23,13 +23,14 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
 from pipeline.local import inference_steps, tuning_step
-from pipeline.local.dag import caching, image_check, interpreter, preflight, stubs
+from pipeline.local.dag import caching, interpreter, preflight, stubs
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
     STEP_FAIL,
@@ -59,7 +60,8 @@ from pipeline.local.jobs.failures import CLIENT_ERROR
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
-from pipeline.local.jobs.training_v3 import check_launch, code_for_image_check, job_class
+from pipeline.local.jobs.sdk_v3 import check_launch, code_for_image_check
+from pipeline.local.jobs.training_v3 import job_class
 from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError
@@ -166,25 +168,10 @@ class PipelineRunner:
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
         # Each job's imports against its image's record: one line, before any step runs.
-        preflight.check_images(self.nodes, self.ctx, self.storage, self.say, code_of=self._job_code)
-        # A training step whose launch cannot be determined (no sagemaker_program; SDK v3
-        # sm_drivers files that name nothing runnable) is refused now, not after a step ran.
-        for node in self.nodes:
-            if node.type == STEP_TRAINING:
-                check_launch(preflight.known_request(node, self.ctx), self.storage, f"step {node.name}")
+        preflight.check_images(self.nodes, self.ctx, self.storage, self.say,
+                               code_of=partial(preflight.job_code, v3_code=code_for_image_check))
+        preflight.check_launches(self.nodes, self.ctx, self.storage, check_launch)
         tuning_step.check(self.nodes, self.ctx)
-
-    @staticmethod
-    def _job_code(node: StepNode, ctx: Context, storage: Storage) -> image_check.JobCode | None:
-        """The code the image check reads of a step: SDK v3 ModelTrainer jobs by their own
-        contract (the code channel, sourcecode.json), the rest as image_check reads them."""
-        if node.type == STEP_TRAINING:
-            v3 = code_for_image_check(preflight.known_request(node, ctx), storage, f"step {node.name}")
-            if v3 is not None:
-                return image_check.JobCode(node.name, v3.image_uri, v3.files, v3.entry_points,
-                                           v3.requirements, v3.requirements_name)
-            return image_check.training_code(node, ctx, storage)
-        return image_check.processing_code(node, ctx, storage) if node.type == STEP_PROCESSING else None
 
     # --- the execution ---------------------------------------------------------------------
     def sweep_dead_runners(self) -> None:

@@ -1,4 +1,4 @@
-"""SDK v3 ModelTrainer training jobs run as v3's drivers run them (``training_v3.py``).
+"""SDK v3 ModelTrainer training jobs run as v3's drivers run them (``sdk_v3.py``, ``training_v3.py``).
 
 The launch contract is read from the files written by ``sdk_pipelines/v3.py`` in v3's format;
 the user scripts are small plain-Python ones (no TensorFlow): each takes a second or two, the
@@ -17,8 +17,8 @@ import pytest
 
 from pipeline.local.hosts import mpi as local_mpi
 from pipeline.local.jobs import failures as job_failures
-from pipeline.local.jobs import training_v3
-from pipeline.local.jobs.training_v3 import LaunchUndetermined, read_launch
+from pipeline.local.jobs import sdk_v3, training_v3
+from pipeline.local.jobs.sdk_v3 import LaunchUndetermined, read_launch
 from tests import readme_record
 from tests.pipeline.local.helpers import BUCKET, put_objects
 from tests.pipeline.local.sdk_pipelines import v3
@@ -66,15 +66,15 @@ def run_job(storage, tmp_path, *, code, source, distributed, instances=1, name="
 # --- Reading the launch ----------------------------------------------------------------------
 def test_the_launch_is_read_from_sourcecode_and_distributed_json():
     basic = read_launch(v3.source_code("train.py"), {}, v3.train_script("basic_script_driver.py"), "step")
-    assert (basic.kind, basic.entry_script) == (training_v3.BASIC, "train.py")
+    assert (basic.kind, basic.entry_script) == (sdk_v3.BASIC, "train.py")
     # A command wins over the entry script and the driver, as in v3's _prepare_train_script.
     command = read_launch(v3.source_code("train.py", command="python other.py", args=["--x", "a b"]),
                           v3.mpi(2), None, "step")
-    assert training_v3.command_line(command) == ["/bin/bash", "-c", "python other.py --x 'a b'"]
+    assert sdk_v3.command_line(command) == ["/bin/bash", "-c", "python other.py --x 'a b'"]
     both = read_launch(v3.source_code("train.py"), v3.mpi(2, ["-x", "NCCL_DEBUG=INFO", "-np", "4"]), None, "s")
     assert (both.kind, both.process_count_per_node, both.mpi_options, both.np_option) == (
-        training_v3.MPI, 2, ["-x", "NCCL_DEBUG=INFO"], 4)
-    assert read_launch(v3.source_code("train.py"), v3.torchrun(), None, "s").kind == training_v3.TORCHRUN
+        sdk_v3.MPI, 2, ["-x", "NCCL_DEBUG=INFO"], 4)
+    assert read_launch(v3.source_code("train.py"), v3.torchrun(), None, "s").kind == sdk_v3.TORCHRUN
 
 
 @pytest.mark.parametrize("source, distributed, script, says", [
@@ -96,10 +96,10 @@ def test_a_launch_that_cannot_be_determined_is_one_line_naming_the_step_and_the_
 
 def test_arguments_and_environment_are_v3s():
     """hyperparameters_to_cli_args and environment.py, in the file's order."""
-    assert training_v3.script_arguments({"batch-size": "32", "lr": "0.1", "name": "digits", "flags": '{"a": 1}'}) == [
+    assert sdk_v3.script_arguments({"batch-size": "32", "lr": "0.1", "name": "digits", "flags": '{"a": 1}'}) == [
         "--batch-size", "32", "--lr", "0.1", "--name", "digits", "--flags", '{"a": 1}']
     launch = read_launch(v3.source_code("train.py"), v3.mpi(2), None, "s")
-    env = training_v3.environment(
+    env = sdk_v3.environment(
         "/opt/ml", current_host="algo-2", hosts=["algo-2", "algo-1"], instance_type="ml.c5.xlarge",
         hyperparameters={"batch-size": "32"}, input_data_config={"train": {}, "code": {}},
         resource_config={"network_interface_name": "eth0"}, launch=launch, job_name="j", num_cpus=4)
@@ -127,10 +127,10 @@ def test_v3s_mpirun_puts_every_rank_on_algo_1_and_the_warnings_fix_spreads_them(
     mpi_additional_options=['-np', '4'], comes after it on the command line."""
     assert display_map() == {"algo-1": 2}
     assert display_map("-np", "4") == {"algo-1": 2, "algo-2": 2}
-    warning = training_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(2), None, "s"), 2)
+    warning = sdk_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(2), None, "s"), 2)
     assert "SageMaker would start 2 MPI rank(s), not the 4 asked for" in warning
     assert "mpi_additional_options=['-np', '4']" in warning
-    assert training_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(2, ["-np", "4"]), None, "s"), 2) is None
+    assert sdk_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(2, ["-np", "4"]), None, "s"), 2) is None
 
 
 # --- Jobs ------------------------------------------------------------------------------------
