@@ -74,7 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
     model_dir, what = resolve_model(Path(args.workdir), args.model, args.run, command="serve")
     print(f"trainpipe serve: {what}: {model_dir}", file=sys.stderr, flush=True)
     argv = ["--model-dir", str(model_dir), "--host", args.host, "--port", str(args.port), "--name", args.name]
-    _exec("serving.server", argv + (["--access-log"] if args.access_log else []))
+    _exec("serving.server", argv + (["--access-log"] if args.access_log else []), Path(args.workdir))
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -87,13 +87,13 @@ def run_predict(args: argparse.Namespace) -> int:
     if len(chosen) == 1:
         (model_dir, what), files = chosen[0]
         print(f"trainpipe predict: {what}: {model_dir}", file=sys.stderr, flush=True)
-        _exec("serving.predict", ["--model-dir", str(model_dir), *json_flag, *files])
+        _exec("serving.predict", ["--model-dir", str(model_dir), *json_flag, *files], workdir)
     # Tables and images in one command: each kind through its own model, in turn.
     worst = 0
     for (model_dir, what), files in chosen:
         print(f"trainpipe predict: {what}: {model_dir}", file=sys.stderr, flush=True)
         code = subprocess.run([sys.executable, "-m", "serving.predict", "--model-dir", str(model_dir),
-                               *json_flag, *files], env=_child_environment()).returncode
+                               *json_flag, *files], env=_child_environment(workdir)).returncode
         if code == served_files.BROKEN_PIPE_STATUS:  # the reader went away (| head): nothing more to print
             return code
         worst = code if code < 0 or worst < 0 else max(worst, code)
@@ -112,19 +112,31 @@ def _files_by_kind(files: list[str]) -> dict[str | None, list[str]]:
     return groups
 
 
-def _exec(module: str, argv: list[str]) -> None:
+def _exec(module: str, argv: list[str], workdir: Path) -> None:
     """The server in this process's place: SIGTERM and Ctrl-C reach it, and its exit status
     is the command's."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.environ.update(_child_environment())
-    os.execv(sys.executable, [sys.executable, "-m", module, *argv])
+    os.execve(sys.executable, [sys.executable, "-m", module, *argv], _child_environment(workdir))
 
 
-def _child_environment() -> dict[str, str]:
-    # TensorFlow's start-up banner (oneDNN, CPU features) is INFO: hidden, as for every job's
-    # process (lifecycle.base_environment); a user's own setting wins.
-    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "1")}
+def _child_environment(workdir: Path, environ=None) -> dict[str, str]:
+    """What the model's process starts with. A SavedModel is code (a ReadFile op can read
+    /proc/self/environ), maybe not the user's own: it gets what a job's process gets, the
+    allowlist of pipeline/environment.py (no credential) and a HOME of its own under the
+    workdir, not the caller's ~/.aws. TensorFlow's start-up banner (oneDNN, CPU features) is
+    INFO: hidden, as for every job's process; a user's own setting wins."""
+    import importlib.util
+
+    from pipeline.local.jobs.lifecycle import base_environment
+    from pipeline.local.store.private import private_dir
+
+    env = base_environment(dict(os.environ if environ is None else environ),
+                           home=private_dir(workdir / EXTRACTED_DIR / "home"))
+    spec = importlib.util.find_spec("serving")  # found, not imported: no TensorFlow here
+    if spec is not None and spec.origin is not None:  # a source checkout run without installing
+        env["PYTHONPATH"] = str(Path(spec.origin).resolve().parents[1])
+    return env
 
 
 # --- which model -----------------------------------------------------------------------------

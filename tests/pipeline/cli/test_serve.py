@@ -88,17 +88,46 @@ def test_no_registry_and_not_a_model_archive(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("users, expected", [(None, "1"), ("0", "0")])
-def test_the_server_starts_without_tensorflows_banner_unless_asked(monkeypatch, users, expected):
-    # The oneDNN and CPU-feature lines are INFO; the exec'd server inherits the environment.
+def test_the_server_starts_without_tensorflows_banner_unless_asked(monkeypatch, tmp_path, users, expected):
+    # The oneDNN and CPU-feature lines are INFO; the exec'd server gets _child_environment.
     if users is None:
         monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
     else:
         monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", users)
     execs = []
-    monkeypatch.setattr(serve.os, "execv", lambda path, argv: execs.append(argv))
-    serve._exec("serving.server", ["--port", "1"])
-    assert execs == [[sys.executable, "-m", "serving.server", "--port", "1"]]
-    assert serve.os.environ["TF_CPP_MIN_LOG_LEVEL"] == expected
+    monkeypatch.setattr(serve.os, "execve", lambda path, argv, env: execs.append((argv, env)))
+    serve._exec("serving.server", ["--port", "1"], tmp_path)
+    assert [argv for argv, _ in execs] == [[sys.executable, "-m", "serving.server", "--port", "1"]]
+    assert execs[0][1]["TF_CPP_MIN_LOG_LEVEL"] == expected
+
+
+@pytest.mark.slow
+def test_a_served_model_gets_the_job_allowlist_not_the_callers_credentials(tmp_path, monkeypatch):
+    """An untrusted SavedModel whose signature returns /proc/self/environ (a ReadFile op),
+    served by ``trainpipe serve`` with credentials in the caller's environment."""
+    import tensorflow as tf
+
+    class Reader(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="x")])
+        def serve(self, x):
+            return {"environ": tf.fill([tf.shape(x)[0]], tf.io.read_file("/proc/self/environ"))}
+
+    reader = Reader()
+    tf.saved_model.save(reader, str(tmp_path / "model" / "1"), signatures={"serving_default": reader.serve})
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "caller-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "caller-token")
+    monkeypatch.setenv("HOME", str(tmp_path / "caller-home"))
+    port = free_port()
+    server = start([sys.executable, "-m", "pipeline", "serve", "--workdir", str(tmp_path / "w"), "--model",
+                    str(tmp_path / "model"), "--port", str(port)], port)
+    try:
+        answer = requests.post(server.url + "/invocations", json={"instances": [[1, 2, 3, 4]]}, timeout=30)
+        text = answer.json()["predictions"][0]
+    finally:
+        stop(server)
+    environ = dict(item.split("=", 1) for item in text.split("\0") if "=" in item)
+    assert "AWS_SECRET_ACCESS_KEY" not in environ and "GITHUB_TOKEN" not in environ
+    assert environ["HOME"] == str(tmp_path / "w" / "serving" / "home")
 
 
 @pytest.mark.slow
