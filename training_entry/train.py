@@ -124,7 +124,11 @@ def main(argv: list[str] | None = None) -> None:
     backbone = architectures.backbone_of(model)
     # Transfer learning: head only (backbone frozen), then the top of the backbone at a lower
     # rate; each phase is a (re)compile and a model.fit. Other models: one phase.
-    phases = transfer.phases(model, hp)
+    phases = transfer.phases(model, hp, pretrained=cfg.init is not None)
+    if backbone is not None and cfg.init is None:
+        log(f"{architecture} without pretrained weights (no init channel): the whole network trains "
+            f"from random weights; for ImageNet weights run `trainpipe init-weights` where there is "
+            f"internet and build with --init-model-uri")
 
     # Resume: rank 0 finds the newest complete checkpoint; all ranks agree on where training
     # starts, hence in which phase.

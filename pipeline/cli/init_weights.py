@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.definition.bundles import REPO_ROOT
 from pipeline.errors import UserError
 from training_entry import contract as training
+from training_entry.model.init_backbone import DIGEST_PREFIX
 
 
 def register(subparsers) -> None:
@@ -53,7 +54,12 @@ def run_init_weights(args: argparse.Namespace) -> int:
     if done.returncode != 0:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         raise UserError(lines[-1] if lines else f"init_backbone exited {done.returncode}")
-    path = Path(done.stdout.strip().splitlines()[-1])
+    printed = done.stdout.strip().splitlines()
+    path = Path(printed[-1])
+    digests = [line.removeprefix(DIGEST_PREFIX) for line in printed if line.startswith(DIGEST_PREFIX)]
+    if digests:  # what the job logs at step 0 when it starts from this file (not the file's sha256)
+        print(f"weights digest {digests[0]}: the training job logs 'backbone weights at step 0: sha256 "
+              f"{digests[0]}' when it starts from these weights")
     if not args.upload:
         print(f"wrote {path}")
         print(f"next: upload it to an s3:// prefix of its own and build with --init-model-uri <that prefix>, "

@@ -10,7 +10,12 @@ import argparse
 import sys
 from dataclasses import replace
 
-from pipeline.definition.parameters import SPECS, parse_assignments, strategy_defaults
+from pipeline.definition.parameters import (
+    SPECS,
+    parse_assignments,
+    pretrained_note,
+    strategy_defaults,
+)
 from pipeline.errors import UserError
 from pipeline.settings import Settings, from_environment
 from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
@@ -90,7 +95,9 @@ def parameter_overrides(args: argparse.Namespace) -> dict[str, str]:
     overrides = parse_assignments(args.parameters)
     if not hasattr(args, "setting_distribution"):
         return overrides
-    chosen, note = strategy_defaults(settings_from_args(args).distribution, overrides)
-    if note:
-        print(note, file=sys.stderr, flush=True)
+    settings = settings_from_args(args)
+    chosen, note = strategy_defaults(settings.distribution, overrides)
+    for line in (note, pretrained_note(overrides, settings.init_model_uri)):
+        if line:
+            print(line, file=sys.stderr, flush=True)
     return {**overrides, **chosen}

@@ -280,6 +280,19 @@ def strategy_defaults(strategy: str, overrides: Mapping[str, object]) -> tuple[d
                     + " (what it runs with; -p sets another)")
 
 
+def pretrained_note(overrides: Mapping[str, object], init_model_uri: str | None) -> str | None:
+    """The one line that says a pretrained architecture has no weights to start from (the
+    job trains the whole network from random weights: training_entry/model/transfer.py), and
+    how to get them; None when it has them or is not one."""
+    architecture = str(overrides.get(MODEL_ARCHITECTURE, ""))
+    if architecture not in training.PRETRAINED_ARCHITECTURES or init_model_uri:
+        return None
+    return (f"note: {MODEL_ARCHITECTURE}={architecture} without --init-model-uri: no pretrained weights, so "
+            f"the whole network trains from random weights; for ImageNet weights run trainpipe "
+            f"init-weights --architecture {architecture} where there is internet, then pass "
+            f"--init-model-uri (docs/model.md)")
+
+
 def world_size(values: Mapping[str, object]) -> int:
     """Horovod ranks = instances x processes per host = train shards the processing writes."""
     return int(values[TRAINING_INSTANCE_COUNT]) * int(values[PROCESSES_PER_HOST])

@@ -62,7 +62,7 @@ def test_small_cnn_pipe_two_hosts_sharded_learns_and_serves_bytes(tmp_path):
 
 
 def test_mobilenet_v2_starts_from_the_init_file_and_fine_tunes(tmp_path):
-    path = init_backbone.write("mobilenet_v2", 32, "random", str(tmp_path / "init"))
+    path, _ = init_backbone.write("mobilenet_v2", 32, "random", str(tmp_path / "init"))
     from_file = architectures.make_backbone("mobilenet_v2", 32)
     from_file.load_weights(path)
     splits = helpers.make_image_splits(tmp_path / "data", shard_count=2,

@@ -28,9 +28,17 @@ def file_name(architecture: str, weights: str) -> str:
     return f"{architecture}-{weights}-notop.h5"
 
 
-def write(architecture: str, image_size: int, weights: str, output_dir: str) -> str:
-    """Build the backbone with ``weights`` and save it under ``output_dir``; the path."""
+# What ``main`` prints before the path: the digest of the weights' values, which the training
+# job logs for the weights it starts from ("backbone weights at step 0: sha256 <digest>"). It is
+# not the file's sha256: an .h5 file holds the values among metadata of its own.
+DIGEST_PREFIX = "weights digest "
+
+
+def write(architecture: str, image_size: int, weights: str, output_dir: str) -> tuple[str, str]:
+    """Build the backbone with ``weights`` and save it under ``output_dir``; (the path, the
+    weights' digest as ``transfer.weights_digest`` computes it)."""
     from training_entry.model.architectures import make_backbone
+    from training_entry.model.transfer import weights_digest
 
     backbone = make_backbone(architecture, image_size, weights=None if weights == "random" else weights)
     os.makedirs(output_dir, exist_ok=True)
@@ -38,7 +46,7 @@ def write(architecture: str, image_size: int, weights: str, output_dir: str) -> 
     partial = path + ".partial.h5"
     backbone.save_weights(partial, save_format="h5")
     os.replace(partial, path)
-    return path
+    return path, weights_digest(backbone)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     if not contract.MIN_IMAGE_SIZE <= args.image_size <= contract.MAX_IMAGE_SIZE:
         p.error(f"--image-size {args.image_size}: must be {contract.MIN_IMAGE_SIZE}..{contract.MAX_IMAGE_SIZE}")
     try:
-        path = write(args.architecture, args.image_size, args.weights, args.output)
+        path, digest = write(args.architecture, args.image_size, args.weights, args.output)
     except Exception as e:  # e.g. no internet for the ImageNet download
         print(f"init_backbone: {args.architecture} {args.weights} weights: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    print(f"{DIGEST_PREFIX}{digest}")
     print(path)
     return 0
 

@@ -9,7 +9,10 @@ its own ``model.fit`` after a (re)compile, as the Keras fine-tuning guide does i
    are unfrozen (BatchNormalization layers stay frozen, and the backbone is called with
    ``training=False`` anyway), at ``fine_tune_lr_factor`` x the scaled learning rate.
 
-Models without a backbone train in a single phase ``all``. Python 3.10 syntax.
+Models without a backbone train in a single phase ``all``; so does a backbone without
+pretrained weights (no ``init`` channel): freezing random weights would leave a random feature
+extractor under the head (0.51 on ants/bees, every image an ant; issue 36), so the whole
+network trains from scratch, and the job says how to get weights. Python 3.10 syntax.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ class Phase:
     lr_factor: float
 
 
-def phases(model: tf.keras.Model, hp: Hyperparameters) -> list[Phase]:
-    if backbone_of(model) is None or hp.head_epochs == 0:
+def phases(model: tf.keras.Model, hp: Hyperparameters, pretrained: bool = True) -> list[Phase]:
+    """``pretrained``: the backbone starts from weights of the init channel (else: one phase)."""
+    if backbone_of(model) is None or hp.head_epochs == 0 or not pretrained:
         return [Phase(ALL, 0, hp.epochs, 1.0)]
     head = min(hp.head_epochs, hp.epochs)
     out = [Phase(HEAD, 0, head, 1.0)]
@@ -58,6 +62,8 @@ def set_trainable(model: tf.keras.Model, phase: Phase, fine_tune_layers: int) ->
     """Freeze/unfreeze for ``phase`` (takes effect at the next compile); says what it did."""
     backbone = backbone_of(model)
     if backbone is None or phase.name == ALL:
+        if backbone is not None:  # built with trainable layers; a resumed phase set may differ
+            backbone.trainable = True
         return "all layers train"
     if phase.name == HEAD:
         backbone.trainable = False

@@ -95,3 +95,16 @@ def test_parameter_server_without_a_train_distribution_takes_fully_replicated_an
     chosen = trainpipe("definition", "--distribution", "parameter_server", "-p", "TrainDistribution=ShardedByS3Key")
     assert chosen.returncode == 2 and "pass -p TrainDistribution=FullyReplicated" in chosen.stderr
     assert "note:" not in chosen.stderr
+
+
+def test_a_pretrained_architecture_without_weights_says_what_trains_and_how_to_get_weights():
+    """Issue 36: mobilenet_v2 without --init-model-uri froze a random backbone. The job now
+    trains the whole network (tests/training_entry/model/test_model.py); the build says so."""
+    result = trainpipe("definition", "-p", "ModelArchitecture=mobilenet_v2")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "note: ModelArchitecture=mobilenet_v2 without --init-model-uri: no pretrained weights, so the whole "
+        "network trains from random weights; for ImageNet weights run trainpipe init-weights --architecture "
+        "mobilenet_v2 where there is internet, then pass --init-model-uri (docs/model.md)"]
+    weighted = trainpipe("definition", "-p", "ModelArchitecture=mobilenet_v2", "--init-model-uri", "s3://b/init/")
+    assert weighted.returncode == 0 and "note:" not in weighted.stderr

@@ -100,8 +100,19 @@ def test_phases_freeze_the_backbone_then_unfreeze_its_top_without_batchnorm():
     assert [p.name for p in transfer.phases(cnn, hp)] == [transfer.ALL]
 
 
+def test_a_backbone_without_pretrained_weights_is_never_frozen():
+    """Issue 36: no init channel, random backbone weights: the whole network trains."""
+    model = architectures.build("mobilenet_v2", num_classes=2, image_size=32)
+    hp = Hyperparameters(epochs=5, head_epochs=2, fine_tune_layers=10, fine_tune_lr_factor=0.1)
+    (only,) = transfer.phases(model, hp, pretrained=False)
+    assert (only.name, only.first_epoch, only.end_epoch, only.lr_factor) == (transfer.ALL, 0, 5, 1.0)
+    assert transfer.set_trainable(model, only, hp.fine_tune_layers) == "all layers train"
+    backbone = architectures.backbone_of(model)
+    assert backbone.trainable and any(v.name.startswith("Conv1") for v in model.trainable_variables)
+
+
 def test_the_backbone_file_loads_into_the_models_backbone(tmp_path):
-    path = init_backbone.write("mobilenet_v2", 32, "random", str(tmp_path / "init"))
+    path, _ = init_backbone.write("mobilenet_v2", 32, "random", str(tmp_path / "init"))
     expected = architectures.make_backbone("mobilenet_v2", 32)
     expected.load_weights(path)
     model = architectures.build("mobilenet_v2", num_classes=3, image_size=32)
