@@ -218,11 +218,26 @@ def find_local_data(overrides: dict, settings) -> dict[str, tuple[Path, str]]:
         if not local_files(path):
             raise UserError(f"-p {name}={value}: the folder holds no files (symbolic links are "
                             "not followed); give the folder that holds the data")
+        if name == P.INPUT_DATA_URI and path.is_dir():
+            check_local_tree(name, value, path)
         label = re.sub(r"[^A-Za-z0-9._-]+", "-", path.resolve().name).strip("-.") or "data"
         uri = P.local_upload_uri(settings.bucket, settings.prefix, label, content_digest(path))
         overrides[name] = uri
         found[name] = (path, uri)
     return found
+
+
+def check_local_tree(name: str, value: str, path: Path) -> None:
+    """The listing check the store's copy would get (``processing.contract.data_kind``: a
+    table, or an image tree with nothing else in it), on the local folder before anything is
+    copied: a stray GIF is refused before 398 photos are written to the store."""
+    from processing.contract import DataKindError, data_kind
+
+    keys = [p.relative_to(path).as_posix() for p in local_files(path)]
+    try:
+        data_kind(keys)
+    except DataKindError as error:
+        raise UserError(f"-p {name}={value}: {error}") from None
 
 
 def copy_local_data(storage: Storage, found: dict[str, tuple[Path, str]], say) -> None:
@@ -320,15 +335,17 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
         use_cache=not args.no_cache, execution_parameters=parameters,
         stub_unsupported=args.stub_unsupported))
     print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
-    say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
-        f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
-    say(mode_line())  # whether each host gets its own /opt/ml (namespaces.py)
     # SIGTERM and SIGHUP (the terminal closed) stop the run as Ctrl-C does: the jobs'
     # processes live in sessions of their own, and only this process can end them.
     with stop_signals_as_interrupt():
         if prepare is not None:
             with storage_errors_are_user_errors(storage):
                 prepare()
+        # Once the data and code are in place and checked: a refusal there names no run
+        # directory, since none is made.
+        say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
+            f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
+        say(mode_line())  # whether each host gets its own /opt/ml (namespaces.py)
         try:
             record = runner.run()
         except KeyboardInterrupt:  # a second Ctrl-C while cleaning up

@@ -143,3 +143,21 @@ def test_a_failed_run_ends_with_the_refusal_naming_the_pipeline_parameter(tmp_pa
                          "reads per epoch (1 shard(s)); lower -p BatchSize to at most 10 or give each "
                          "rank more records")
     assert "batch-size" not in last
+
+
+def test_a_stray_gif_in_a_local_image_tree_is_refused_before_anything_is_copied(tmp_path):
+    """Issue 36: the refusal came after 398 photos were copied into the store, under a header
+    naming a run folder that was never created. Through the CLI's process, as a user runs it."""
+    import subprocess
+    import sys
+
+    folder = photos(tmp_path, {"bees/party.gif": b"GIF89a"})
+    work = tmp_path / "w"
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(work),
+                             "-p", f"InputDataUri={folder}"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"trainpipe run: error: -p InputDataUri={folder}: bees/party.gif is not a .jpg/.jpeg/.png image but "
+        f"sits in the image tree (1 such file(s)); convert it to JPEG/PNG or move it out of InputDataUri")
+    assert not (work / "store").exists() and not (work / "runs").exists()
+    assert "run directory" not in result.stdout + result.stderr
