@@ -218,8 +218,8 @@ def find_local_data(overrides: dict, settings) -> dict[str, tuple[Path, str]]:
         if not local_files(path):
             raise UserError(f"-p {name}={value}: the folder holds no files (symbolic links are "
                             "not followed); give the folder that holds the data")
-        if name == P.INPUT_DATA_URI and path.is_dir():
-            check_local_tree(name, value, path)
+        if name == P.INPUT_DATA_URI:
+            check_local_tree(name, value, path, str(overrides.get(P.LABEL_COLUMN) or P.BY_NAME[P.LABEL_COLUMN].default))
         label = re.sub(r"[^A-Za-z0-9._-]+", "-", path.resolve().name).strip("-.") or "data"
         uri = P.local_upload_uri(settings.bucket, settings.prefix, label, content_digest(path))
         overrides[name] = uri
@@ -227,17 +227,25 @@ def find_local_data(overrides: dict, settings) -> dict[str, tuple[Path, str]]:
     return found
 
 
-def check_local_tree(name: str, value: str, path: Path) -> None:
+def check_local_tree(name: str, value: str, path: Path, label_column: str) -> None:
     """The listing check the store's copy would get (``processing.contract.data_kind``: a
-    table, or an image tree with nothing else in it), on the local folder before anything is
-    copied: a stray GIF is refused before 398 photos are written to the store."""
+    table, or an image tree with nothing else in it), and every CSV's header has the label
+    column, on the local files before anything is copied: a stray GIF is refused before 398
+    photos are written to the store, and a missing LabelColumn names the user's file, not the
+    job's ``/opt/ml/...`` copy of it."""
     from processing.contract import DataKindError, data_kind
+    from processing.rawdata import DataError, label_index, read_header
 
-    keys = [p.relative_to(path).as_posix() for p in local_files(path)]
+    files = local_files(path)
     try:
-        data_kind(keys)
+        data_kind([p.relative_to(path).as_posix() for p in files] if path.is_dir() else [path.name])
     except DataKindError as error:
         raise UserError(f"-p {name}={value}: {error}") from None
+    for table in (f for f in files if f.suffix.lower() == ".csv"):
+        try:
+            label_index(str(table), read_header(str(table)), label_column)
+        except DataError as error:
+            raise UserError(f"-p {name}={value}: {error}") from None
 
 
 def copy_local_data(storage: Storage, found: dict[str, tuple[Path, str]], say) -> None:

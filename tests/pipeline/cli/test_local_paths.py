@@ -161,3 +161,23 @@ def test_a_stray_gif_in_a_local_image_tree_is_refused_before_anything_is_copied(
         f"sits in the image tree (1 such file(s)); convert it to JPEG/PNG or move it out of InputDataUri")
     assert not (work / "store").exists() and not (work / "runs").exists()
     assert "run directory" not in result.stdout + result.stderr
+
+
+def test_a_csv_without_the_label_column_is_refused_before_any_job_naming_the_users_file(tmp_path):
+    """Issue 36: it was caught inside the job, named /opt/ml/..., printed 4 times."""
+    import subprocess
+    import sys
+
+    table = tmp_path / "penguins" / "penguins.csv"
+    table.parent.mkdir()
+    table.write_text("species,island,bill_length_mm\nAdelie,Dream,39.1\nGentoo,Biscoe,47.5\n")
+    work = tmp_path / "w"
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(work),
+                             "-p", f"InputDataUri={table.parent}/"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2
+    message = (f"trainpipe run: error: -p InputDataUri={table.parent}/: {table} has no 'label' column (header: "
+               f"species,island,bill_length_mm); set -p LabelColumn=<one of those names> to say which column "
+               f"holds the label")
+    assert result.stderr.strip().splitlines()[-1] == message
+    assert (result.stdout + result.stderr).count("has no 'label' column") == 1
+    assert not (work / "store").exists() and not (work / "runs").exists()
