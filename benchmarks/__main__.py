@@ -7,7 +7,7 @@ Each benchmark runs as its own process (a crash or a leaked thread stays there),
 is echoed and kept, and its ``RESULT <name> <value> target <target>`` lines are collected
 into the summary table. The hand-written analysis (what was tried, what limits a target)
 is ``benchmarks/notes.md``; P1's full settings sweep (too slow for make bench) is
-``benchmarks/p1_explore.txt``, written by ``python -m benchmarks.p1_local_scaling --explore``.
+``benchmarks/training/p1_explore.txt``, written by ``python -m benchmarks.training.p1_local_scaling --explore``.
 """
 
 from __future__ import annotations
@@ -28,38 +28,38 @@ COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
 # stays near 30 minutes on the 2-core reference machine (29 on 2026-11-26).
 BENCHMARKS = {
-    "p1": ("benchmarks.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
-    "p1cnn": ("benchmarks.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
+    "p1": ("benchmarks.training.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
+    "p1cnn": ("benchmarks.training.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
               "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process and vs the best single process"),
-    "image_input": ("benchmarks.image_input", ["--repeats", "3"],
+    "image_input": ("benchmarks.input.image_input", ["--repeats", "3"],
                     "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
-    "p2": ("benchmarks.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
+    "p2": ("benchmarks.input.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
            "P2 Pipe reader vs TFRecordDataset, File channel"),
-    "p3": ("benchmarks.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
-    "p4": ("benchmarks.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
-    "mfu": ("benchmarks.mfu", ["--repeats", "2"],
+    "p3": ("benchmarks.training.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
+    "p4": ("benchmarks.input.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
+    "mfu": ("benchmarks.training.mfu", ["--repeats", "2"],
             "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
-    "p5": ("benchmarks.p5_advisor", ["--repeats", "3", "--epochs", "3"],
+    "p5": ("benchmarks.advisor.p5_advisor", ["--repeats", "3", "--epochs", "3"],
            "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs, MLP and CNN at StepsPerExecution 16 and 1 (each run's fastest steady epoch, best of 3 interleaved; MLP 10 epochs)"),
-    "p6": ("benchmarks.p6_namespaces", ["--repeats", "5"],
+    "p6": ("benchmarks.training.p6_namespaces", ["--repeats", "5"],
            "P6 per-host /opt/ml and hostname (namespaces) vs relocated paths, per job"),
-    "growth": ("benchmarks.growth", [], "Growth of P1-P3 with data size (plot)"),
-    "images": ("benchmarks.image_processing", [],
+    "growth": ("benchmarks.training.growth", [], "Growth of P1-P3 with data size (plot)"),
+    "images": ("benchmarks.input.image_processing", [],
                "Image tree processing: images/s and peak memory vs data size (1,250 to 20,000 images)"),
-    "tables": ("benchmarks.tables", [],
+    "tables": ("benchmarks.input.tables", [],
                "Typed-column tables: processing rows/s and peak memory on a 1,000,000-row mixed CSV; "
                "training input rate mixed / numeric"),
-    "serve": ("benchmarks.serve_load", [],
+    "serve": ("benchmarks.serving.serve_load", [],
               "trainpipe serve: p50/p99 and requests/s (digits MLP JSON, small CNN PNG; 1 and 8 clients), "
               "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth"),
-    "strategies": ("benchmarks.strategies", ["--repeats", "2"],
+    "strategies": ("benchmarks.training.strategies", ["--repeats", "2"],
                    "Distribution strategies (issue 25): Horovod, MultiWorkerMirrored and parameter servers "
                    "on 2 hosts x 1 vs one process, digits MLP and small CNN: samples/s, accuracy per epoch, "
                    "seconds to the accuracy threshold"),
-    "mirrored_probe": ("benchmarks.mirrored_probe", [],
+    "mirrored_probe": ("benchmarks.training.mirrored_probe", [],
                        "MultiWorkerMirrored: one allreduce inside a step-shaped loop vs alone (issue 25: where "
                        "mirrored loses to Horovod on the small CNN)"),
-    "transform": ("benchmarks.transform", [],
+    "transform": ("benchmarks.serving.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
@@ -133,8 +133,8 @@ def write_report(outputs: dict[str, tuple[int, str, float]], total: float, info:
         out += [f"### {what}", "",
                 f"`.venv/bin/python -m {module}{' ' + ' '.join(args) if args else ''}`: "
                 f"{seconds:.0f} s, exit {code}", "", "```", text.rstrip(), "```", ""]
-        if name == "growth" and (HERE / "growth.png").exists():
-            out += ["![growth](benchmarks/growth.png)", ""]
+        if name == "growth" and (HERE / "training" / "growth.png").exists():
+            out += ["![growth](benchmarks/training/growth.png)", ""]
     explore = HERE / "p1_explore.txt"
     if explore.exists():
         out += ["## P1 settings sweep (`--explore`, not part of make bench)", "",

@@ -5,7 +5,7 @@ train split's statistics and vocabularies (``processing.columns``).
 Streams the file (three passes: types and labels, train statistics, records); nothing held
 grows with a row's width. Held in memory: per row its class id, split, position and this
 host's spill offsets (about 64 bytes a row measured: 64 MB above the step's start for
-1,000,000 rows, ``benchmarks/tables.py``), plus up to ``columns.MAX_TRACKED`` distinct values
+1,000,000 rows, ``benchmarks/input/tables.py``), plus up to ``columns.MAX_TRACKED`` distinct values
 per categorical column. So the limit is rows, not bytes: ~15 million rows per GB of memory. Records are serialized in file
 order into a spill file per shard beside the outputs, then copied into each shard in the
 split's shuffled order (so disk holds this host's shards twice, briefly).

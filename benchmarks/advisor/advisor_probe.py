@@ -9,7 +9,7 @@ same bytes are reduced as several tensors, as DistributedOptimizer reduces a mod
 ranks idle, then on every rank at once: the compute contention of ranks sharing the machine)
 and a ``trainpipe-metrics`` line so the benchmark harness accepts the job.
 
-    mpirun -np 2 python benchmarks/advisor_probe.py --sizes 4096 65536 1048576 --repeats 200
+    mpirun -np 2 python benchmarks/advisor/advisor_probe.py --sizes 4096 65536 1048576 --repeats 200
 """
 
 from __future__ import annotations

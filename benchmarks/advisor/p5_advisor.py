@@ -55,8 +55,8 @@ the entrypoint's metric line (``training_entry.contract``). Ernest (NSDI'16) rep
 mean error; the target here is the worst error <= 10%, and <= 10% against NVIDIA's
 published ResNet-50 scaling (``published_error``).
 
-    .venv/bin/python -m benchmarks.p5_advisor [--replicate 8] [--epochs 3] [--mlp-epochs 10] [--repeats 3]
-    .venv/bin/python -m benchmarks.p5_advisor --workloads mlp --steps-per-execution 16   # one case
+    .venv/bin/python -m benchmarks.advisor.p5_advisor [--replicate 8] [--epochs 3] [--mlp-epochs 10] [--repeats 3]
+    .venv/bin/python -m benchmarks.advisor.p5_advisor --workloads mlp --steps-per-execution 16   # one case
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ import time
 from dataclasses import replace
 
 from benchmarks import harness as h
-from benchmarks.advisor_probe import SIZES_ENV, STEP_ENV
+from benchmarks.advisor.advisor_probe import SIZES_ENV, STEP_ENV
 from pipeline.costs.advisor import fit as F
 from pipeline.costs.advisor.model import Layout
 from pipeline.costs.advisor.observations import Observation
@@ -87,7 +87,7 @@ from training_entry.contract import (
     parse_metric_line,
 )
 
-HERE = h.REPO / "benchmarks"
+HERE = h.REPO / "benchmarks" / "advisor"
 # NVIDIA's published ResNet-50 scaling, with every input's source (the unit test's fixture).
 PUBLISHED = h.REPO / "tests" / "pipeline" / "costs" / "advisor" / "published_scaling.json"
 PROBE = HERE / "advisor_probe.py"
@@ -286,7 +286,7 @@ def measure(work, splits: dict, args) -> tuple[dict, dict]:
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="benchmarks.p5_advisor", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.advisor.p5_advisor", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=8, help="digits copies (1797 records each)")
     parser.add_argument("--epochs", type=int, default=3, help="per run; the first (graph tracing) is not timed")
     parser.add_argument("--mlp-epochs", type=int, default=10,

@@ -7,7 +7,7 @@ The input must outpace the step, or the step waits on it. Both run in this one p
 two cores), on the digits PNG shards that PreprocessData writes; repetitions are
 interleaved (input, step, input, step, ...) so load drift hits both alike.
 
-    .venv/bin/python -m benchmarks.image_input [--threads 1] [--image-size 32] [--repeats 3]
+    .venv/bin/python -m benchmarks.input.image_input [--threads 1] [--image-size 32] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ BATCH = 32
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.image_input", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.input.image_input", description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="TF intra/inter-op and tf.data threads")
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batches", type=int, default=60, help="batches per measurement")

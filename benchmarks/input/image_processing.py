@@ -13,7 +13,7 @@ headline figure is the step's peak RSS above its starting RSS at the largest siz
 data's own size, beside the process peak (``wait4``) at each size. Images/s are from the step's own clock (after Python and TensorFlow start),
 sizes interleaved over the repetitions.
 
-    .venv/bin/python -m benchmarks.image_processing [--sizes 1250,5000,20000] [--side 64] [--repeats 2]
+    .venv/bin/python -m benchmarks.input.image_processing [--sizes 1250,5000,20000] [--side 64] [--repeats 2]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run_step(base: Path) -> dict:
     env = h.quiet_env({"SAGEMAKER_BASE_DIR": str(base)})
     started = time.perf_counter()
     proc = subprocess.Popen(
-        [h.PYTHON, "-m", "benchmarks.image_processing", "--measure-step"],
+        [h.PYTHON, "-m", "benchmarks.input.image_processing", "--measure-step"],
         cwd=h.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     output = proc.stdout.read()
@@ -109,7 +109,7 @@ def run_step(base: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.image_processing", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.input.image_processing", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1250,5000,20000", help="images per tree, comma-separated")
     parser.add_argument("--side", type=int, default=64, help="image width and height in pixels")
     parser.add_argument("--repeats", type=int, default=2)

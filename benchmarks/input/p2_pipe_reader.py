@@ -19,7 +19,7 @@ spends its time. Then the File channel end to end at the same size: the runner's
 (``channels.stage_files`` from the local object store) plus the read, against Pipe, which
 needs no staging.
 
-    .venv/bin/python -m benchmarks.p2_pipe_reader [--replicate 16] [--repeats 5]
+    .venv/bin/python -m benchmarks.input.p2_pipe_reader [--replicate 16] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from benchmarks import harness as h
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.p2_pipe_reader", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.input.p2_pipe_reader", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=16, help="digits copies (1797 records each)")
     parser.add_argument("--shards", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32)

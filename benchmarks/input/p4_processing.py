@@ -7,7 +7,7 @@ anyone would without shards. ``processing.preprocess.write_shards`` writes them 
 loop's) says what sharding costs; the size check says the shards are equal to +-1 record.
 Serialization alone is timed too, because it, not the writing, is where the time goes.
 
-    .venv/bin/python -m benchmarks.p4_processing [--replicate 16] [--shards 8] [--repeats 5]
+    .venv/bin/python -m benchmarks.input.p4_processing [--replicate 16] [--shards 8] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from benchmarks import harness as h
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.p4_processing", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.input.p4_processing", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=16, help="digits copies (1797 records each)")
     parser.add_argument("--shards", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=5)

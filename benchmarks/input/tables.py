@@ -4,7 +4,7 @@ CSV, and the training input rate of its records against today's numeric table of
 The CSV is ``tests.processing.mixed_table``'s (string labels first, a categorical column with
 the signal, numeric and categorical noise, 5% missing values), written in blocks. Processing
 runs as the container runs it (``python -m processing.preprocess``, 2 instances x 1 process =
-2 shards per split) in its own process; as in ``benchmarks.image_processing`` the step's own
+2 shards per split) in its own process; as in ``benchmarks.input.image_processing`` the step's own
 peak is measured apart from TensorFlow's import (``/proc/self/clear_refs`` then VmHWM).
 
 The input rate: rank 0's (of 2) training input as ``datasets.training_dataset`` builds it
@@ -21,7 +21,7 @@ moved by up to 1.7x within one quiet ``make bench``, so a ratio of medians read 
 best-of-n read 0.83); the ratio of the medians is printed beside it. Only ratios within one run
 mean anything.
 
-    .venv/bin/python -m benchmarks.tables [--rows 1000000] [--input-rows 200000] [--repeats 5] [--input-only]
+    .venv/bin/python -m benchmarks.input.tables [--rows 1000000] [--input-rows 200000] [--repeats 5] [--input-only]
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def measure_step(args: list[str]) -> int:
 def run_step(base: Path, args: list[str]) -> dict:
     shutil.rmtree(base / "processing" / "output", ignore_errors=True)
     env = h.quiet_env({"SAGEMAKER_BASE_DIR": str(base)})
-    proc = subprocess.Popen([h.PYTHON, "-m", "benchmarks.tables", "--measure-step", *args], cwd=h.REPO, env=env,
+    proc = subprocess.Popen([h.PYTHON, "-m", "benchmarks.input.tables", "--measure-step", *args], cwd=h.REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     output = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -131,7 +131,7 @@ def input_rate(base: Path, held: bool, batch_size: int = 32, epochs: int = 10) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.tables", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.input.tables", description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows of the processing benchmark's CSV")
     parser.add_argument("--input-rows", type=int, default=200_000, help="rows of both input-rate tables")
     parser.add_argument("--repeats", type=int, default=5)

@@ -1,7 +1,7 @@
 """``trainpipe serve`` under load: latency and throughput, then a bounded load test.
 
-    .venv/bin/python -m benchmarks.serve_load                      # what make bench runs
-    .venv/bin/python -m benchmarks.serve_load --requests 600 --clients 4 --latency-requests 40
+    .venv/bin/python -m benchmarks.serving.serve_load                      # what make bench runs
+    .venv/bin/python -m benchmarks.serving.serve_load --requests 600 --clients 4 --latency-requests 40
 
 Latency: the digits MLP (64 features, 10 classes) answering JSON ``{"instances": [row]}`` and
 the small CNN (32 px) answering one PNG as ``image/png``, each from 1 and 8 concurrent clients
@@ -43,7 +43,7 @@ MALFORMED = [
 
 def save_digits_mlp(model_dir) -> np.ndarray:
     """The digits MLP (64 features, classes "digit 0".."digit 9") fitted one epoch, saved as
-    training saves it (``<model_dir>/1``); returns the digits rows. benchmarks/transform.py's
+    training saves it (``<model_dir>/1``); returns the digits rows. benchmarks/serving/transform.py's
     model too."""
     import tensorflow as tf
 

@@ -1,7 +1,7 @@
 """Transform (batch transform) records/s on 1 and 2 instances, as a ratio in one run.
 
-    .venv/bin/python -m benchmarks.transform                       # what make bench runs
-    .venv/bin/python -m benchmarks.transform --replicate 4 --repeats 1   # a quick look
+    .venv/bin/python -m benchmarks.serving.transform                       # what make bench runs
+    .venv/bin/python -m benchmarks.serving.transform --replicate 4 --repeats 1   # a quick look
 
 The job is the local runner's own (``pipeline.local.jobs.transform.TransformJob``, what a
 Transform step runs): the digits MLP (64 features, 10 named classes, fitted one epoch) as a
@@ -52,7 +52,7 @@ READY_LINE = "instance(s):"  # TransformJob says "<n> object(s) on <m> instance(
 
 def save_model(work: Path) -> Path:
     """The digits MLP as training saves it, packed as model.tar.gz (``1/saved_model.pb``)."""
-    from benchmarks.serve_load import save_digits_mlp
+    from benchmarks.serving.serve_load import save_digits_mlp
 
     folder = work / "mlp"
     shutil.rmtree(folder, ignore_errors=True)
@@ -139,7 +139,7 @@ class Bench:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.transform", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.serving.transform", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=32, help="digits copies (1797 records each)")
     parser.add_argument("--objects", type=int, default=8, help="input objects (split whole across instances)")
     parser.add_argument("--max-payload", type=int, default=1, help="MaxPayloadInMB of each request")

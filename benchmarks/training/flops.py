@@ -18,7 +18,7 @@ How it counts:
   layer (nobody needs the gradient of the input) and ignores the optimizer's per-weight
   update (a few FLOPs per parameter per step, divided by the batch).
 
-    .venv/bin/python -m benchmarks.flops --architecture small_cnn --image-size 32
+    .venv/bin/python -m benchmarks.training.flops --architecture small_cnn --image-size 32
     {"forward": ..., "training": ..., "parameters": ...}
 
 Needs TensorFlow; the benchmarks' drivers call it in a subprocess (``count``) so they stay
@@ -34,7 +34,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def build(architecture: str, image_size: int | None, head_only: bool) -> object:
 
 def count_in_subprocess(architecture: str, image_size: int | None = None, head_only: bool = False) -> FlopCount:
     """``count`` of ``build(...)`` in a fresh interpreter (the caller need not import TF)."""
-    argv = [sys.executable, "-m", "benchmarks.flops", "--architecture", architecture]
+    argv = [sys.executable, "-m", "benchmarks.training.flops", "--architecture", architecture]
     if image_size:
         argv += ["--image-size", str(image_size)]
     if head_only:
@@ -118,7 +118,7 @@ def count_in_subprocess(architecture: str, image_size: int | None = None, head_o
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.flops", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.flops", description=__doc__.split("\n")[0])
     parser.add_argument("--architecture", default="mlp", help="mlp, small_cnn, mobilenet_v2, ...")
     parser.add_argument("--image-size", type=int, default=None)
     parser.add_argument("--head-only", action="store_true", help="backbone frozen (head-training phase)")

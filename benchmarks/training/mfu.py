@@ -26,8 +26,8 @@ changed rate, medians): ``no_input`` the input pipeline (one cached batch, repea
 hand-offs (kernel choice and threading); the 2-rank run against the 1-process run is the
 allreduce's and the shared cores' share.
 
-    .venv/bin/python -m benchmarks.mfu [--repeats 2] [--only mlp cnn mobilenet]
-    .venv/bin/python -m benchmarks.mfu --only mlp --repeats 3 --compare no_input spe64 threads1
+    .venv/bin/python -m benchmarks.training.mfu [--repeats 2] [--only mlp cnn mobilenet]
+    .venv/bin/python -m benchmarks.training.mfu --only mlp --repeats 3 --compare no_input spe64 threads1
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from benchmarks import flops, train_variants
 from benchmarks import harness as h
+from benchmarks.training import flops, train_variants
 from pipeline.local.hosts import tuning
 from training_entry.contract import DEFAULT_STEPS_PER_EXECUTION as DEFAULT_SPE
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
@@ -124,7 +124,7 @@ def measure(name: str, repeats: int, work: Path, compare: tuple[str, ...] = ()) 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.mfu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.mfu", description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--only", nargs="+", choices=list(WORKLOADS), default=list(WORKLOADS))
     parser.add_argument("--compare", nargs="+", choices=list(VARIANTS), default=[],

@@ -31,7 +31,7 @@ The digits MLP's data are the digits tiled ``--replicate`` times before the spli
 test split repeats training images: its accuracies are optimistic and only comparable with
 each other. The CNN's PNG tree has each image once.
 
-    .venv/bin/python -m benchmarks.strategies [--workloads mlp cnn] [--repeats 2] [--explore]
+    .venv/bin/python -m benchmarks.training.strategies [--workloads mlp cnn] [--repeats 2] [--explore]
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ THRESHOLDS = {"mlp": 0.98, "cnn": 0.9}
 SHORT = {"parameter_server": "ps"}  # RESULT names: strategies_ps_vs_horovod
 ENTRY = "keep_checkpoints.py"
 # train.py with every epoch's checkpoint kept (checkpoints.save prunes to the newest two).
-ENTRY_SOURCE = '''"""benchmarks/strategies.py: train.py keeping every epoch's checkpoint, to score each."""
+ENTRY_SOURCE = '''"""benchmarks/training/strategies.py: train.py keeping every epoch's checkpoint, to score each."""
 import os, runpy, sys
 from training_entry.run import checkpoints
 _prune = checkpoints.prune
@@ -213,7 +213,7 @@ def score_jobs(jobs: list[Job], splits: dict[str, Path], workload: str) -> None:
     hps = {k.replace("-", "_"): v for k, v in WORKLOADS[workload].items()}
     request = {"test": str(splits["test"]), "manifest": str(splits["manifest"]), "hyperparameters": hps,
                "checkpoints": [str(job.checkpoints) for job in jobs]}
-    proc = subprocess.run([h.PYTHON, "-m", "benchmarks.strategies", "--score", json.dumps(request)],
+    proc = subprocess.run([h.PYTHON, "-m", "benchmarks.training.strategies", "--score", json.dumps(request)],
                           cwd=h.REPO, env=h.quiet_env(), capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"scoring failed:\n{proc.stderr[-3000:]}")
@@ -286,7 +286,7 @@ def report(workload: str, jobs: dict[str, list[Job]], records: int, args) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.strategies", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.strategies", description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS), default=["mlp", "cnn"])
     parser.add_argument("--replicate", type=int, default=4, help="digits copies for the MLP (1797 records each)")
     parser.add_argument("--epochs", type=int, help=f"default per workload: {EPOCHS}")

@@ -2,7 +2,7 @@
 
 Changes that would live in the training code (not in the launch) are tried here without
 touching it: ``TRAINPIPE_BENCH_VARIANT`` names them, comma separated. Used by P1's --explore
-sweep and by ``benchmarks/mfu.py --compare`` (where the time goes).
+sweep and by ``benchmarks/training/mfu.py --compare`` (where the time goes).
 
 - ``gc_freeze``: ``gc.collect(); gc.freeze()`` just before ``model.fit``: full collections
   then skip the ~10^6 objects TensorFlow and Keras created at start-up (a full collection
@@ -12,10 +12,10 @@ sweep and by ``benchmarks/mfu.py --compare`` (where the time goes).
 - ``one_batch``: the training dataset's first batch, cached and repeated (``take(1).cache()
   .repeat()``; the entrypoint passes ``steps_per_epoch``, so the epochs keep their length):
   the same steps with no input work (reading, parsing, shuffling, decoding, augmenting).
-  What it gains over the unchanged run is the input's share of the step (benchmarks/mfu.py
+  What it gains over the unchanged run is the input's share of the step (benchmarks/training/mfu.py
   ``--compare no_input``). The model learns nothing useful from it; only the rate counts.
 
-    python benchmarks/train_variants.py <train.py arguments>
+    python benchmarks/training/train_variants.py <train.py arguments>
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import runpy
 import sys
 from pathlib import Path
 
-TRAIN_PY = str(Path(__file__).resolve().parents[1] / "training_entry" / "train.py")
+TRAIN_PY = str(Path(__file__).resolve().parents[2] / "training_entry" / "train.py")
 VARIANT_ENV = "TRAINPIPE_BENCH_VARIANT"
 
 

@@ -107,7 +107,7 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
     and the parse used that time). Typed columns are held the same way, a tensor per column
     (strings included): their parse costs more than a float vector's (a feature per column,
     strings copied), so streamed they would pay it every epoch while a numeric table of the
-    same shape does not (benchmarks/tables.py). None: stream as usual (images, too large,
+    same shape does not (benchmarks/input/tables.py). None: stream as usual (images, too large,
     or fewer records than one batch)."""
     if ctx.image_size or plan.channel.is_pipe:
         return None
@@ -144,7 +144,7 @@ def _in_memory_table(plan: ChannelPlan, ctx: InputContext) -> tf.data.Dataset | 
 
     # One gather per column for a block of batches, then its batches: a gather's cost is
     # mostly per op, paid per ~2048 records rather than per batch (a table of typed columns
-    # has an op per column; measured in benchmarks/tables.py).
+    # has an op per column; measured in benchmarks/input/tables.py).
     per_block = max(1, HELD_BLOCK_RECORDS // plan.batch_size)
     ds = tf.data.Dataset.counter().flat_map(one_pass).batch(per_block)
     ds = ds.map(lambda rows: (tf.nest.map_structure(lambda column: tf.gather(column, rows), x), tf.gather(y, rows)))

@@ -4,7 +4,7 @@ Why not ``from_generator(lists).unbatch().shuffle().batch()``: every record then
 tf.data element of its own, and converting a Python list of bytes into a string tensor costs
 ~1 us per record on top (py_func copies each bytes object into a tstring). Together that held
 the Pipe input to ~0.8x of ``TFRecordDataset`` on the same shards
-(``benchmarks/p2_pipe_reader.py``). Here the per-record work is numpy on object arrays (the
+(``benchmarks/input/p2_pipe_reader.py``). Here the per-record work is numpy on object arrays (the
 shuffle buffer) and one ``b"".join``; tf.data receives one bytes blob plus the records'
 lengths per ~1024 records and splits it into ``[batches, batch_size]`` in one op
 (``data._pipe_batches``), and a table's block is parsed in one op too: its elements are

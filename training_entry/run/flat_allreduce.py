@@ -2,7 +2,7 @@
 
 ``hvd.DistributedOptimizer`` gives Horovod one allreduce operation per gradient tensor.
 Tensor fusion packs them into one buffer for the wire, but Horovod still enqueues,
-negotiates, copies and calls back each operation: in ``benchmarks/advisor_probe.py`` the same
+negotiates, copies and calls back each operation: in ``benchmarks/advisor/advisor_probe.py`` the same
 bytes as 8 tensors cost 10-30 us per extra tensor over 1 tensor. This concatenates a small,
 dense, single-dtype gradient into one vector, reduces it with one ``hvd.allreduce`` (same
 average, same compression) and splits it back; anything else (``IndexedSlices``, ``None``,

@@ -152,7 +152,7 @@ def lean_steps(strategy: tf.distribute.Strategy, model: tf.keras.Model, env=None
     has a batch (an allreduce per step), reads every metric across the workers (a merge_call
     per step: one allreduce per metric variable) and sums the step's outputs (one more); over
     gRPC each costs about a millisecond, more than the digits MLP's step itself
-    (benchmarks/strategies.py). Here every worker runs exactly the plan's steps from a
+    (benchmarks/training/strategies.py). Here every worker runs exactly the plan's steps from a
     dataset that never runs short, so the agreement is not needed; the metrics' state is
     updated every step and read across the workers once per epoch (``WorkerMetrics``). A
     model with its own ``train_step`` (a subclassed user model) keeps it. Set before fit;

@@ -124,7 +124,7 @@ class StepModel:
     comm_scale: float = 1.0
     # Ranks computing at once on CPUs of one machine slow each other (cores, caches, memory
     # bandwidth, Horovod's background threads): their step / the step of one rank alone.
-    # Measured by the allreduce probe (benchmarks/advisor_probe.py); 1 when not measured.
+    # Measured by the allreduce probe (benchmarks/advisor/advisor_probe.py); 1 when not measured.
     contention: float = 1.0
     tensors: int = 1  # gradient tensors per step (the model's trainable variables)
     # Half the mean absolute difference of two 1-rank calls' mean steps (s): what one of two

@@ -1,4 +1,4 @@
-"""benchmarks/advisor_probe.py: how its timings become the figures P5 fits (no timing asserted)."""
+"""benchmarks/advisor/advisor_probe.py: how its timings become the figures P5 fits (no timing asserted)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("horovod.tensorflow")
 
-from benchmarks.advisor_probe import fastest_window  # noqa: E402
+from benchmarks.advisor.advisor_probe import fastest_window  # noqa: E402
 
 
 def test_a_slow_spell_does_not_move_the_figure_a_window_of_quiet_calls_gives():

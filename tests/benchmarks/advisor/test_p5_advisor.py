@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import p5_advisor as p5
+from benchmarks.advisor import p5_advisor as p5
 from training_entry.contract import (
     DEFAULT_STEPS_PER_EXECUTION,
     HP_MODEL_ARCHITECTURE,

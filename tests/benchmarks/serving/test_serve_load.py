@@ -1,4 +1,4 @@
-"""benchmarks/serve_load.py, small: zero 5xx, every well-formed request answered right."""
+"""benchmarks/serving/serve_load.py, small: zero 5xx, every well-formed request answered right."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_serve_load_small(tmp_path):
-    found = run("benchmarks.serve_load", "--requests", "400", "--clients", "4", "--latency-requests", "5",
+    found = run("benchmarks.serving.serve_load", "--requests", "400", "--clients", "4", "--latency-requests", "5",
                 work=tmp_path)
     assert float(found["serve_load_5xx"]) == 0
     assert float(found["serve_load_wrong_or_unanswered"]) == 0

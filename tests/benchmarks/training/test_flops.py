@@ -6,8 +6,8 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from benchmarks import flops  # noqa: E402
-from benchmarks.mfu import mfu  # noqa: E402
+from benchmarks.training import flops  # noqa: E402
+from benchmarks.training.mfu import mfu  # noqa: E402
 
 
 def test_a_dense_layer_is_2mn_plus_its_bias_forward_and_three_times_that_to_train():

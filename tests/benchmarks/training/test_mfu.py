@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from benchmarks import mfu, train_variants
+from benchmarks.training import mfu, train_variants
 
 
 def test_a_variants_share_is_the_part_of_the_unchanged_step_it_took_away():

@@ -1,4 +1,4 @@
-"""benchmarks/strategies.py: each layout is the train --local request its strategy needs, the
+"""benchmarks/training/strategies.py: each layout is the train --local request its strategy needs, the
 seconds to the threshold count the right epochs, and (slow) the whole benchmark at a tiny size
 prints every RESULT line, with Horovod's and mirrored's accuracies equal (the same
 synchronous algorithm, from the same seed). No timing is asserted."""
@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import strategies as S
+from benchmarks.training import strategies as S
 from pipeline.local.jobs.train_local import build_training_request
 from pipeline.local.store.storage import LocalStorage
 from pipeline.settings import Settings
 from training_entry import contract
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 RESULT = re.compile(r"^RESULT (\S+) (\S+) target (\S+)$", re.MULTILINE)
 
 
@@ -78,7 +78,7 @@ def test_the_entry_keeps_every_epochs_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_the_benchmark_runs_at_a_tiny_size(tmp_path):
     env = {**os.environ, "TRAINPIPE_BENCH_WORK": str(tmp_path), "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.strategies", "--workloads", "mlp", "--replicate", "1",
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.training.strategies", "--workloads", "mlp", "--replicate", "1",
                            "--epochs", "2", "--repeats", "1"], cwd=REPO, env=env, text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
