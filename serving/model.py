@@ -19,6 +19,7 @@ from tensorflow.core.framework import types_pb2
 from serving import table_rows
 from serving.web import RequestError, process_seconds, resident_mib  # noqa: F401 (theirs)
 from training_entry import contract
+from training_entry.input import images
 
 SAVED_MODEL_FILE = "saved_model.pb"
 
@@ -113,7 +114,7 @@ class ServedModel:
         try:
             outputs = signature.function(**tensors)
         except tf.errors.InvalidArgumentError as error:
-            raise RequestError(_first_line(error.message, signature)) from None
+            raise _oversized(error.message) or RequestError(_first_line(error.message, signature)) from None
         return {key: value.numpy() for key, value in outputs.items()}
 
     # --- TF Serving's documents -----------------------------------------------------------
@@ -159,6 +160,15 @@ def _tensor(name: str, value, spec: tf.TensorSpec, signature: Signature) -> tf.T
     if array.shape and array.shape[0] == 0:
         raise RequestError("no instances: send at least one")
     return tf.constant(array, dtype=spec.dtype)
+
+
+def _oversized(message: str) -> RequestError | None:
+    """The graph's refusal of an image whose header declares too many pixels (images.py's
+    ``refuse_oversized``, in every SavedModel exported since): 413, in its own words."""
+    if images.TOO_LARGE not in (message or ""):
+        return None
+    said = message.split("assertion failed: [", 1)[-1].split("]", 1)[0]
+    return RequestError(said, 413)
 
 
 def _first_line(message: str, signature: Signature) -> str:

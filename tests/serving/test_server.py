@@ -114,6 +114,28 @@ def test_image_errors(image_server):
     assert image_server.post("/invocations", "1,2\n", "text/csv").status_code == 415
 
 
+def test_an_image_declaring_more_pixels_than_the_limit_is_a_413_before_it_is_decoded(image_server):
+    """A decompression bomb: a 35 KB PNG of 6000 x 6000 grey pixels (108 MB decoded, four
+    times that as float32), refused by the exported graph from its header alone."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer = zlib.compressobj(9)
+    rows = b"".join(packer.compress(b"\0" * 6001) for _ in range(6000)) + packer.flush()
+    bomb = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 6000, 6000, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+    assert len(bomb) < 64 * 1024
+    for answer in (image_server.post("/invocations", bomb, "image/png"),
+                   image_server.post("/invocations", json.dumps({"instances": [{"b64": base64.b64encode(bomb).decode()}]}))):
+        assert answer.status_code == 413
+        assert answer.json()["error"] == ("the image is 6000 x 6000 pixels, over the serving limit of 25000000 "
+                                          "(MAX_SERVING_PIXELS); resize it before sending")
+    assert image_server.post("/invocations", encoded_image("png"), "image/png").status_code == 200
+
+
 def test_body_limit_routes_and_methods(table_server):
     big = b"[" + b"0," * (3 * 2**20) + b"0]"
     answer = table_server.post("/invocations", big)

@@ -20,6 +20,15 @@ from training_entry.input.records import FEATURE_IMAGE, FEATURE_Y
 
 CROP_MARGIN = 1.125  # training crops size x size out of the resized image padded by 12.5%
 CHANNELS = 3
+# Serving decodes what a client sends: a 493 KB PNG can declare 13000 x 13000 pixels (500 MiB
+# decoded, four times that as float32 for the resize). The header's size is checked in the
+# graph before decoding (``refuse_oversized``), so a SageMaker endpoint running the exported
+# SavedModel refuses it too. 5000 x 5000: a 24-megapixel camera image fits, and decoding plus
+# resizing one takes at most ~375 MB.
+MAX_SERVING_PIXELS = 25_000_000
+TOO_LARGE = "over the serving limit"  # in the refusal's words; serving/model.py finds it there
+_PNG_MAGIC = (0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A)
+_GIF_IMAGE_SEPARATOR = 0x2C  # ',' before each frame: the count bounds the frames from above
 
 
 def decode(encoded: tf.Tensor) -> tf.Tensor:
@@ -69,7 +78,60 @@ def parse_example(serialized: tf.Tensor, size: int, training: bool,
 def decode_batch(encoded: tf.Tensor, size: int) -> tf.Tensor:
     """Serving: tf.string [batch] of encoded images -> float32 [batch, size, size, 3]."""
     return tf.map_fn(
-        lambda one: resize(decode(one), size),
+        lambda one: resize(decode(refuse_oversized(one)), size),
         encoded,
         fn_output_signature=tf.TensorSpec([size, size, CHANNELS], tf.float32),
     )
+
+
+def declared_size(encoded: tf.Tensor) -> tf.Tensor:
+    """int64 [width, height, frames] as the header of a PNG, JPEG, GIF or BMP says, without
+    decoding it; [0, 0, 1] for anything else (``decode`` refuses it after). A GIF's frames
+    are counted from above (``decode_image`` decodes them all, then keeps the first)."""
+    head = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 0, 32), b"\0" * 32]), 0, 32)
+    byte = tf.cast(tf.io.decode_raw(head, tf.uint8), tf.int64)
+
+    def number(first: int, count: int, big_endian: bool) -> tf.Tensor:
+        order = range(first, first + count) if big_endian else range(first + count - 1, first - 1, -1)
+        value = tf.constant(0, tf.int64)
+        for index in order:
+            value = value * 256 + byte[index]
+        return value
+
+    def starts_with(magic) -> tf.Tensor:
+        return tf.reduce_all(tf.equal(byte[: len(magic)], tf.constant(magic, tf.int64)))
+
+    def bmp_height() -> tf.Tensor:
+        height = number(22, 4, False)
+        return tf.abs(tf.where(height >= 2**31, height - 2**32, height))  # negative: top-down rows
+
+    def gif() -> tf.Tensor:
+        separators = tf.equal(tf.io.decode_raw(encoded, tf.uint8), _GIF_IMAGE_SEPARATOR)
+        frames = tf.maximum(tf.reduce_sum(tf.cast(separators, tf.int64)), 1)
+        return tf.stack([number(6, 2, False), number(8, 2, False), frames])
+
+    def jpeg() -> tf.Tensor:
+        shape = tf.cast(tf.io.extract_jpeg_shape(encoded), tf.int64)
+        return tf.stack([shape[1], shape[0], tf.constant(1, tf.int64)])
+
+    one = tf.constant(1, tf.int64)
+    return tf.case([
+        (starts_with(_PNG_MAGIC), lambda: tf.stack([number(16, 4, True), number(20, 4, True), one])),
+        (tf.io.is_jpeg(encoded), jpeg),
+        (starts_with((0x47, 0x49, 0x46, 0x38)), gif),  # GIF8
+        (starts_with((0x42, 0x4D)), lambda: tf.stack([number(18, 4, False), bmp_height(), one])),  # BM
+    ], default=lambda: tf.constant([0, 0, 1], tf.int64), exclusive=True)
+
+
+def refuse_oversized(encoded: tf.Tensor, max_pixels: int = MAX_SERVING_PIXELS) -> tf.Tensor:
+    """``encoded``, once its header says it decodes to at most ``max_pixels`` pixels (all of a
+    GIF's frames); else InvalidArgumentError, before a byte is decoded."""
+    size = declared_size(encoded)
+    pixels = size[0] * size[1] * size[2]
+    message = tf.strings.join([
+        "the image is ", tf.strings.as_string(size[0]), " x ", tf.strings.as_string(size[1]), " pixels",
+        tf.where(size[2] > 1, " per frame", ""),
+        f", {TOO_LARGE} of {max_pixels} (MAX_SERVING_PIXELS); resize it before sending"])
+    check = tf.debugging.Assert(pixels <= max_pixels, [message])
+    with tf.control_dependencies([check]):
+        return tf.identity(encoded)
