@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pipeline.costs.accounting import Options
 from pipeline.costs.advisor import fit as F
+from pipeline.costs.advisor import gpus, input_rate
 from pipeline.costs.advisor import platforms as PL
 from pipeline.costs.advisor import plot as plotting
 from pipeline.costs.advisor.model import Platform, StepModel
@@ -29,6 +30,7 @@ from pipeline.costs.advisor.observations import (
 from pipeline.costs.advisor.recommend import Row, Workload, choose, duration, predict, table
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
+from training_entry.input.records import KIND_IMAGE
 
 # What the advisor promises: its predicted samples/s within this of the runs it has seen, on
 # average (the report's "mean |error|"). P5 holds the model to 0.10 on held-out runs and
@@ -138,7 +140,8 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
     report.lines += [f"  skipped {s}" for s in skipped[:10]]
     book = PriceBook(price_overrides, pricing_client)
     candidates = _fit_measured(report, groups, workdir, batch)
-    _add_unmeasured(report, candidates, instance_types or [])
+    latest = max(observed, key=lambda r: r.started)
+    _add_unmeasured(report, candidates, instance_types or [], latest, workdir)
     if not candidates:
         raise UserError("no platform could be modelled: see the lines above")
     first = next(iter(groups.values()))[0]
@@ -191,9 +194,11 @@ def _fit_measured(report: Report, groups: dict[str, list[Observation]], workdir:
     return candidates
 
 
-def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list[str]) -> None:
-    """CPU instance types asked for without a run of their own, predicted from the local
-    model; a GPU type, or one without hardware figures, gets a line saying what to do."""
+def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list[str],
+                    latest: Observation, workdir: Path) -> None:
+    """Instance types asked for without a run of their own: a CPU type predicted from the
+    local model; a GPU type, for an image workload of a known architecture, from its two
+    ceilings (``gpus.py``); otherwise a line saying what to do."""
     out = report.lines
     local = candidates.get("local")
     for itype in instance_types:
@@ -202,6 +207,8 @@ def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list
         platform = PL.cloud_platform(itype)
         if platform is None:
             out.append(f"  {itype}: no hardware figures (vCPUs, GPUs, network) for it; skipped")
+        elif platform.gpus_per_host and _gpu_candidate(report, candidates, itype, platform, latest, workdir):
+            continue
         elif platform.gpus_per_host:
             out.append(f"  {itype}: no measured run on it (GPU compute cannot be inferred from other "
                        f"hardware): run once with -p TrainingInstanceType={itype} "
@@ -214,6 +221,37 @@ def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list
             if "local" in report.untrusted:
                 report.untrusted.add(itype)
             out.append(f"  {itype}: predicted from the local runs, assuming this machine's per-core speed")
+
+
+def _gpu_candidate(report: Report, candidates: Candidates, itype: str, platform: Platform,
+                   latest: Observation, workdir: Path) -> bool:
+    """A GPU type predicted from the workload's latest local run: images/s per GPU the lower
+    of the compute and input ceilings (both printed with their sources, then the binding one
+    and what lifts it); the step model adds the allreduce over the type's links. False where
+    the workload is not one the ceilings know (tables, an unknown architecture)."""
+    workload = latest.workload
+    if workload.kind != KIND_IMAGE or workload.architecture not in gpus.FAMILY:
+        return False
+    size = int(workload.shape.split("x")[0])
+    precision = gpus.AMP if latest.mixed_precision else gpus.FP32
+    rate, rate_source = input_rate.per_core(workdir, latest, size)
+    ceiling = gpus.ceilings(itype, workload.architecture, size, precision, rate, rate_source)
+    if ceiling is None or ceiling.per_gpu is None:
+        return False
+    spec = f"{ceiling.gpus} GPU(s), {ceiling.cores_per_gpu:g} cores per GPU"
+    out = report.lines
+    out.append(f"  {itype} ({spec}): predicted from the {workload.label} runs here, before any job on it:")
+    out.append(f"    compute ceiling {ceiling.compute:,.0f} images/s per GPU: {ceiling.compute_source}"
+               if ceiling.compute is not None else f"    compute ceiling unknown: {ceiling.compute_source}")
+    out.append(f"    input ceiling   {ceiling.input:,.0f} images/s per GPU: {ceiling.input_source} "
+               "(a core there assumed as fast as one here)"
+               if ceiling.input is not None else f"    input ceiling unknown: {ceiling.input_source}")
+    out.append(f"    {itype}: {ceiling.fix()}")
+    candidates[itype] = (StepModel(per_sample=1.0 / ceiling.per_gpu, fixed=0.0, parallelism=1.0,
+                                   parameters=latest.parameters, fp16_allreduce=latest.fp16_allreduce,
+                                   notes=[f"{itype}: images/s per GPU from its ceilings (gpus.py), "
+                                          "no overlap of the allreduce assumed"]), platform)
+    return True
 
 
 def _predict(report: Report, candidates: Candidates, workload: Workload, max_workers: int,

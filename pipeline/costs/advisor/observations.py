@@ -32,10 +32,13 @@ from training_entry.contract import (
     ARCH_CUSTOM,
     ARCH_MLP,
     ARCH_SMALL_CNN,
+    DEFAULT_AUGMENTATION,
+    HP_AUGMENTATION,
     HP_BATCH_SIZE,
     HP_DISTRIBUTION,
     HP_FP16_ALLREDUCE,
     HP_IMAGE_SIZE,
+    HP_MIXED_PRECISION,
     HP_MODEL_ARCHITECTURE,
     HP_MODEL_FILE,
     HP_STEPS_PER_EXECUTION,
@@ -59,6 +62,7 @@ UNKNOWN = "?"
 # The store ``run --local`` keeps its s3:// objects in, under the workdir: <bucket>/<key>.
 STORE_DIR = "store"
 MANIFEST_CHANNEL = "manifest"  # the training job's channel holding the processing manifests
+TRAIN_CHANNEL = "train"
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,12 @@ class Observation:
     workload: WorkloadId = WorkloadId()
     started: str = ""
     train_records: int | None = None
+    # Its train channel's s3:// URI (a local run's records sit in the workdir's store), its
+    # augmentation and whether it trained in mixed precision: what a GPU type's input and
+    # compute ceilings depend on (``gpus.py``).
+    train_uri: str | None = None
+    augmentation: str = DEFAULT_AUGMENTATION
+    mixed_precision: bool = False
 
     @property
     def throughput(self) -> float:
@@ -225,21 +235,29 @@ def _truthy(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def _manifest_channel(properties: dict) -> str | None:
+def _manifest_channel(properties: dict, name: str = MANIFEST_CHANNEL) -> str | None:
     for channel in properties.get("InputDataConfig") or []:
-        if channel.get("ChannelName") == MANIFEST_CHANNEL:
+        if channel.get("ChannelName") == name:
             return ((channel.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri")
     return None
+
+
+def store_path(workdir: Path, uri: str) -> Path | None:
+    """Where ``run --local`` keeps the object or prefix ``uri`` in the workdir's store."""
+    if not uri.startswith("s3://"):
+        return None
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return Path(workdir) / STORE_DIR / bucket / key.strip("/")
 
 
 def local_manifest(workdir: Path | None, properties: dict) -> dict | None:
     """The train manifest a local training job read, from the workdir's store; None where it
     is gone (a cleaned store) or the record predates it."""
     uri = _manifest_channel(properties)
-    if workdir is None or not uri or not uri.startswith("s3://"):
+    folder = store_path(workdir, uri) if workdir is not None and uri else None
+    if folder is None:
         return None
-    bucket, _, key = uri[len("s3://"):].partition("/")
-    path = Path(workdir) / STORE_DIR / bucket / key.strip("/") / manifest_name("train")
+    path = folder / manifest_name("train")
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -281,6 +299,9 @@ def from_execution(doc: dict, workdir: Path | None = None) -> list[Observation]:
             job_seconds=_number(cost.get("seconds")), co2e_kg=_number((cost.get("energy") or {}).get("co2e_kg")),
             workload=resolve_workload(hps, manifest), started=str(step.get("start") or doc.get("start") or ""),
             train_records=int(records) if isinstance(records, int | float) else None,
+            train_uri=_manifest_channel(properties, TRAIN_CHANNEL),
+            augmentation=str(_hp(hps, HP_AUGMENTATION, DEFAULT_AUGMENTATION)),
+            mixed_precision=str(_hp(hps, HP_MIXED_PRECISION, "off")) not in ("off", "", "None"),
         ))
     return found
 
@@ -330,6 +351,8 @@ def from_training_job(described: dict) -> Observation | None:
         tensors=int(final.get(TENSORS, 1)), step_spread=final.get(STEP_SPREAD, 0.0),
         steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
         workload=resolve_workload(hps, None), started=_when(described.get("TrainingStartTime")),
+        augmentation=str(_hp(hps, HP_AUGMENTATION, DEFAULT_AUGMENTATION)),
+        mixed_precision=str(_hp(hps, HP_MIXED_PRECISION, "off")) not in ("off", "", "None"),
     )
 
 

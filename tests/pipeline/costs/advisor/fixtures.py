@@ -65,6 +65,11 @@ def _record_workload(workdir: Path, execution_id: str, step: dict, workload: dic
     key = f"trainpipe/{execution_id}/PreprocessData/output/manifest"
     step["properties"]["InputDataConfig"] = [
         {"ChannelName": "manifest", "DataSource": {"S3DataSource": {"S3Uri": f"s3://bucket/{key}"}}}]
+    if "train_uri" in workload:  # the records, where the test put them in the store
+        step["properties"]["InputDataConfig"].append(
+            {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": workload["train_uri"]}}})
+    if workload.get("mixed_precision"):
+        hps["mixed-precision"] = json.dumps(workload["mixed_precision"])
     manifest_dir = workdir / "store" / "bucket" / key
     manifest_dir.mkdir(parents=True)
     (manifest_dir / "train.json").write_text(json.dumps({

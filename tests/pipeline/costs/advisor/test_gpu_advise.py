@@ -1,0 +1,118 @@
+"""``trainpipe advise --instance-types ml.g5.xlarge ml.p4d.24xlarge`` on a local photo run,
+through the CLI's process: both ceilings per GPU type with their sources, the binding one and
+what lifts it, before any job on a GPU (issue 39). The records are real: photographs of a
+realistic size (500x375 JPEG, ~100 KB) through the PreprocessData entrypoint; the input rate is
+measured on them by the advisor itself."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.pipeline.costs.advisor.fixtures import write_run
+
+# Processes: the processing entrypoint once, then advise, which measures the input in TensorFlow.
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[4]
+TRAINPIPE = [sys.executable, "-m", "pipeline"]
+TRAIN_KEY = "trainpipe/photo/PreprocessData/output/train"
+
+
+def write_photos(root: Path, per_class: int = 8, seed: int = 0) -> None:
+    """Synthetic photographs: 500x375 (a typical camera photo's aspect, as the ants/bees
+    set's), smooth gradients, shapes and sensor-like noise, JPEG quality 90."""
+    from PIL import Image, ImageDraw
+
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0:375, 0:500]
+    for c, name in enumerate(("ants", "bees")):
+        (root / name).mkdir(parents=True)
+        for i in range(per_class):
+            base = np.stack([(x * (1 + c) + 40 * i) % 256, (y * 2 + 30 * c) % 256, (x + y) % 256], -1)
+            noisy = np.clip(base + rng.normal(0, 25, base.shape), 0, 255).astype(np.uint8)
+            image = Image.fromarray(noisy)
+            draw = ImageDraw.Draw(image)
+            for _ in range(6):
+                x0, y0, w, h = rng.integers(0, 440), rng.integers(0, 315), *rng.integers(20, 120, 2)
+                draw.ellipse([x0, y0, x0 + w, y0 + h], fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+            image.save(root / name / f"{i:03d}.jpg", quality=90)
+
+
+@pytest.fixture(scope="module")
+def photo_workdir(tmp_path_factory) -> Path:
+    """A workdir holding a recorded local photo run of ``small_cnn`` at 128 px and one of
+    ``resnet50`` at 224 px (mixed precision), both over the same real train shards."""
+    from pipeline.local.jobs.contract import relocate
+    from processing import contract as processing
+
+    base = tmp_path_factory.mktemp("processing")
+    write_photos(Path(relocate(processing.RAW_DATA_DIR, base)))
+    subprocess.run([sys.executable, "-m", "processing.preprocess", "--instance-count", "1",
+                    "--processes-per-host", "1"], check=True, cwd=REPO, capture_output=True,
+                   env={**os.environ, "SAGEMAKER_BASE_DIR": str(base), "PYTHONPATH": str(REPO)})
+    wd = tmp_path_factory.mktemp("wd")
+    shutil.copytree(relocate(processing.OUTPUT_DIRS["train"], base), wd / "store" / "bucket" / TRAIN_KEY)
+    steps = dict(hosts=1, ppn=1, batch=32, step_seconds=[1.0, 0.2, 0.2], cpu_seconds=[0.4, 0.4, 0.4])
+    write_run(wd, "cnn", **steps, parameters=94538, start="2026-11-01T10:00:00.000+00:00",
+              workload={"architecture": "small_cnn", "kind": "image", "image_size": 128, "records": 11,
+                        "train_uri": f"s3://bucket/{TRAIN_KEY}"})
+    write_run(wd, "resnet", **steps, parameters=23_500_000, start="2026-11-02T10:00:00.000+00:00",
+              workload={"architecture": "resnet50", "kind": "image", "image_size": 224, "records": 11,
+                        "mixed_precision": "mixed_float16", "train_uri": f"s3://bucket/{TRAIN_KEY}"})
+    return wd
+
+
+def advise(workdir: Path, *args: str) -> str:
+    done = subprocess.run([*TRAINPIPE, "advise", "--workdir", str(workdir), "--plot", str(workdir / "a.png"),
+                           "--instance-types", "ml.g5.xlarge", "ml.p4d.24xlarge", *args],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _ceilings(out: str, itype: str) -> tuple[float, float, float, float]:
+    """(compute, input, per-core rate, cores per GPU) as printed for ``itype``."""
+    block = out.split(f"  {itype} (")[1]
+    compute = float(re.search(r"compute ceiling ([\d,]+) images/s per GPU", block)[1].replace(",", ""))
+    found = re.search(r"input ceiling +([\d,]+) images/s per GPU: (\d+) images/s per core \(measured here on "
+                      r"\w+'s 1 train shard\(s\), \d+ px, crop_flip, 1 core\) x ([\d.]+) cores per GPU", block)
+    return compute, float(found[1].replace(",", "")), float(found[2]), float(found[3])
+
+
+def test_a_light_model_on_photos_is_fed_by_too_few_cores(photo_workdir):
+    out = advise(photo_workdir, "--workload", "small_cnn")
+    for itype, cores in (("ml.g5.xlarge", 2), ("ml.p4d.24xlarge", 6)):
+        assert f"  {itype} (" in out and f"{cores} cores per GPU): predicted from the small_cnn on images " \
+            "128x128x3 runs here, before any job on it:" in out
+        compute, feed, per_core, per_gpu_cores = _ceilings(out, itype)
+        assert per_gpu_cores == cores and feed == pytest.approx(per_core * cores, rel=0.01)
+        assert "DeepLearningExamples" in out and "assumed ResNet-50's: dense convolutions" in out
+        # A 3-layer CNN at 128 px asks ~1 GFLOP of an image: no core keeps up with a GPU.
+        assert feed < compute
+        assert f"    {itype}: the input binds ({feed:,.0f} < {compute:,.0f} images/s per GPU)" in out
+        assert "more cores per GPU" in out and "fewer GPUs per instance" in out
+    rows = [line for line in out.splitlines() if line.startswith("  ml.p4d.24xlarge ")]
+    assert rows and "n/a" not in rows[0]  # its time, cost and CO2e per run, as for any candidate
+    # The rate is measured once per records, size and augmentation, then read back.
+    cached = (photo_workdir / "input-rate.json").stat().st_mtime_ns
+    advise(photo_workdir, "--workload", "small_cnn")
+    assert (photo_workdir / "input-rate.json").stat().st_mtime_ns == cached
+
+
+def test_resnet50_in_mixed_precision_on_a_single_gpu_type(photo_workdir):
+    out = advise(photo_workdir)  # the latest run: resnet50 at 224 px, mixed_float16
+    assert "advising for: resnet50 on images 224x224x3 (the latest run's" in out
+    compute, feed, _, _ = _ceilings(out, "ml.p4d.24xlarge")
+    assert compute == pytest.approx(2375, abs=1)  # DeepLearningExamples' A100 AMP row, its calibration
+    binding = "the input binds" if feed < compute else "the GPU's compute binds"
+    assert f"    ml.p4d.24xlarge: {binding} (" in out
+    compute_g5, _, _, _ = _ceilings(out, "ml.g5.xlarge")
+    assert compute_g5 < compute  # an A10G's 125 FP16 TFLOP/s against an A100's 312
