@@ -216,3 +216,27 @@ def test_mpi_runs_the_ranks_sagemaker_would_start_and_warns_first(local_storage,
     assert [(r["rank"], r["env"]["SM_CURRENT_HOST"]) for r in reports(tmp_path / "fixed")] == [
         (0, "algo-1"), (1, "algo-1"), (2, "algo-2"), (3, "algo-2")]
     assert not fixed.warnings
+
+
+def test_a_source_dir_archive_is_unpacked_in_the_code_folder(local_storage, tmp_path):
+    """SourceCode(source_dir="code.tar.gz"): v3's sm_train.sh runs `tar -xzf code.tar.gz` in
+    the code channel before the driver."""
+    from tests.pipeline.local.helpers import sourcedir
+
+    put_objects(local_storage, TRAIN, 1)
+    source = v3.source_code("train.py", source_dir="src/code.tar.gz")
+    code_uri, drivers_uri = v3.put_job_files(local_storage, f"{PREFIX}-tar", {}, source, {})
+    local_storage.put_bytes(sourcedir({"train.py": REPORT}), f"{code_uri}/code.tar.gz")
+    request = v3.training_arguments(code_uri, drivers_uri, output=OUTPUT, channels=[v3.channel("train", TRAIN)])
+    result = training_v3.job_class(request)(request, "job", local_storage, tmp_path / "job", echo=False).run()
+    assert result.status == "Completed", result.failure_reason
+    assert reports(tmp_path / "job")[0]["cwd"].endswith("/input/data/code")
+
+
+def test_an_np_beyond_v3s_slots_is_refused_before_any_rank_starts(local_storage, tmp_path):
+    """v3's mpirun lists algo-1:P,... with no --oversubscribe: more ranks than slots fail there."""
+    result = run_job(local_storage, tmp_path, code={"train.py": REPORT}, source=v3.source_code("train.py"),
+                     distributed=v3.mpi(2, ["-np", "8"]), instances=2)
+    assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
+    assert "ask for -np 8, more than the 4 slots v3's mpirun lists" in result.failure_reason
+    assert not list((tmp_path / "job").glob("logs/*.log"))
