@@ -41,6 +41,9 @@ BENCHMARKS = {
             "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
     "p5": ("benchmarks.advisor.p5_advisor", ["--repeats", "3", "--epochs", "3"],
            "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs, MLP and CNN at StepsPerExecution 16 and 1 (each run's fastest steady epoch, best of 3 interleaved; MLP 10 epochs)"),
+    "published_gpu": ("benchmarks.advisor.published_gpu", [],
+                      "GPU compute ceiling (advise's GPU types) vs NVIDIA's published single-GPU TF rows it "
+                      "was not calibrated on: error per row, worst and median (a computation, no timing)"),
     "p6": ("benchmarks.training.p6_namespaces", ["--repeats", "5"],
            "P6 per-host /opt/ml and hostname (namespaces) vs relocated paths, per job"),
     "growth": ("benchmarks.training.growth", [], "Growth of P1-P3 with data size (plot)"),

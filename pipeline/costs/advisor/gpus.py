@@ -39,7 +39,11 @@ PEAKS = {
     "A100": ("ampere", 156e12, 312e12),  # TF32 dense, FP16/BF16 dense
     "H100": ("ampere", 494.7e12, 989.4e12),  # Hopper: no published TF row; A100's utilisation assumed
 }
-TF32_PEAKS = {"A10G": 62.5e12}  # where the TF32 tensor peak differs from the FP32 column above
+TF32_PEAKS = {"A10G": 62.5e12}
+PUBLISHED_GPUS = ("V100", "A100")
+ASSUMED = {"volta": "the V100 rows' utilisation assumed",
+           "ampere": "the A100 rows' utilisation assumed (on an H100 it predicted issue 39's PyTorch "
+                     "ResNet-50 bf16 figure 89% high: an upper bound there)"}  # where the TF32 tensor peak differs from the FP32 column above
 
 # Training FLOPs per image (forward + 2 x forward: every layer trains) at 224 px, counted by
 # benchmarks/training/flops.py's ``count`` on the keras.applications network with its 1000-class
@@ -194,9 +198,10 @@ def compute_ceiling(architecture: str, image_size: int, gpu: str, precision: str
     util = calibration.utilisation[(PEAKS[gpu][0], precision)] * calibration.efficiency[family]
     counted = ("benchmarks/training/flops.py count() of small_cnn at 32 px" if architecture == "small_cnn"
                else FLOPS_SOURCE)
+    own = "" if gpu in PUBLISHED_GPUS else f"; {gpu} has no published TF row: {ASSUMED[PEAKS[gpu][0]]}"
     return rate, (f"{flops / 1e9:.3g} GFLOP/image ({counted}, scaled to {image_size} px) over {gpu}'s "
                   f"{peak(gpu, precision) / 1e12:g} TFLOP/s {precision} at {util:.1%} utilisation "
-                  f"(calibrated on DeepLearningExamples' TensorFlow rows; efficiency {why})")
+                  f"(calibrated on DeepLearningExamples' TensorFlow rows; efficiency {why}{own})")
 
 
 # small_cnn (training_entry/model/architectures.py) at 32 px, 10 classes: `python -m
