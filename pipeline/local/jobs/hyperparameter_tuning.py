@@ -52,7 +52,8 @@ TUNING_JOB_NAME_LIMIT = 32
 # one, a single lucky trial would stop every later one. Two is our choice (docs/tuning.md).
 MEDIAN_RULE_MIN_TRIALS = 2
 TRIALS_FILE = "trials.json"  # per trial: the values, epochs run, cores, why it stopped
-DESCRIPTION_FILE = "description.json"
+DESCRIPTION_FILE = "description.json"  # DescribeHyperParameterTuningJob, with the summaries:
+SUMMARIES_KEY = "TrainingJobSummaries"  # ListTrainingJobsForHyperParameterTuningJob's
 
 
 def tuning_job_name(step: str, execution_id: str) -> str:
@@ -439,7 +440,7 @@ class HyperparameterTuningJob:
             "ObjectiveStatusCounters": {"Succeeded": len(scored), "Pending": 0,
                                         "Failed": len(summaries) - len(scored)},
             "ConsumedResources": {"RuntimeInSeconds": int(round(end - start))},
-            "TrainingJobSummaries": ordered,
+            SUMMARIES_KEY: ordered,
         }
         failure = None
         if best:

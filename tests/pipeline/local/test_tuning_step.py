@@ -1,10 +1,12 @@
 """A TuningStep, built with the plain SDK v2 (``sdk_pipelines/tuning.py``), run unchanged by
 ``trainpipe run --local --definition``: trials as training jobs, side by side on their share
 of the cores, the best trial's properties and ``get_top_model_s3_uri`` feeding an evaluation
-and a ModelStep; and each bad request refused in one line before any trial.
+and a ModelStep; each bad request refused in one line before any trial; our own pipeline's
+``run --local --tune 6`` on the digits.
 
-The end-to-end run is slow (about 15 s: four numpy trials of six short epochs, an evaluation);
-the refusals run the CLI on definitions that never start a job (a couple of seconds each).
+Slow: the SDK pipeline (about 15 s: four numpy trials of six short epochs, an evaluation) and
+``--tune 6`` (six TensorFlow trials, about a minute on 2 cores). The refusals run the CLI on
+definitions that never start a job (a couple of seconds each); the rest are unit tests.
 """
 
 from __future__ import annotations
@@ -12,13 +14,22 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pipeline.definition.build import STEP_TUNE, build_definition
+from pipeline.local import tuning_step
+from pipeline.local.dag import interpreter
 from pipeline.local.hosts import namespaces
+from pipeline.local.jobs import hyperparameter_ranges as hr
+from pipeline.local.jobs import hyperparameter_tuning as ht
+from pipeline.settings import Settings
+
+from .jobs.test_hyperparameter_ranges import REQUEST, changed
 
 REPO = Path(__file__).resolve().parents[3]
 BUCKET = "sdk-bucket"
@@ -124,6 +135,15 @@ def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
     assert package["Metrics"]["metrics"]["accuracy"]["value"] > 0.8
     # The cost counts every trial's instance-time.
     assert f"{len(summaries)} trial(s): " in done.stdout
+    # What DescribeHyperParameterTuningJob shows, and with --training-jobs its trials.
+    shown = trainpipe("describe-hyper-parameter-tuning-job", "--workdir", str(workdir))
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["HyperParameterTuningJobName"] == described["HyperParameterTuningJobName"]
+    assert document["BestTrainingJob"] == best and "TrainingJobSummaries" not in document
+    listed = trainpipe("describe-hyper-parameter-tuning-job", document["HyperParameterTuningJobName"],
+                       "--training-jobs", "--workdir", str(workdir))
+    assert json.loads(listed.stdout)["TrainingJobSummaries"] == summaries
 
 
 def test_the_legacy_form_writes_the_same_request(tmp_path):
@@ -202,3 +222,79 @@ def test_a_bad_request_is_refused_before_any_trial(case, good_definition, tmp_pa
     last = done.stderr.strip().splitlines()[-1]
     assert "Tuning step TuneModel: " in last and expected in last, done.stderr[-2000:]
     assert not list(workdir.glob("runs/*"))  # no execution started: no trial, no job of any kind
+
+
+# --- Our own pipeline: --tune N ----------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
+def test_our_pipeline_tunes_six_trials_on_the_digits(tmp_path):
+    """``trainpipe run --local --tune 6`` on the bundled digits: six TensorFlow trials (one
+    process each, three epochs: about a minute on 2 cores), the best one's model evaluated,
+    gated and registered; ``status`` lists the trials."""
+    workdir = tmp_path / "work"
+    done = trainpipe("run", "--local", "--tune", "6", "--workdir", str(workdir), "-p", "Epochs=3",
+                     "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.8")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    steps = {s["name"]: s for s in execution_of(workdir)["steps"]}
+    described = steps["TuneModel"]["properties"]
+    summaries = described["TrainingJobSummaries"]
+    assert len(summaries) == 6 and "TrainModel" not in steps
+    best = described["BestTrainingJob"]["TrainingJobName"]
+    assert summaries[0]["TrainingJobName"] == best
+    assert set(summaries[0]["TunedHyperParameters"]) == {"base-learning-rate", "batch-size", "warmup-epochs"}
+    # The evaluation and the registry took the best trial's model; the summary names it.
+    model_input = next(i for i in steps["EvaluateModel"]["properties"]["ProcessingInputs"]
+                       if i["InputName"] == "model")
+    assert model_input["S3Input"]["S3Uri"].endswith(f"/training/{best}/output/model.tar.gz")
+    listed = trainpipe("models", "--workdir", str(workdir), "--json")
+    (package,) = json.loads(listed.stdout)
+    assert package["ModelDataUrl"] == model_input["S3Input"]["S3Uri"]
+    assert f"best of 6 trials: {best}" in done.stdout
+    assert "6 trial(s): " in done.stdout  # the cost counts every trial
+    status = trainpipe("status", "--local", "--workdir", str(workdir))
+    assert status.returncode == 0, status.stderr
+    table = status.stdout.split("TuneModel: 6 trials\n", 1)[1].splitlines()
+    assert table[0].split() == ["TRIAL", "base-learning-rate", "batch-size", "warmup-epochs", "val_accuracy",
+                                "STOPPED", "EARLY", "STATUS"]
+    assert sum("(best)" in row for row in table) == 1 and len(table) >= 8
+
+
+# --- The request checked before the run; what the job log says -----------------------------------
+
+@pytest.fixture(scope="module")
+def tuned_definition():
+    return build_definition(Settings(tune_jobs=4))
+
+
+def _check(definition):
+    nodes = interpreter.plan(definition)
+    ctx = interpreter.Context(parameters=interpreter.resolve_parameters(definition), execution={})
+    tuning_step.check(nodes, ctx)
+
+
+def test_our_tuning_definition_passes_though_its_channels_read_an_earlier_step(tuned_definition):
+    _check(tuned_definition)
+
+
+def test_a_bad_range_is_refused_before_the_run_though_its_channels_read_an_earlier_step(tuned_definition):
+    definition = copy.deepcopy(tuned_definition)
+    step = next(s for s in definition["Steps"] if s["Name"] == STEP_TUNE)
+    step["Arguments"]["HyperParameterTuningJobConfig"]["ResourceLimits"]["MaxParallelTrainingJobs"] = 9
+    with pytest.raises(hr.TuningRequestError, match=f"^Tuning step {STEP_TUNE}: ResourceLimits.MaxParallel"):
+        _check(definition)
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("WarmStartConfig", {"ParentHyperParameterTuningJobs": []}, "WarmStartConfig (tuning from earlier tuning jobs)"),
+    ("Autotune", {"Mode": "Enabled"}, "Autotune (ranges chosen by the service) does not run locally"),
+    ("TrainingJobDefinitions", [{}], "TrainingJobDefinitions (a tuner over several estimators)"),
+])
+def test_what_does_not_run_locally_is_refused(key, value, expected):
+    with pytest.raises(hr.TuningRequestError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        hr.parse({**REQUEST, key: value})
+
+
+def test_the_job_log_says_what_stands_in_for_the_service():
+    bayesian = ht.strategy_line(hr.parse(changed(HyperParameterTuningJobConfig__Strategy="Bayesian")))
+    assert "Optuna's TPESampler (tree-structured Parzen estimator) stands in for SageMaker's Bayesian" in bayesian
+    assert "early stopping Auto" in bayesian and "ScalingType Auto searched Linear: batch" in bayesian
