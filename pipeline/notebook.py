@@ -324,6 +324,8 @@ class RunResults:
     # Image runs: (report entry, encoded image) of each misclassified test image saved beside
     # evaluation.json, most confident mistake first.
     misclassified: list[tuple[dict, bytes]] = field(default_factory=list)
+    # The execution's MLflow run (pipeline/tracking): its link in the MLflow UI, where logged.
+    mlflow_run: str | None = None
 
     @property
     def accuracy(self) -> float | None:
@@ -381,8 +383,10 @@ def local_results(workdir: str | Path, execution_dir: str | Path | None = None) 
          "accuracy": _accuracy_of(p.metrics), "model": p.model_data_url, "created": p.created}
         for p in sorted(packages, key=lambda p: (p.created, p.version), reverse=True)
     ]
+    from pipeline.tracking.logger import last_link
+
     return RunResults(document.get("status", "?"), execution_summary(execution_dir), lines,
-                      evaluation, models, misclassified)
+                      evaluation, models, misclassified, mlflow_run=last_link(execution_dir))
 
 
 def _beside(report_uri: str, relative: str) -> str:

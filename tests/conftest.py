@@ -9,8 +9,13 @@ import pytest
 
 # Set before any test module imports boto3 or the SageMaker SDK.
 for _key in list(os.environ):
-    if _key.startswith("TRAINPIPE_") or _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+    if _key.startswith(("TRAINPIPE_", "MLFLOW_")) or _key in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
         del os.environ[_key]
+# No run logs to MLflow (a developer's team server least of all) but in the tests of tracking,
+# which name their store: a new workdir's store costs every run seconds (pipeline/tracking).
+from pipeline.tracking.target import OFF, SWITCH_ENV_VAR  # noqa: E402 (no imports of its own)
+
+os.environ[SWITCH_ENV_VAR] = OFF
 os.environ.update(
     {
         "AWS_ACCESS_KEY_ID": "testing",

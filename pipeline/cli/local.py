@@ -2,6 +2,7 @@
 
     trainpipe run --local [-p Name=Value ...] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
                           [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
+                          [--tracking-uri URI|off]
         Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
         e.g. one built with the plain SDK and pipeline.local.store.session.LocalStoreSession) and run
         it on this machine: no Docker, no AWS account. Artifacts go to DIR (default
@@ -14,7 +15,10 @@
         Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
         stopped (Ctrl-C, SIGTERM, SIGHUP), 2 for bad input; the reason is on the last line. An
         execution whose runner died (SIGKILL, out of memory) is marked Failed, and what its
-        jobs left running is ended, by the next `run --local` in the same DIR.
+        jobs left running is ended, by the next `run --local` in the same DIR. Every execution
+        is logged to MLflow (pipeline/tracking): --tracking-uri, else $MLFLOW_TRACKING_URI,
+        else the SQLite store DIR/mlflow.db; the summary prints the run's link and the command
+        that opens the UI; `trainpipe track sync` logs what a server that was down missed.
     trainpipe run --sagemaker-local [-p Name=Value ...]
         The same pipeline through the SageMaker SDK's own local mode (needs Docker + Compose).
     trainpipe train --local --entry-point FILE [--source-dir DIR] [--instances N]
@@ -79,6 +83,12 @@ def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
                         help="do not echo job output (it is still in each job's job.log)")
 
 
+def add_tracking_argument(parser: argparse.ArgumentParser) -> None:
+    from pipeline.tracking.target import HELP
+
+    parser.add_argument("--tracking-uri", metavar="URI", help=HELP)
+
+
 def make_storage(args, region: str) -> Storage:
     if args.s3_endpoint:
         from pipeline.local.store.s3_endpoint import endpoint_client
@@ -129,6 +139,7 @@ def register(subparsers) -> None:
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")
     add_settings_arguments(run)
+    add_tracking_argument(run)
     run.set_defaults(func=run_pipeline)
 
     train = subparsers.add_parser(
@@ -335,13 +346,18 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     from pipeline.local.hosts.namespaces import mode_line
     from pipeline.local.jobs.failures import in_user_terms, parameter_terms
     from pipeline.local.runner import PipelineRunner, RunOptions
+    from pipeline.tracking import target as tracking_target
+    from pipeline.tracking.logger import Tracker
 
     say = _say
     workdir = Path(args.workdir)
+    # MLflow (pipeline/tracking): the embedded store in the workdir unless told otherwise.
+    tracking = tracking_target.resolve(args.tracking_uri, workdir)
+    tracker = Tracker(tracking, workdir, storage, say) if tracking else None
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
         use_cache=not args.no_cache, execution_parameters=parameters,
-        stub_unsupported=args.stub_unsupported))
+        stub_unsupported=args.stub_unsupported, tracker=tracker))
     print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
     # SIGTERM and SIGHUP (the terminal closed) stop the run as Ctrl-C does: the jobs'
     # processes live in sessions of their own, and only this process can end them.
@@ -370,6 +386,8 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
         say(line)
     if made and record.status == SUCCEEDED:
         say(f"try it:        trainpipe predict --workdir {workdir} --run {record.execution_id} FILE...")
+    if tracker is not None and tracker.link():
+        say(f"mlflow run:    {tracker.link()} (open the UI: {tracking.ui_command()})")
     say(mode_line())
     if record.status == SUCCEEDED:
         say(f"Execution {record.execution_id} Succeeded")

@@ -47,9 +47,17 @@ def run_executions(args: argparse.Namespace) -> int:
         return 0
     rows = [[d.get("execution_id", ""), d.get("status", ""), (d.get("start") or "")[:19].replace("T", " "),
              d.get("pipeline_name", ""), (d.get("failure_reason") or "").splitlines()[0]
-             if d.get("failure_reason") else ""] for d in docs]
-    print(_table(["EXECUTION", "STATUS", "STARTED (UTC)", "PIPELINE", "FAILURE REASON"], rows))
+             if d.get("failure_reason") else "", _mlflow_link(d)] for d in docs]
+    print(_table(["EXECUTION", "STATUS", "STARTED (UTC)", "PIPELINE", "FAILURE REASON", "MLFLOW RUN"],
+                 rows, max_width=120))
     return 0
+
+
+def _mlflow_link(doc: dict) -> str:
+    """The execution's MLflow run (pipeline/tracking), or "-" where none was logged."""
+    from pipeline.tracking.logger import last_link
+
+    return (last_link(Path(doc["run_dir"])) if doc.get("run_dir") else None) or "-"
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -68,7 +76,8 @@ def run_status(args: argparse.Namespace) -> int:
         doc = docs[0]
     fields = [("execution", doc.get("execution_id")), ("pipeline", doc.get("pipeline_name")),
               ("status", doc.get("status")), ("started", doc.get("start")), ("ended", doc.get("end")),
-              ("failure", doc.get("failure_reason")), ("run directory", doc.get("run_dir"))]
+              ("failure", doc.get("failure_reason")), ("run directory", doc.get("run_dir")),
+              ("mlflow run", _mlflow_link(doc))]
     width = max(len(k) for k, _ in fields)
     for key, value in fields:
         if value:

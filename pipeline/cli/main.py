@@ -22,7 +22,7 @@ from pipeline.workdir import resolve_workdir
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
 COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local",
                    "pipeline.cli.store", "pipeline.cli.advise", "pipeline.cli.init_weights",
-                   "pipeline.cli.serve", "pipeline.cli.tuning")
+                   "pipeline.cli.serve", "pipeline.cli.track", "pipeline.cli.tuning")
 
 
 def build_parser() -> argparse.ArgumentParser:

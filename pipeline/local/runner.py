@@ -81,6 +81,9 @@ class RunOptions:
     execution_parameters: Mapping[str, object] = field(default_factory=dict)
     # What to do with step types the runner cannot execute (stubs.py): None refuses them.
     stub_unsupported: str | None = None
+    # Told when the execution starts, when each step ends and when it ends (started,
+    # step_ended, ended): pipeline/tracking's Tracker, handed in by the CLI; it never raises.
+    tracker: object | None = None
 
 
 def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
@@ -193,12 +196,18 @@ class PipelineRunner:
         try:
             return self._execute()
         finally:
+            self._track("ended", self.record)
             lock.release()
+
+    def _track(self, event: str, *args) -> None:
+        if self.options.tracker is not None:
+            getattr(self.options.tracker, event)(*args)
 
     def _execute(self) -> ExecutionRecord:
         # Private: the definition holds the steps' Environment and hyperparameters.
         write_private(self.run_dir / "definition.json", json.dumps(self.definition, indent=2))
         self.record.save()
+        self._track("started", self.record)
         current: StepRecord | None = None
         runnable = self.nodes
         try:
@@ -214,6 +223,7 @@ class PipelineRunner:
                     continue
                 if stubs.unsupported(node) and self.options.stub_unsupported is not None:
                     self._stub(node, current)
+                    self._track("step_ended", self.record, current)
                     self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
                              f"{current.status}, {current.detail}")
                     continue
@@ -224,6 +234,7 @@ class PipelineRunner:
                 ok = self._run_step(node, current)
                 current.end = current.end or timestamp()
                 self.record.save()
+                self._track("step_ended", self.record, current)
                 if ok:
                     self.say(f"==> {node.name}: {current.status}"
                              + (f" ({current.detail})" if current.detail else ""))
@@ -494,3 +505,4 @@ class PipelineRunner:
             f", registered by {package.execution_id}: the same model (--no-cache trains a new one)"
             if same else "")
         record.status = SUCCEEDED
+

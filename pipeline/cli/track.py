@@ -1,0 +1,91 @@
+"""``trainpipe track sync``: log to MLflow what the live run could not (the tracking server
+was down or slow), from trainpipe's own records.
+
+    trainpipe track sync [--workdir DIR] [--execution ID] [--tracking-uri URI]
+                         [--s3-endpoint URL | --aws-s3]
+        Every finished local execution in DIR (or the one named) gets what its tracking target
+        lacks: the parent run, each step's run (metrics of every epoch, evaluation artifacts,
+        the registered model), the execution's end. Each goes where it was meant to go (the
+        target it last logged to), else --tracking-uri, $MLFLOW_TRACKING_URI or the embedded
+        store DIR/mlflow.db; --tracking-uri sends them all there. Nothing is logged twice.
+        The store flags say where the run's s3:// objects are (as `run --local` was given them).
+        Exit 0 when everything is logged, 1 when a target still cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.cli.local import add_storage_arguments, add_tracking_argument, make_storage
+from pipeline.errors import UserError
+from pipeline.local import execution as ex
+from pipeline.settings import from_environment
+
+
+def register(subparsers) -> None:
+    track = subparsers.add_parser("track", help="MLflow experiment tracking of local runs",
+                                  description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = track.add_subparsers(dest="track_command", required=True, metavar="COMMAND")
+    sync = commands.add_parser("sync", help="log what a tracking server that was down missed",
+                               description=__doc__,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_storage_arguments(sync)
+    sync.add_argument("--execution", metavar="ID", help="only this execution")
+    add_tracking_argument(sync)
+    sync.set_defaults(func=run_sync)
+
+
+def _target_of(run_dir: Path, args, workdir: Path):
+    from pipeline.tracking import target as T
+    from pipeline.tracking.logger import read_state
+
+    if args.tracking_uri is None:
+        last = read_state(run_dir).get("last")
+        if last:
+            embedded = T.embedded(workdir)
+            return embedded if last == embedded.uri else T.Target(uri=last, embedded=False)
+    return T.resolve(args.tracking_uri, workdir)
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    from pipeline.tracking.logger import quiet, sync_execution
+
+    workdir = Path(args.workdir)
+    if args.execution:
+        run_dir = workdir / "runs" / args.execution
+        if not (run_dir / ex.RECORD_FILE).is_file():
+            raise UserError(f"no local execution {args.execution!r} in {workdir}: "
+                            f"`trainpipe executions --local --workdir {workdir}` lists them")
+        docs = [ex.load(run_dir)]
+    else:
+        docs = [d for d in ex.list_executions(workdir) if d.get("status") not in (ex.EXECUTING, ex.UNREADABLE)]
+    if not docs:
+        print(f"{workdir} has no finished local executions to log")
+        return 0
+    storage = make_storage(args, from_environment().region)
+    failed = 0
+    for doc in reversed(docs):  # oldest first: the MLflow runs list in the order they ran
+        run_dir = Path(doc["run_dir"])
+        target = _target_of(run_dir, args, workdir)
+        if target is None:
+            raise UserError("--tracking-uri off: nothing to sync to; give a tracking URI")
+        try:
+            done = sync_execution(doc, target, storage, workdir / "registry.sqlite")
+        except UserError:
+            raise
+        except Exception as error:  # noqa: BLE001 (one line per execution that cannot be logged)
+            with quiet():
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {first}")
+            failed += 1
+            continue
+        from pipeline.tracking.logger import last_link
+
+        what = f"logged {', '.join(done)}" if done else "already logged"
+        print(f"execution {doc['execution_id']}: {what} ({last_link(run_dir)})")
+    if failed:
+        print(f"{failed} execution(s) not logged; run this again when the tracking server answers")
+        return 1
+    return 0

@@ -1,0 +1,377 @@
+"""Writing an execution to MLflow through ``MlflowClient``: live, step by step, and later.
+
+One experiment per pipeline (named as the pipeline), one parent run per execution, one child
+run per step that ran (``mlflow.parentRunId``), the registered model package as a model
+version of the registered model named as its group. What has been logged is kept beside the
+execution's record, in ``<run dir>/mlflow.json`` (per tracking URI: the experiment, the
+parent run, each step's run, the model version), so logging is resumable: ``sync`` logs what
+is missing and nothing twice; a step run left half-written (the server went away mid-step) is
+deleted and logged again whole.
+
+The live ``Tracker`` never fails the pipeline: the first error (a server that is down, slow
+past ``MLFLOW_HTTP_REQUEST_TIMEOUT``, refusing) stops tracking for the rest of that execution,
+and when it ends one warning line says what was not logged and the command that logs it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import tarfile
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from pipeline.errors import UserError
+from pipeline.local.execution import EXECUTING, ExecutionRecord, StepRecord, record_from_document
+from pipeline.local.store.private import write_private
+from pipeline.local.store.storage import Storage
+from pipeline.tracking import records as R
+from pipeline.tracking.target import Target
+
+STATE_FILE = "mlflow.json"
+# A server that is down or slow must cost the pipeline seconds, not MLflow's default minutes
+# of retries (7 retries, backoff factor 2, 120 s a request); a user's own setting wins.
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                 # Its progress bars and "View run at" lines would land in the run's output.
+                 "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+                 "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+# The pyfunc model's loader lives with the serving code (it imports TensorFlow; pipeline/
+# must not): MLflow's models-from-code file, and the packages it imports, copied into the model.
+# Named by path, never imported here: its loader's imports reach TensorFlow (import-linter).
+PYFUNC_FILE = "mlflow_pyfunc.py"
+PYFUNC_ARTIFACT = "saved_model"  # serving.mlflow_pyfunc.ARTIFACT (a test holds them equal)
+_QUIET_LOGGERS = ("mlflow", "urllib3", "alembic", "sqlalchemy")
+
+
+def sync_command(workdir: Path, execution_id: str | None = None) -> str:
+    return f"trainpipe track sync --workdir {workdir}" + (f" --execution {execution_id}" if execution_id else "")
+
+
+@contextlib.contextmanager
+def quiet():
+    """MLflow's own chatter (urllib3's retry warnings, alembic's migrations, "View run at")
+    stays off the run's output: a failure is the one line the Tracker prints."""
+    levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
+    for name in _QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def client_for(target: Target):
+    for key, value in HTTP_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    with quiet():
+        from mlflow import MlflowClient
+
+        if target.embedded:
+            place_empty_store(Path(target.uri.removeprefix("sqlite:///")))
+        return MlflowClient(tracking_uri=target.uri, registry_uri=target.uri)
+
+
+def place_empty_store(db: Path) -> None:
+    """A new embedded store starts as a copy of an empty one this MLflow version made once
+    on this machine (~/.cache/trainpipe/mlflow/): MLflow creates a SQLite store by running
+    every migration since its first, 12 s on this project's 2-core machine, and every new
+    workdir (every test's) would pay it. MLflow sees the copy at its head revision and
+    migrates nothing."""
+    if db.exists():
+        return
+    from importlib.metadata import version
+
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe" / "mlflow"
+    empty = cache / f"empty-store-mlflow-{version('mlflow')}.db"
+    try:
+        if not empty.is_file():
+            cache.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory(dir=cache) as scratch:
+                made = Path(scratch) / "store.db"
+                SqlAlchemyStore(f"sqlite:///{made}", Path(scratch).as_uri()).engine.dispose()
+                os.replace(made, empty)  # atomic: a concurrent maker loses nothing
+        db.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(empty, db)
+    except OSError:  # no cache folder to write: MLflow makes the store itself, slowly
+        return
+
+
+# --- the state file ----------------------------------------------------------------------------
+def read_state(run_dir: Path) -> dict:
+    try:
+        doc = json.loads((Path(run_dir) / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return {"targets": {}}
+    return doc if isinstance(doc.get("targets"), dict) else {"targets": {}}
+
+
+def write_state(run_dir: Path, state: dict) -> None:
+    write_private(Path(run_dir) / STATE_FILE, json.dumps(state, indent=2))
+
+
+def last_link(run_dir: Path) -> str | None:
+    """The parent run's link in the target the execution logged to last (for listings)."""
+    state = read_state(run_dir)
+    entry = state["targets"].get(state.get("last") or "")
+    return entry.get("link") if entry else None
+
+
+# --- logging -------------------------------------------------------------------------------------
+class ExecutionLog:
+    """One execution in one tracking target: the calls, and the state that makes them resumable."""
+
+    def __init__(self, target: Target, run_dir: Path, storage: Storage | None,
+                 registry_path: Path | None, client=None):
+        self.target = target
+        self.run_dir = Path(run_dir)
+        self.storage = storage
+        self.registry_path = registry_path
+        self.client = client or client_for(target)
+        self.state = read_state(self.run_dir)
+        self.state["last"] = target.uri
+        self.entry = self.state["targets"].setdefault(target.uri, {"steps": {}})
+
+    def save(self) -> None:
+        write_state(self.run_dir, self.state)
+
+    # -- the parent run --
+    def experiment_id(self, pipeline: str) -> str:
+        if self.entry.get("experiment_id"):
+            return self.entry["experiment_id"]
+        found = self.client.get_experiment_by_name(pipeline)
+        if found is not None:
+            return found.experiment_id
+        location = None
+        if self.target.embedded:  # not MLflow's default, ./mlruns under whatever the cwd is
+            location = f"{self.target.artifact_location}/{_safe(pipeline)}"
+        try:
+            return self.client.create_experiment(pipeline, artifact_location=location,
+                                                 tags={R.TAG_PIPELINE: pipeline})
+        except Exception:  # another runner created it in between
+            found = self.client.get_experiment_by_name(pipeline)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def ensure_parent(self, record: ExecutionRecord) -> str:
+        if self.entry.get("run_id"):
+            return self.entry["run_id"]
+        payload = R.parent_run(record)
+        experiment = self.experiment_id(record.pipeline_name)
+        run = self.client.create_run(experiment, start_time=payload.start_ms, tags=payload.tags,
+                                     run_name=payload.name)
+        self._log_values(run.info.run_id, payload)
+        self.entry.update(experiment_id=experiment, run_id=run.info.run_id,
+                          link=self.target.run_link(experiment, run.info.run_id))
+        self.save()
+        return run.info.run_id
+
+    def end_parent(self, record: ExecutionRecord) -> None:
+        if self.entry.get("ended") or record.status == EXECUTING:
+            return
+        parent = self.ensure_parent(record)
+        payload = R.parent_end(record)
+        self._log_values(parent, payload, params=False)
+        self.client.set_terminated(parent, status=payload.status, end_time=payload.end_ms)
+        self.entry["ended"] = True
+        self.save()
+
+    # -- a step's run --
+    def step_logged(self, name: str) -> bool:
+        return bool(self.entry["steps"].get(name, {}).get("logged"))
+
+    def log_step(self, record: ExecutionRecord, step: StepRecord) -> None:
+        if not R.loggable(step) or self.step_logged(step.name):
+            return
+        parent = self.ensure_parent(record)
+        half = self.entry["steps"].get(step.name, {}).get("run_id")
+        if half:  # created, then the server went away: logged again whole
+            with contextlib.suppress(Exception):
+                self.client.delete_run(half)
+        payload = R.step_run(record, step, self.storage, self.registry_path)
+        run = self.client.create_run(self.entry["experiment_id"], start_time=payload.start_ms,
+                                     tags={**payload.tags, R.TAG_PARENT: parent}, run_name=payload.name)
+        run_id = run.info.run_id
+        self.entry["steps"][step.name] = {"run_id": run_id, "logged": False}
+        self.save()
+        self._log_values(run_id, payload)
+        if payload.artifacts:
+            with tempfile.TemporaryDirectory(prefix="trainpipe-mlflow-") as scratch:
+                for relative, data in payload.artifacts.items():
+                    path = Path(scratch) / relative
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+                self.client.log_artifacts(run_id, scratch)
+        if payload.model is not None and self.storage is not None:
+            version = self.log_model(run_id, payload.model)
+            self.entry["steps"][step.name]["model_version"] = version
+            self.entry["model_version"] = {"name": payload.model.group, "version": version}
+        self.client.set_terminated(run_id, status=payload.status, end_time=payload.end_ms)
+        self.entry["steps"][step.name]["logged"] = True
+        self.save()
+
+    def _log_values(self, run_id: str, payload: R.RunPayload, params: bool = True) -> None:
+        from mlflow.entities import Metric, Param, RunTag
+
+        metrics = [Metric(k, v, t, s) for k, v, t, s in payload.metrics]
+        tags = [RunTag(k, v) for k, v in payload.tags.items()]
+        plist = [Param(k, v) for k, v in payload.params.items()] if params else []
+        # MLflow's log_batch limits: 1000 entries a call, of which 100 params and 100 tags.
+        for i in range(0, len(plist), 100):
+            self.client.log_batch(run_id, params=plist[i:i + 100])
+        for i in range(0, len(tags), 100):
+            self.client.log_batch(run_id, tags=tags[i:i + 100])
+        for i in range(0, len(metrics), 1000):
+            self.client.log_batch(run_id, metrics=metrics[i:i + 1000])
+
+    # -- the model --
+    def log_model(self, run_id: str, model: R.ModelToLog) -> str:
+        """The package's SavedModel as a pyfunc model (``mlflow models serve|predict`` and
+        ``mlflow.pyfunc.load_model`` load it) under the run's ``model/``, registered as a
+        version of the registered model named as the package group, tagged with the package."""
+        from mlflow.exceptions import MlflowException
+
+        with tempfile.TemporaryDirectory(prefix="trainpipe-mlflow-model-") as scratch:
+            saved = Path(scratch) / "model.tar.gz"
+            saved.write_bytes(self.storage.read_bytes(model.model_data_url))
+            extracted = Path(scratch) / PYFUNC_ARTIFACT
+            extracted.mkdir()
+            with tarfile.open(saved) as tar:
+                tar.extractall(extracted, filter="data")
+            save_pyfunc(Path(scratch) / "model", extracted, model)
+            self.client.log_artifacts(run_id, str(Path(scratch) / "model"), "model")
+        source = f"{self.client.get_run(run_id).info.artifact_uri}/model"
+        try:
+            self.client.create_registered_model(
+                model.group, tags={R.TAG_PIPELINE: "trainpipe"},
+                description=f"trainpipe model package group {model.group}: one version per "
+                            f"registered model package")
+        except MlflowException as error:
+            if error.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        tags = {R.TAG_MODEL_PACKAGE: model.package_arn,
+                "sagemaker.model_package_version": str(model.package_version),
+                "sagemaker.model_approval_status": model.approval_status}
+        version = self.client.create_model_version(
+            model.group, source, run_id=run_id, tags=tags,
+            description=f"model package {model.package_arn} ({model.approval_status})")
+        return str(version.version)
+
+
+def save_pyfunc(path: Path, saved_model_dir: Path, model: R.ModelToLog) -> None:
+    import mlflow.pyfunc
+
+    import serving
+    import training_entry
+
+    serving_dir = Path(serving.__file__).parent
+    mlflow.pyfunc.save_model(
+        path=str(path), python_model=str(serving_dir / PYFUNC_FILE),
+        artifacts={PYFUNC_ARTIFACT: str(saved_model_dir)},
+        code_paths=[str(serving_dir), str(Path(training_entry.__file__).parent)],
+        # Said, not inferred: inference would load the model (TensorFlow) in a subprocess.
+        pip_requirements=_requirements(),
+        metadata={R.TAG_MODEL_PACKAGE: model.package_arn})
+    for cache in path.rglob("__pycache__"):
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _requirements() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = []
+    for name in ("mlflow", "tensorflow-cpu", "numpy", "pandas", "starlette", "uvicorn"):
+        try:
+            out.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in name) or "pipeline"
+
+
+# --- live, from the runner ------------------------------------------------------------------------
+class Tracker:
+    """What the runner calls (``RunOptions.tracker``): when the execution starts, when each
+    step ends, and when it ends. Never raises; see the module docstring."""
+
+    def __init__(self, target: Target, workdir: Path, storage: Storage, say: Callable[[str], None]):
+        self.target = target
+        self.workdir = Path(workdir)
+        self.storage = storage
+        self.say = say
+        self.log: ExecutionLog | None = None
+        self.error: str | None = None
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        if self.error is not None:
+            return
+        try:
+            with quiet():
+                action()
+        except Exception as error:  # noqa: BLE001 (a tracking failure never fails the pipeline)
+            self.error = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+    def started(self, record: ExecutionRecord) -> None:
+        def start():
+            self.log = ExecutionLog(self.target, Path(record.run_dir), self.storage,
+                                    self.workdir / "registry.sqlite")
+            self.log.ensure_parent(record)
+        self._guard(start)
+
+    def step_ended(self, record: ExecutionRecord, step: StepRecord) -> None:
+        self._guard(lambda: self.log.log_step(record, step))
+
+    def ended(self, record: ExecutionRecord) -> None:
+        self._guard(lambda: self.log.end_parent(record))
+        if self.error is None:
+            return
+        missing = unlogged(record, self.log.entry if self.log else None)
+        self.say(f"warning: MLflow tracking at {self.target.uri} failed ({self.error}); not logged: "
+                 f"{', '.join(missing)}; the run is not affected: `{sync_command(self.workdir, record.execution_id)}` "
+                 f"logs them from this execution's records")
+
+    def link(self) -> str | None:
+        return (self.log.entry.get("link") if self.log else None) if self.error is None else None
+
+
+def unlogged(record: ExecutionRecord, entry: dict | None) -> list[str]:
+    """What of ``record`` a target's state lacks, in words."""
+    entry = entry or {"steps": {}}
+    out = [] if entry.get("run_id") else ["the execution's run"]
+    out += [f"step {s.name}" for s in record.steps
+            if R.loggable(s) and not entry["steps"].get(s.name, {}).get("logged")]
+    if not entry.get("ended") and record.status != EXECUTING:
+        out.append("the execution's end")
+    return out
+
+
+# --- later, from the records (trainpipe track sync) ------------------------------------------------
+def sync_execution(doc: dict, target: Target, storage: Storage | None, registry_path: Path,
+                   client=None) -> list[str]:
+    """Log what ``target`` lacks of one execution (its ``execution.json`` document); returns
+    what was logged, in words. An execution still running is left to its runner."""
+    record = record_from_document(doc)
+    if record.status == EXECUTING:
+        raise UserError(f"execution {record.execution_id} is still running; sync it when it ends")
+    log = ExecutionLog(target, Path(record.run_dir), storage, registry_path, client=client)
+    missing = unlogged(record, log.entry)
+    with quiet():
+        log.ensure_parent(record)
+        for step in record.steps:
+            log.log_step(record, step)
+        log.end_parent(record)
+    return missing

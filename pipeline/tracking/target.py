@@ -1,0 +1,92 @@
+"""Where an execution's MLflow runs go, decided before the run starts (no MLflow import here).
+
+First match wins: ``--tracking-uri``, then ``MLFLOW_TRACKING_URI`` (MLflow's own variable, so
+a team's existing setting just works), then the embedded store in the workdir. ``off`` as the
+flag, or ``TRAINPIPE_TRACKING=off`` in the environment (a CI that tests other things; the test
+suite), logs nothing.
+
+The embedded store is SQLite (``<workdir>/mlflow.db``, artifacts in ``<workdir>/mlartifacts``),
+not MLflow's ``file:`` store: MLflow 3 refuses a ``file:`` store unless
+``MLFLOW_ALLOW_FILE_STORE`` is set (it is deprecated), and it lacks what a team uses the
+registry for (model versions with aliases, search over runs and LoggedModels). SQLite is one
+file, needs no server, is what ``mlflow ui`` and ``mlflow server`` read as a backend store, and
+comes with the full ``mlflow`` package the project installs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+ENV_VAR = "MLFLOW_TRACKING_URI"
+SWITCH_ENV_VAR = "TRAINPIPE_TRACKING"
+OFF = "off"
+EMBEDDED_DB = "mlflow.db"
+EMBEDDED_ARTIFACTS = "mlartifacts"
+# What `mlflow ui` serves on when given no --port: the run links of the embedded store.
+UI_DEFAULT = "http://127.0.0.1:5000"
+# A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
+ARN_PREFIX = "arn:aws"
+ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
+HELP = (f"where the MLflow runs go: an http(s):// tracking server, a SageMaker tracking server "
+        f"ARN, or any MLflow tracking URI; '{OFF}' logs nothing (default: ${ENV_VAR}, else "
+        f"the embedded SQLite store <workdir>/{EMBEDDED_DB}; none with {SWITCH_ENV_VAR}={OFF})")
+
+
+@dataclass(frozen=True)
+class Target:
+    uri: str  # an MLflow tracking URI
+    embedded: bool  # the SQLite store in the workdir
+    artifact_location: str | None = None  # the embedded store's artifact root (file:// URI)
+
+    @property
+    def is_server(self) -> bool:
+        return self.uri.startswith(("http://", "https://")) or self.is_arn
+
+    @property
+    def is_arn(self) -> bool:
+        return is_tracking_arn(self.uri)
+
+    def ui_command(self) -> str:
+        """The one command that opens the MLflow UI on these runs."""
+        if self.embedded:  # each experiment holds its artifact location: the store is enough
+            return f"mlflow ui --backend-store-uri {shlex.quote(self.uri)}"
+        if self.is_arn:
+            return (f"aws sagemaker create-presigned-mlflow-tracking-server-url "
+                    f"--tracking-server-name {self.uri.rsplit('/', 1)[-1]}")
+        if self.is_server:
+            return f"open {self.uri}"
+        return f"mlflow ui --backend-store-uri {shlex.quote(self.uri)}"
+
+    def run_link(self, experiment_id: str, run_id: str) -> str:
+        """The run's page in the MLflow UI (the embedded store: once `mlflow ui` serves it)."""
+        if self.is_arn:  # its UI opens through a presigned URL (ui_command), not a fixed link
+            return f"{self.uri} experiment {experiment_id} run {run_id}"
+        base = self.uri.rstrip("/") if self.is_server else UI_DEFAULT
+        return f"{base}/#/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}"
+
+
+def is_tracking_arn(uri: str) -> bool:
+    return uri.startswith(ARN_PREFIX) and any(f":{s}/" in uri for s in ARN_SERVICES)
+
+
+def resolve(flag: str | None, workdir: Path, environ: Mapping[str, str] = os.environ) -> Target | None:
+    """The target, or None when tracking is off."""
+    if flag is None and environ.get(SWITCH_ENV_VAR, "").strip().lower() == OFF:
+        return None
+    uri = flag if flag is not None else environ.get(ENV_VAR) or None
+    if uri is not None and uri.strip().lower() == OFF:
+        return None
+    if uri is None:
+        return embedded(workdir)
+    return Target(uri=uri.strip(), embedded=False)
+
+
+def embedded(workdir: Path) -> Target:
+    workdir = Path(workdir).resolve()
+    return Target(uri=f"sqlite:///{workdir / EMBEDDED_DB}", embedded=True,
+                  artifact_location=(workdir / EMBEDDED_ARTIFACTS).as_uri())

@@ -1,0 +1,36 @@
+"""Where an execution's MLflow runs go: the flag, MLflow's own variable, the embedded store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline.tracking import target as T
+
+
+def test_the_flag_wins_over_the_environment_and_the_embedded_store_is_the_default(tmp_path):
+    env = {T.ENV_VAR: "http://team-server:5000"}
+    assert T.resolve("http://127.0.0.1:5001", tmp_path, env).uri == "http://127.0.0.1:5001"
+    assert T.resolve(None, tmp_path, env).uri == "http://team-server:5000"
+    default = T.resolve(None, tmp_path, {})
+    assert default.embedded and default.uri == f"sqlite:///{tmp_path.resolve() / T.EMBEDDED_DB}"
+    assert default.artifact_location == (tmp_path.resolve() / T.EMBEDDED_ARTIFACTS).as_uri()
+
+
+def test_off_logs_nothing_either_way(tmp_path):
+    assert T.resolve("off", tmp_path, {}) is None
+    assert T.resolve(None, tmp_path, {T.ENV_VAR: "OFF"}) is None
+    assert T.resolve(None, tmp_path, {T.SWITCH_ENV_VAR: "off", T.ENV_VAR: "http://x:5000"}) is None
+    # The flag still wins over the switch: a test of tracking in a suite that turns it off.
+    assert T.resolve("http://x:5000", tmp_path, {T.SWITCH_ENV_VAR: "off"}).uri == "http://x:5000"
+
+
+def test_the_ui_command_and_run_links(tmp_path):
+    default = T.embedded(Path(tmp_path))
+    assert default.ui_command() == f"mlflow ui --backend-store-uri {default.uri}"
+    assert default.run_link("3", "abc") == f"{T.UI_DEFAULT}/#/experiments/3/runs/abc"
+    server = T.Target("http://127.0.0.1:5005/", embedded=False)
+    assert server.run_link("3", "abc") == "http://127.0.0.1:5005/#/experiments/3/runs/abc"
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+    managed = T.Target(arn, embedded=False)
+    assert managed.is_arn and managed.is_server
+    assert "create-presigned-mlflow-tracking-server-url --tracking-server-name team" in managed.ui_command()
