@@ -55,6 +55,7 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path, PurePosixPath
 
 from pipeline.errors import UserError
@@ -79,8 +80,12 @@ _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
 @dataclass(frozen=True)
 class Interpreter:
     python: str  # the interpreter the venv is made from
-    mapped: bool  # chosen by TRAINPIPE_IMAGE_PYTHON (not the runner's)
+    mapped: bool  # not the runner's: TRAINPIPE_IMAGE_PYTHON's, or the image's (``seed``)
     version: str  # "3.11"
+    # The image's Python found on this machine: the environment holding the image's pinned
+    # packages the job imports (``seeded``), made once per machine.
+    seed: Path | None = None
+    why: str = ""  # one clause for the job's log: why this interpreter
 
 
 def image_python(image_uri: str) -> str | None:
@@ -131,10 +136,128 @@ def interpreter_for(image_uri: str, environ: Mapping[str, str] = os.environ) -> 
     return Interpreter(sys.executable, False, f"{sys.version_info[0]}.{sys.version_info[1]}")
 
 
+# Frameworks whose image copy the runner itself holds (TensorFlow 2.14.1 here and in the TF
+# 2.14 images): a job importing one from its image runs under the runner's Python, with the
+# image guard and a parse check under the image's version, instead of installing the
+# framework again for another Python (minutes and gigabytes per run; docs/local-mode.md).
+HEAVY_FRAMEWORKS = frozenset({"tensorflow", "torch", "horovod", "mxnet", "jax", "keras"})
+IMAGE_ENVIRONMENTS_ENV = "TRAINPIPE_IMAGE_ENVIRONMENTS"  # where seeded image environments live
+
+
+@dataclass(frozen=True)
+class CodeFacts:
+    """What a job's code tells before it runs (``facts``)."""
+    record: object | None  # pipeline.images.catalog.ImageRecord
+    imports: frozenset[str]  # top-level modules the code imports (not its own, not stdlib)
+    wanted: frozenset[str]  # modules its requirements and its own pip installs provide
+    opaque: bool  # it pip-installs what cannot be known before it runs
+    installs: bool = False  # it pip-installs anything (requirements.txt, or its own pip install)
+
+
+def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
+    from pipeline.images import catalog
+    from pipeline.images.distributions import parse_requirements
+    from pipeline.images.imports import scan, stdlib
+
+    record = catalog.find(image_uri)
+    if record is None:
+        return CodeFacts(None, frozenset(), frozenset(), False)
+    files, texts = {}, [(requirements or b"").decode(errors="replace")]
+    for top in map(Path, code_paths):
+        for path in ([top] if top.is_file() else sorted(top.rglob("*"))[:2000]):
+            if not path.is_file() or path.is_symlink() or path.stat().st_size > 4 << 20:
+                continue
+            if path.suffix == ".py":
+                files[str(path)] = path.read_text(errors="replace")
+            elif path.name == "requirements.txt":
+                texts.append(path.read_text(errors="replace"))
+            elif path.name.endswith(".tar.gz"):
+                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
+                texts.extend(_archived_requirements(path))
+    scanned = scan(files, None, record.python)
+    wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
+    imports = frozenset(scanned.imports) - stdlib(record.python)
+    return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
+                     installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque))
+
+
+@cache
+def find_python(version: str) -> str | None:
+    """An interpreter of Python ``version`` ("3.9") on this machine that runs: on PATH
+    (``python3.9``; a pyenv shim that is not activated does not run), else pyenv's."""
+    candidates = [shutil.which(f"python{version}")]
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    candidates += sorted(map(str, root.glob(f"versions/{version}.*/bin/python{version}")), reverse=True)
+    candidates += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    for candidate in filter(None, candidates):
+        try:
+            if Path(candidate).exists() and _version_of(candidate) == version:
+                return candidate
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+    return None
+
+
+def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = os.environ) -> Interpreter:
+    """The job's interpreter: ``TRAINPIPE_IMAGE_PYTHON``'s where it maps the image; else the
+    image's Python where the job installs packages (what resolves depends on the Python:
+    ``pip install tensorflow==2.11.0`` exists for 3.9, not 3.11), this machine has that
+    interpreter, and the job imports no framework of its image that the runner holds; else
+    the runner's, with the image guard and the pre-run parse check under the image's version.
+    Why not always the image's Python: its packages would be installed again for it, per
+    machine (measured on this 2-core machine: 84 s for numpy alone, 141 s for SKLearn
+    1.2-1's pandas/scikit-learn/numpy/scipy; TensorFlow and Horovod far more)."""
+    mapped = interpreter_for(image_uri, environ)
+    record = code.record if code is not None else None
+    if mapped.mapped or record is None:
+        return mapped
+    runner = mapped.version
+    if record.python == runner:
+        return Interpreter(mapped.python, False, runner, why=f"the image's Python is {runner} too")
+    judged = f"the image's Python is {record.python}, whose syntax the pre-run check judged"
+    from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.wanted)
+    if from_image:
+        return Interpreter(mapped.python, False, runner,
+                           why=f"the image's {', '.join(from_image)} is this machine's; {judged}")
+    if not code.installs:
+        return Interpreter(mapped.python, False, runner, why=f"the job installs nothing; {judged}")
+    found = find_python(record.python)
+    if found is None:
+        return Interpreter(mapped.python, False, runner,
+                           why=f"the image's Python {record.python} is not on this machine "
+                               f"({IMAGE_PYTHON_ENV} maps an image to one)")
+    return Interpreter(found, True, record.python, seed=_seed_root(found, record, code),
+                       why=f"the image's Python, with its {record.name} packages the code imports")
+
+
+def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
+    """(what to install: the image's distributions providing what the code imports and does
+    not install itself, constraints: every exact version the record gives)."""
+    from pipeline.images.distributions import modules_of
+
+    wanted, constraints = [], []
+    for distribution, version in sorted(record.packages.items()):
+        name = distribution.split(" ", 1)[0]
+        exact = re.fullmatch(r"(?:==)?\s*([0-9][0-9A-Za-z.+!-]*)(?:\s.*)?", str(version))
+        if exact and not str(version).startswith(("dependency", "unpinned")):
+            constraints.append(f"{name}=={exact.group(1)}")
+        if set(modules_of(name).modules) & (code.imports - code.wanted):
+            wanted.append(name)
+    return wanted, constraints
+
+
+def _seed_root(python: str, record, code: CodeFacts) -> Path:
+    wanted, constraints = _pins(record, code)
+    digest = hashlib.sha256("\0".join([python, record.name, *wanted, "--", *constraints]).encode()).hexdigest()[:12]
+    base = Path(os.environ.get(IMAGE_ENVIRONMENTS_ENV) or
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe" / "image-environments")
+    return base / f"{record.name}-py{record.python}-{digest}"
+
+
 def _key(interpreter: Interpreter, image_uri: str, requirements: bytes | None) -> str:
     digest = hashlib.sha256()
     for part in (interpreter.python, interpreter.version, str(image_uri or ""),
-                 sysconfig.get_paths()["purelib"]):
+                 sysconfig.get_paths()["purelib"], str(interpreter.seed or "")):
         digest.update(part.encode() + b"\0")
     digest.update(requirements or b"")
     return digest.hexdigest()[:16]
@@ -223,34 +346,13 @@ class Guard:
         (site / GUARD_PTH).write_text(f"import {GUARD_MODULE}\n")
 
 
-def guard_for(image_uri: str, requirements: bytes | None, code_paths=()) -> Guard | None:
+def guard_for(image_uri: str, code: CodeFacts) -> Guard | None:
     """The guard for a job of ``image_uri``: None where the image has no record (the job
     sees every package of this machine, as before; the pre-run check warned) or where the code
     pip-installs what cannot be known before it runs."""
-    from pipeline.images import catalog
-    from pipeline.images.distributions import parse_requirements
-    from pipeline.images.imports import scan
-
-    record = catalog.find(image_uri)
-    if record is None:
+    if code.record is None or code.opaque:
         return None
-    files, texts = {}, [(requirements or b"").decode(errors="replace")]
-    for top in map(Path, code_paths):
-        for path in ([top] if top.is_file() else sorted(top.rglob("*"))[:2000]):
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > 4 << 20:
-                continue
-            if path.suffix == ".py":
-                files[str(path)] = path.read_text(errors="replace")
-            elif path.name == "requirements.txt":
-                texts.append(path.read_text(errors="replace"))
-            elif path.name.endswith(".tar.gz"):
-                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
-                texts.extend(_archived_requirements(path))
-    scanned = scan(files, None, record.python)
-    wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
-    if scanned.pip_opaque or wanted.opaque:
-        return None
-    return Guard(str(image_uri), record.name, frozenset(record.modules | wanted.modules))
+    return Guard(str(image_uri), code.record.name, frozenset(code.record.modules | code.wanted))
 
 
 def _archived_requirements(path: Path) -> list[str]:
@@ -306,11 +408,17 @@ class JobEnvironment:
     def explain(self, package: str) -> str:
         """The one line for an install that cannot resolve on this Python."""
         image = image_python(self.image_uri)
+        name = package.split('=')[0].split('<')[0].split('>')[0]
+        if self.interpreter.seed is not None:  # the image's own Python: no other to map to
+            return (f"pip cannot install {package} on the image's Python {self.interpreter.version} "
+                    f"({self.interpreter.python}, as the image {self.image_uri} has): no distribution "
+                    f"of {name} matches there either; check the name and the version, and that the "
+                    f"package registry is reachable")
         return (f"pip cannot install {package} on this machine's Python {self.interpreter.version} "
                 f"({self.interpreter.python}); the image {self.image_uri or '(none)'} has Python "
                 f"{image or 'of a version its URI does not say'}: map the image to an interpreter "
                 f"that has it, {IMAGE_PYTHON_ENV}='{self.image_regex}=/path/to/python"
-                f"{image or '3'}', or pin a version of {package.split('=')[0].split('<')[0].split('>')[0]} "
+                f"{image or '3'}', or pin a version of {name} "
                 f"that exists for Python {self.interpreter.version}")
 
     def install_requirements(self, requirements: Path, log: Path) -> None:
@@ -351,12 +459,14 @@ def explain_install_failure(log_text: str, environment: JobEnvironment | None) -
 
 def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
             environ: Mapping[str, str] = os.environ, *, job_dir: Path | None = None,
-            guard: Guard | None = None) -> JobEnvironment:
+            guard: Guard | None = None, code: CodeFacts | None = None) -> JobEnvironment:
     """The cached job environment for ``image_uri`` (and these requirements), made when
     missing or changed since it was sealed; with ``job_dir``, the job's own layer over it
-    (holding ``guard`` where given). Safe against another trainpipe making the same one at
-    the same time."""
-    interpreter = interpreter_for(image_uri, environ)
+    (holding ``guard`` where given). ``code`` (``facts``) lets the image's Python be chosen
+    (``choose``). Safe against another trainpipe making the same one at the same time."""
+    interpreter = choose(image_uri, code, environ) if code is not None else interpreter_for(image_uri, environ)
+    if interpreter.seed is not None:
+        seeded(interpreter, code)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     root = directory / f"{_slug(image_uri)}-{_key(interpreter, image_uri, requirements)}"
@@ -405,37 +515,26 @@ def _create_layer(layer: JobEnvironment) -> None:
     runner's (plain paths: their .pth files never run here)."""
     interpreter = layer.interpreter
     shutil.rmtree(layer.root, ignore_errors=True)
-    command = [interpreter.python, "-m", "venv", "--without-pip", str(layer.root)]
-    if interpreter.mapped or _runner_sees_system_site():
-        command.insert(-1, "--system-site-packages")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise UserError(f"cannot make the job environment {layer.root} from {interpreter.python}: {last}")
+    _venv(interpreter, layer.root)
     site = Path(_site_packages(layer.python))
-    shared = [_site_packages(str(layer.cached / "bin" / "python"))]
-    if not interpreter.mapped:
-        shared += _runner_site_packages()
-    (site / LAYERS_PTH).write_text("".join(f"{p}\n" for p in shared))
+    below = _shared_site_packages(interpreter)
+    (site / LAYERS_PTH).write_text("".join(f"{p}\n" for p in [_site_packages(str(layer.cached / "bin" / "python")),
+                                                                *below]))
     if layer.guard is not None:
-        layer.guard.install(site, [p for p in shared[1:]])
+        layer.guard.install(site, below)
     _pip_wrappers(layer)
 
 
 def _create(environment: JobEnvironment) -> None:
     root, interpreter = environment.root, environment.interpreter
     shutil.rmtree(root, ignore_errors=True)  # a half-made one from an interrupted run
-    command = [interpreter.python, "-m", "venv", "--without-pip", str(root)]
-    if interpreter.mapped or _runner_sees_system_site():
-        command.insert(-1, "--system-site-packages")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise UserError(f"cannot make the job environment {root} from {interpreter.python}: {last}")
-    if not interpreter.mapped:
+    _venv(interpreter, root)
+    shared = _shared_site_packages(interpreter)
+    if shared:
         site = _site_packages(environment.python)
-        # After the venv's own site-packages: what the job installs shadows the runner's.
-        Path(site, RUNNER_PTH).write_text("".join(f"{p}\n" for p in _runner_site_packages()))
+        # After the venv's own site-packages: what the job installs shadows the runner's (or
+        # the seeded image environment's).
+        Path(site, RUNNER_PTH).write_text("".join(f"{p}\n" for p in shared))
     _pip_wrappers(environment)
     (root / READY_FILE).write_text(interpreter.python + "\n")
 
@@ -445,6 +544,66 @@ def _pip_wrappers(environment: JobEnvironment) -> None:
         wrapper = environment.bin / name
         wrapper.write_text(_PIP_WRAPPER)
         wrapper.chmod(0o755)
+
+
+def _venv(interpreter: Interpreter, root: Path, pip: bool = False) -> None:
+    command = [interpreter.python, "-m", "venv", str(root)] if pip else \
+        [interpreter.python, "-m", "venv", "--without-pip", str(root)]
+    # TRAINPIPE_IMAGE_PYTHON's interpreter brings its own packages; the runner's venv, where it
+    # sees the system's, passes them on.
+    if (interpreter.mapped and interpreter.seed is None) or (not interpreter.mapped and _runner_sees_system_site()):
+        command.insert(-1, "--system-site-packages")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+        raise UserError(f"cannot make the job environment {root} from {interpreter.python}: {last}")
+
+
+def _shared_site_packages(interpreter: Interpreter) -> list[str]:
+    """What a job environment reads below its own site-packages: the runner's (same Python),
+    the seeded image environment's (the image's Python), or nothing (TRAINPIPE_IMAGE_PYTHON)."""
+    if interpreter.seed is not None:
+        return [_site_packages(str(interpreter.seed / "bin" / "python"))]
+    return [] if interpreter.mapped else _runner_site_packages()
+
+
+def seeded(interpreter: Interpreter, code: CodeFacts) -> Path:
+    """The image's Python with the image's versions of what the job imports, made once per
+    machine (``~/.cache/trainpipe/image-environments/``, keyed by what it holds) and sealed."""
+    root = interpreter.seed
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / READY_FILE).exists() and _intact(root):
+            return root
+        shutil.rmtree(root, ignore_errors=True)
+        _venv(interpreter, root, pip=True)
+        wanted, constraints = _pins(code.record, code)
+        if wanted:
+            (root / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
+            log = root / "install.log"
+            with open(log, "w") as out:
+                done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-c",
+                                       str(root / "constraints.txt"), *wanted], stdout=out,
+                                      stderr=subprocess.STDOUT, timeout=3600,
+                                      env={**_pip_base_env(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            if done.returncode != 0:
+                last = (log.read_text(errors="replace").strip().splitlines() or ["?"])[-1]
+                shutil.rmtree(root, ignore_errors=True)
+                raise InstallFailed(
+                    f"cannot install the image's {' '.join(wanted)} for its Python {interpreter.version} "
+                    f"({code.record.name}): {last}; make the package registry reachable, or run the "
+                    f"job under this machine's Python: {IMAGE_PYTHON_ENV}='{code.record.uri_patterns[0]}="
+                    f"{sys.executable}'")
+        (root / READY_FILE).write_text(interpreter.python + "\n")
+        seal(root)
+    return root
+
+
+def _pip_base_env() -> dict[str, str]:
+    from pipeline.environment import scrubbed
+
+    return scrubbed(os.environ)
 
 
 def _runner_sees_system_site() -> bool:

@@ -262,14 +262,18 @@ class LocalJob:
                     f"(as root, or with unprivileged user namespaces), or set {OPT_ML_CHECK_ENV}=0 "
                     f"if the code only falls back to it", CLIENT_ERROR)
         requirements = self.requirements()
-        # SageMaker: the job's Python holds what its image and requirements hold; here the
-        # rest of trainpipe's venv is held back where the image has a record (environment.py).
-        guard = job_environment.guard_for(self.image_uri, requirements, self.code_paths()) \
+        # SageMaker: the job's Python is the image's and holds what the image and requirements
+        # hold; here the image's Python where this machine has it and the image's framework is
+        # not the runner's, and the rest of trainpipe's venv held back (environment.py).
+        code = job_environment.facts(self.image_uri, requirements, self.code_paths()) \
             if self.kind in ("Training", "Processing") else None
+        guard = job_environment.guard_for(self.image_uri, code) if code is not None else None
         self.python_env = job_environment.prepare(self.environments, self.image_uri, requirements,
-                                                  job_dir=self.job_dir, guard=guard)
-        self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}"
-                  + (f", {job_environment.IMAGE_PYTHON_ENV}" if self.python_env.interpreter.mapped else "")
+                                                  job_dir=self.job_dir, guard=guard, code=code)
+        interpreter = self.python_env.interpreter
+        self.note(f"python: {self.python_env.python} (Python {interpreter.version}"
+                  + (f", {job_environment.IMAGE_PYTHON_ENV}" if interpreter.mapped and interpreter.seed is None else "")
+                  + (f": {interpreter.why}" if interpreter.why else "")
                   + f"; installs land in {self.python_env.root}"
                   + (f"; imports: what the image's record {guard.record} and the requirements hold"
                      if self.python_env.guard is not None else "") + ")")

@@ -49,8 +49,9 @@ INSTALLS = """
     import json, os, pathlib, subprocess, sys
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", sys.argv[2]])
     import tpdemo
-    import numpy  # still the runner's: everything trainpipe has is there
+    import numpy  # the image's (its record's version), for the image's Python
     report = {"tpdemo": tpdemo.__file__, "executable": sys.executable, "numpy": numpy.__file__,
+              "numpy_version": numpy.__version__, "python": "%d.%d" % sys.version_info[:2],
               "pip": subprocess.run(["pip", "--version"], capture_output=True, text=True).stdout}
     pathlib.Path(os.environ["SM_MODEL_DIR"], "report.json").write_text(json.dumps(report))
 """
@@ -74,7 +75,11 @@ def test_a_jobs_pip_install_lands_in_its_environment_never_in_trainpipes(local_s
     layer = tmp_path / "job" / job_env.JOB_LAYER  # the job's own: gone with the job
     assert Path(report["tpdemo"]).is_relative_to(layer)
     assert Path(report["executable"]).is_relative_to(layer)
-    assert Path(report["numpy"]).is_relative_to(sys.prefix)
+    # A job that pip-installs runs under the image's Python (3.10 here, found on this machine),
+    # over an environment holding the image's versions of what it imports.
+    if job_env.find_python("3.10"):
+        assert report["python"] == "3.10" and report["numpy_version"] == "1.26.4"
+        assert "image-environments" in report["numpy"]
     assert "pip" in report["pip"]
     # SageMaker: the next job starts from a fresh container, without what this one installed.
     again = run_job(local_storage, tmp_path, {"user.py": "import tpdemo\n"}, {}, name="again")
@@ -91,7 +96,9 @@ def test_the_codes_requirements_are_installed_into_the_job_environment(local_sto
     assert "Successfully installed tpreq-2.0" in (tmp_path / "job" / "logs" / "requirements.log").read_text()
 
 
-def test_an_install_this_python_cannot_resolve_is_one_line_with_the_way_out(local_storage, tmp_path):
+def test_an_install_this_python_cannot_resolve_is_one_line_with_the_way_out(local_storage, tmp_path, monkeypatch):
+    # Where this machine has no interpreter of the image's Python, the job runs under the runner's.
+    monkeypatch.setattr(job_env, "find_python", lambda version: None)
     script = ('import subprocess, sys\nsubprocess.check_call([sys.executable, "-m", "pip", "install", '
               '"--no-index", "--find-links", sys.argv[2], "tensorflow==2.11.0"])\n')
     result = run_job(local_storage, tmp_path, {"user.py": script}, {"links": str(tmp_path)})
