@@ -116,8 +116,14 @@ def table_shape(storage: Storage, data_uri: str, keys: list[str], label_column: 
     read: dict[str, tuple[int, list[str], bool | None]] = {}
     for split, key in by_split.items():
         # (or InputDataUri names the one object: relative_keys)
-        path = storage.local_path(data_uri.rstrip("/") + "/" + key) or storage.local_path(data_uri)
-        if path is None or path.stat().st_size > PRECHECK_TABLE_BYTES:
+        uri = data_uri.rstrip("/") + "/" + key
+        path = storage.local_path(uri)
+        if path is None:
+            uri, path = data_uri, storage.local_path(data_uri)
+        if path is None:
+            return unknown
+        _check_label_column(path, uri, label_column)
+        if path.stat().st_size > PRECHECK_TABLE_BYTES:
             return unknown
         try:
             read[split] = _read_labels(str(path), label_column, typed_check)
@@ -144,6 +150,23 @@ def table_shape(storage: Storage, data_uri: str, keys: list[str], label_column: 
     where = f"{len(every)} row(s) with a {label_column!r} ({len(names)} classes)"
     typed = any(t for _, _, t in read.values()) if typed_check else None
     return DataShape("table", names, features.pop(), train_records(y.tolist(), splits, names), where, typed)
+
+
+def _check_label_column(path, uri: str, label_column: str) -> None:
+    """A CSV whose header lacks the label column: refused now, naming its URI (the
+    processing job would name its /opt/ml/... copy, after starting)."""
+    from processing.rawdata import DataError, label_index, read_header
+
+    if not str(path).lower().endswith(".csv"):
+        return
+    try:
+        header = read_header(str(path))
+    except DataError:
+        return  # unreadable: the processing step says how, in its words
+    try:
+        label_index(uri, header, label_column)
+    except DataError as error:
+        raise P.ParameterError(f"{P.INPUT_DATA_URI}: {error}") from None
 
 
 def _read_labels(path: str, label_column: str, typed_check: bool = False) -> tuple[int, list[str], bool | None]:

@@ -24,7 +24,7 @@ from training_entry import contract as training
 def store(tmp_path):
     storage = LocalStorage(tmp_path / "store")
     for key in ("bkt/photos/cat/1.jpg", "bkt/photos/dog/2.png", "bkt/table/digits.csv"):
-        storage.put_bytes(b"0", f"s3://{key}")
+        storage.put_bytes(b"x,label\n0,1\n" if key.endswith(".csv") else b"0", f"s3://{key}")
     return storage
 
 

@@ -18,7 +18,7 @@ def store(tmp_path):
     for key in ("ants/train/ants/1.jpg", "ants/val/bees/2.jpg", "ants/train/bees/3.jpg",
                 "mixed/train/ants/1.jpg", "mixed/cats/2.jpg",
                 "tables/train.csv", "tables/Test.csv"):
-        storage.put_bytes(b"0", f"s3://bkt/{key}")
+        storage.put_bytes(b"x,label\n0,1\n" if key.endswith(".csv") else b"0", f"s3://bkt/{key}")
     return storage
 
 
@@ -93,7 +93,7 @@ def test_a_small_local_tables_header_and_label_column_are_read(tmp_path):
 
 def test_what_cannot_be_read_before_processing_is_left_to_it(tmp_path, monkeypatch):
     store = LocalStorage(tmp_path / "store")
-    store.put_bytes(b"0", "s3://bkt/odd/data.csv")  # no label column: processing says so
+    store.put_bytes(b"\xff\xfe\x00", "s3://bkt/odd/data.csv")  # not UTF-8 text: processing says so
     assert inspect_input_data(store, _values("s3://bkt/odd/"), False) == DataShape("table")
     store.put_bytes(b"a,label\n1,0\n2,1\n" * 5, "s3://bkt/big/data.csv")
     monkeypatch.setattr(kind, "PRECHECK_TABLE_BYTES", 10)
@@ -141,3 +141,15 @@ def test_a_model_file_on_a_table_of_typed_columns_is_refused_before_any_job(tmp_
         # The fix it names works: mlp takes typed columns (the model file is then not used).
         assert check_input_data(store, _values(f"s3://bkt/{table}/", LabelColumn="species", ModelArchitecture="mlp"),
                                 True) == "table"
+
+
+def test_a_table_without_the_label_column_is_refused_before_any_job_naming_its_uri(tmp_path):
+    """Issue 36: the processing job said it, naming its /opt/ml/... copy (a large table too:
+    only its header is read)."""
+    store = LocalStorage(tmp_path / "store")
+    store.put_bytes(b"species,island\nAdelie,Dream\n", "s3://bkt/penguins/penguins.csv")
+    with pytest.raises(P.ParameterError) as refused:
+        inspect_input_data(store, _values("s3://bkt/penguins/"), False)
+    assert str(refused.value) == (
+        "InputDataUri: s3://bkt/penguins/penguins.csv has no 'label' column (header: species,island); set "
+        "-p LabelColumn=<one of those names> to say which column holds the label")
