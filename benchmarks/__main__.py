@@ -33,6 +33,9 @@ BENCHMARKS = {
               "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process and vs the best single process"),
     "image_input": ("benchmarks.input.image_input", ["--repeats", "3"],
                     "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
+    "resized_records": ("benchmarks.input.resized_records", [],
+                        "Photo records (500x375 JPEG): decode + augment images/s per core, resized copies "
+                        "(JPEG q90/q95, raw pixels) over the original bytes"),
     "p2": ("benchmarks.input.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
            "P2 Pipe reader vs TFRecordDataset, File channel"),
     "p3": ("benchmarks.training.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
