@@ -238,6 +238,17 @@ def _num(value, fmt: str, unit: str) -> str:
     return "n/a" if value is None else f"{value:{fmt}} {unit}"
 
 
+def report_line(jobs: list[dict]) -> list[str]:
+    """A failed run's cost, on one line: its totals (the block of ``report_lines``, a row per
+    job and every factor, would bury the failure above it). execution.json keeps every figure."""
+    if not jobs:
+        return []
+    total = totals(jobs)
+    return ["", f"cost and carbon so far: {_money(total['cost_usd'])} (SageMaker-equivalent), "
+                f"{_num(total['instance_hours'], '.4f', 'h')}, {_num(total['energy_kwh'], '.4g', 'kWh')}, "
+                f"{_num(total['co2e_kg'], '.4g', 'kg CO2e')} over {total['jobs']} job(s)"]
+
+
 def report_lines(jobs: list[dict], *, local: bool) -> list[str]:
     """The cost block of the run summary / ``status``: a row per job, the totals, then every
     factor and price with its source (each once)."""

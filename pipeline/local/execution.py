@@ -311,5 +311,7 @@ def summary_table(record: ExecutionRecord) -> str:
     for row in rows:
         cells = [row[i].ljust(widths[i]) for i in range(4)]
         lines.append("  ".join(cells + [row[4]]).rstrip())
-    lines += accounting.report_lines(record.job_costs(), local=True)
+    # A failed run: the failure is the news, its cost one line (execution.json keeps it all).
+    lines += (accounting.report_line(record.job_costs()) if record.status == FAILED
+              else accounting.report_lines(record.job_costs(), local=True))
     return "\n".join(lines)

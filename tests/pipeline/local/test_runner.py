@@ -178,6 +178,11 @@ def test_the_else_branch_fails_with_the_fail_steps_message(code, tmp_path):
     record, _ = run(code, tmp_path, step_definition(), {"Threshold": 0.95})
     assert record.status == "Failed"
     assert record.failure_reason == "score 0.8 is below 0.95"
+    # Its cost is one line under the steps (issue 36: a long block buried the failure).
+    from pipeline.local.execution import summary_table
+
+    cost = summary_table(record).split("\n\n", 1)[1].splitlines()
+    assert len(cost) == 1 and cost[0].startswith("cost and carbon so far: ") and cost[0].endswith(" over 2 job(s)")
     assert record.step("Register").status == "NotExecuted"
     assert record.step("TooLow").status == "Failed"
     assert Registry(tmp_path / "registry.sqlite").list() == []
