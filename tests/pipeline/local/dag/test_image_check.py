@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.local.jobs.environment import find_python
 from tests import readme_record
 
 REPO = Path(__file__).resolve().parents[4]
@@ -24,12 +25,12 @@ SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-l
 REPORT = """\
 import os
 
-import matplotlib
-import pandas as pd
+import tpreport
 
 out = "/opt/ml/processing/report"
 os.makedirs(out, exist_ok=True)
-pd.DataFrame({"backend": [matplotlib.get_backend()]}).to_csv(os.path.join(out, "report.csv"), index=False)
+with open(os.path.join(out, "report.txt"), "w") as f:
+    f.write(tpreport.VERSION)
 """
 
 
@@ -76,9 +77,9 @@ def test_an_import_the_image_lacks_is_refused_before_any_step_in_one_line(tmp_pa
     readme_record.record(line)
     assert [x for x in done.stderr.splitlines() if "error" in x] == [line]  # one line, all of it
     assert line.endswith(
-        "step Report: the code imports matplotlib (report.py:3), which the image " + SKLEARN_IMAGE
+        "step Report: the code imports tpreport (report.py:3), which the image " + SKLEARN_IMAGE
         + " (Python 3.9, record aws-sklearn-1.2-1) does not have and no requirements.txt installs: it "
-        "would fail there with ModuleNotFoundError; add a line matplotlib to the requirements.txt next "
+        "would fail there with ModuleNotFoundError; add a line tpreport to the requirements.txt next "
         "to the entry point, or name an image that has it")
     assert no_step_ran(tmp_path)
 
@@ -98,7 +99,19 @@ def test_code_the_images_python_cannot_parse_is_refused_before_any_step(tmp_path
 
 @pytest.mark.slow
 def test_the_same_pipeline_with_a_requirements_txt_runs(tmp_path):
-    # matplotlib is on this machine: pip finds the requirement satisfied, no network needed.
-    done = run(tmp_path, build(tmp_path, {"report.py": REPORT, "requirements.txt": "matplotlib\n"}))
+    from tests.pipeline.local.jobs.test_environment import build_wheel
+
+    # The package from a wheel folder of its own (no network): runproc.sh installs it, in the
+    # image's Python (3.9) where this machine has it.
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "tpreport", "3.1")
+    requirements = f"--no-index\n--find-links {wheels}\ntpreport==3.1\n"
+    done = run(tmp_path, build(tmp_path, {"report.py": REPORT, "requirements.txt": requirements}))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "==> Report: Succeeded" in done.stdout
+    (report,) = (tmp_path / "work").glob("store/**/report.txt")
+    assert report.read_text() == "3.1"
+    if find_python("3.9"):
+        (log,) = (tmp_path / "work").glob("runs/*/jobs/*/job.log")
+        assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages" in log.read_text()
