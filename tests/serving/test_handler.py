@@ -16,6 +16,7 @@ import requests
 
 from serving import handler
 from serving.web import RequestError
+from tests import readme_record
 from tests.serving.conftest import free_port, start, stop
 
 CLASSES = ["setosa", "versicolor", "virginica"]
@@ -264,11 +265,14 @@ def test_the_defaults_refuse_deep_json_and_a_huge_csv_value_with_a_400(defaults_
     assert deep.status_code == 400 and deep.json()["error"].startswith(
         "the JSON body nests deeper than the parser reads")
     wide = defaults_server.post("/invocations", "1," + "9" * (200 * 1024), "text/csv")
+    readme_record.record(deep.json()["error"])
+    readme_record.record(wide.json()["error"])
     assert wide.status_code == 400 and wide.json()["error"] == (
         "the CSV body is not one the default input_fn reads: field larger than field limit (131072) (one "
         "value over 131072 characters); send rows of numbers")
 
 
+@pytest.mark.slow
 def test_a_stalled_client_gets_a_408_and_sigterm_then_stops_and_says_so_in_a_redirected_log(
         model_dir, tmp_path):
     """Bound to 0.0.0.0 (warned), a client stalled halfway through its body: the server answers
@@ -309,6 +313,8 @@ def test_a_stalled_client_gets_a_408_and_sigterm_then_stops_and_says_so_in_a_red
             process.kill()
             process.wait()
     text = log.read_text()
+    readme_record.record(text)
+    readme_record.record(reply.decode(errors="replace").split("\r\n\r\n", 1)[-1])
     assert "serve: warning: listening on 0.0.0.0: every machine that can reach this one can call the model" in text
     assert text.rstrip().endswith("serve: stopped (requests in flight answered)"), text[-500:]
 

@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from serving import server as server_module
+from tests import readme_record
 from tests.serving.conftest import (
     IMAGE_CLASSES,
     TABLE_CLASSES,
@@ -130,6 +131,7 @@ def test_an_image_declaring_more_pixels_than_the_limit_is_a_413_before_it_is_dec
     assert len(bomb) < 64 * 1024
     for answer in (image_server.post("/invocations", bomb, "image/png"),
                    image_server.post("/invocations", json.dumps({"instances": [{"b64": base64.b64encode(bomb).decode()}]}))):
+        readme_record.record(answer.json()["error"])
         assert answer.status_code == 413
         assert answer.json()["error"] == ("the image is 6000 x 6000 pixels, over the serving limit of 25000000 "
                                           "(MAX_SERVING_PIXELS); resize it before sending")
@@ -258,6 +260,7 @@ def test_slow_calls_hold_only_their_workers_and_the_rest_queue_or_get_503(monkey
     try:
         assert [_asgi_post(app, "/invocations", b'"slow"')[0] for _ in range(2)] == [504, 504]
         status, answer = _asgi_post(app, "/invocations", b'"fast"')
+        readme_record.record(answer.get("error"))
         assert status == 503 and answer == {"error": (
             "the model is busy: all 2 workers are answering requests, 2 of them past the 0.5 s limit, and "
             "none came free within 0.5 s; retry later")}
@@ -276,14 +279,17 @@ def test_only_this_servers_names_and_no_web_page_may_call_it(table_server):
     rebound = requests.post(table_server.url + "/invocations", data=body, timeout=30,
                             headers={"Host": "attacker.example:8080", "Content-Type": "application/json"})
     assert rebound.status_code == 400
+    readme_record.record(rebound.json()["error"])
     assert rebound.json()["error"].startswith("Host 'attacker.example:8080' is not a name of this server "
                                               "(bound to 127.0.0.1: 127.0.0.1, ::1, localhost)")
     page = requests.post(table_server.url + "/invocations", data=body, timeout=30,
                          headers={"Origin": "http://attacker.example", "Content-Type": "application/json"})
+    readme_record.record(page.json()["error"])
     assert page.status_code == 403 and "http://attacker.example is refused" in page.json()["error"]
     for kind in ("text/plain", "application/x-www-form-urlencoded"):
         simple = table_server.post("/v1/models/model:predict", body, kind)
         assert simple.status_code == 415, kind
+        readme_record.record(simple.json()["error"])
         assert simple.json()["error"].startswith(f"Unsupported Media Type: {kind}; :predict reads JSON")
     assert table_server.post("/invocations", body, "text/plain").status_code == 415
     local = requests.post(f"http://localhost:{table_server.port}/invocations", data=body, timeout=30,
@@ -295,12 +301,14 @@ def test_only_this_servers_names_and_no_web_page_may_call_it(table_server):
                                   "[" * 50_000 + "]" * 50_000])
 def test_json_nested_past_the_parser_is_a_400(table_server, body):
     answer = table_server.post("/invocations", body)
+    readme_record.record(answer.json()["error"])
     assert answer.status_code == 400
     assert answer.json()["error"].startswith("the JSON body nests deeper than the parser reads")
 
 
 def test_a_csv_value_over_the_field_limit_is_a_400(table_server):
     answer = table_server.post("/invocations", "1,2,3,4\n1," + "9" * (200 * 1024) + ",3,4\n", "text/csv")
+    readme_record.record(answer.json()["error"])
     assert answer.status_code == 400
     assert answer.json()["error"] == ("CSV row 2: field larger than field limit (131072) (one value over "
                                       "131072 characters); a table row holds numbers")

@@ -7,6 +7,7 @@ import asyncio
 import json
 
 from serving import web
+from tests import readme_record
 
 
 class _Request:
@@ -46,6 +47,7 @@ def test_a_body_that_stalls_is_a_408_and_its_bytes_are_let_go():
             yield b"[]}"
 
     answer = asyncio.run(web.read_body(Stalled([]), seconds=0.2))
+    readme_record.record(json.loads(answer.body)["error"])
     assert answer.status_code == 408
     assert json.loads(answer.body) == {"error": "the request body did not arrive within 0.2 s (14 bytes came); "
                                                 "send it whole and at once"}

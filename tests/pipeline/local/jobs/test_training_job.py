@@ -453,6 +453,7 @@ def test_a_link_out_of_the_model_folder_fails_the_job_and_packs_nothing_of_it(lo
     secret.write_text("PRIVATE KEY")
     put_code(local_storage, CODE, {"user.py": LINKING_SCRIPT})
     result = run_training(local_storage, tmp_path, training_request(CODE, hyperparameters={"secret": str(secret)}))
+    readme_record.record(result.failure_reason)
     assert result.status == "Failed"
     assert result.failure_type == job_failures.CLIENT_ERROR
     assert result.failure_reason == (

@@ -14,6 +14,7 @@ import sys
 import tarfile
 
 from pipeline.local.jobs.transform import TransformJob
+from tests import readme_record
 
 BUCKET = "transform-bucket"
 # Answers each request with what its process sees: environment names, HOME, its Python.
@@ -81,6 +82,7 @@ def test_a_record_the_filters_cannot_read_fails_the_job_with_one_line(local_stor
     """A CSV value over csv's 128 KB field limit, read by InputFilter in the runner."""
     result = transform(local_storage, tmp_path, b"1," + b"9" * (200 * 1024) + b"\n",
                        DataProcessing={"InputFilter": "$[1:]"})
+    readme_record.record(result.failure_reason)
     assert result.status == "Failed"
     assert result.failure_reason == ("ClientError: a CSV record the filters cannot read: field larger than "
                                      "field limit (131072) (one value over 131072 characters)")
