@@ -62,6 +62,9 @@ BENCHMARKS = {
                    "Distribution strategies (issue 25): Horovod, MultiWorkerMirrored and parameter servers "
                    "on 2 hosts x 1 vs one process, digits MLP and small CNN: samples/s, accuracy per epoch, "
                    "seconds to the accuracy threshold"),
+    "tuning": ("benchmarks.training.tuning", ["--trials", "8", "--epochs", "3"],
+               "Tuning (issue 37): run --local --tune on the digits: the best trial's test accuracy vs the default "
+               "settings', 8 trials 2 at a time vs one after another, trial-epochs early stopping saved"),
     "mirrored_probe": ("benchmarks.training.mirrored_probe", [],
                        "MultiWorkerMirrored: one allreduce inside a step-shaped loop vs alone (issue 25: where "
                        "mirrored loses to Horovod on the small CNN)"),

@@ -188,14 +188,64 @@ def _execution_document(execution_dir: str | Path) -> dict:
 
 
 def training_log(execution_dir: str | Path) -> Path:
-    """The training job's log of a local execution (``<job folder>/job.log``)."""
+    """The training job's log of a local execution (``<job folder>/job.log``); of a tuned one
+    (``--tune``), the best trial's."""
     document = _execution_document(execution_dir)
     for step in document.get("steps", []):
         if step.get("type") == "Training" and step.get("job_dir"):
             log = Path(step["job_dir"]) / "job.log"
             if log.exists():
                 return log
+        best = ((step.get("properties") or {}).get("BestTrainingJob") or {}).get("TrainingJobName")
+        if step.get("type") == "Tuning" and best:
+            log = Path(execution_dir) / "jobs" / best / "job.log"
+            if log.exists():
+                return log
     raise FileNotFoundError(f"{execution_dir}: no training job log in this execution")
+
+
+def tuning_trials(execution_dir: str | Path) -> list[dict]:
+    """A local execution's Tuning step's trials, in the order they started: name, tuned
+    values, objective (None without one), stopped early, best."""
+    for step in _execution_document(execution_dir).get("steps", []):
+        properties = step.get("properties") or {}
+        if step.get("type") != "Tuning" or not properties.get("TrainingJobSummaries"):
+            continue
+        best = (properties.get("BestTrainingJob") or {}).get("TrainingJobName")
+        return [{"trial": s["TrainingJobName"], "values": s.get("TunedHyperParameters", {}),
+                 "objective": (s.get("FinalHyperParameterTuningJobObjectiveMetric") or {}).get("Value"),
+                 "metric": (s.get("FinalHyperParameterTuningJobObjectiveMetric") or {}).get("MetricName"),
+                 "stopped_early": s.get("TrainingJobStatus") == "Stopped",
+                 "best": s["TrainingJobName"] == best}
+                for s in sorted(properties["TrainingJobSummaries"], key=lambda s: s["TrainingJobName"])]
+    raise FileNotFoundError(f"{execution_dir}: no tuning step in this execution (run with --tune N)")
+
+
+def plot_tuning(trials: list[dict]):
+    """The objective per trial of a tuned execution (``tuning_trials``, ``RunResults.trials``),
+    as a matplotlib Figure: one bar per trial in the order they ran, the early-stopped ones
+    hatched, the best one labelled."""
+    from matplotlib.figure import Figure
+
+    if not trials:
+        raise ValueError("no trials: the execution was not tuned (trainpipe run --local --tune N)")
+    figure = Figure(figsize=(max(5, 0.6 * len(trials) + 2), 3.5))
+    axes = figure.subplots()
+    numbers = range(1, len(trials) + 1)
+    values = [t["objective"] or 0.0 for t in trials]
+    bars = axes.bar(numbers, values, color=["tab:green" if t["best"] else "tab:blue" for t in trials])
+    for bar, trial in zip(bars, trials, strict=True):
+        if trial["stopped_early"]:
+            bar.set_hatch("//")
+            bar.set_alpha(0.6)
+        if trial["best"]:
+            axes.annotate("best", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center", va="bottom")
+    axes.set_xticks(list(numbers))
+    axes.set_xlabel("trial (hatched: stopped early)")
+    axes.set_ylabel(next((t["metric"] for t in trials if t["metric"]), "objective"))
+    axes.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    return figure
 
 
 def plot_training_curves(execution_dir: str | Path | None = None, lines: Iterable[str] | None = None):
@@ -326,6 +376,8 @@ class RunResults:
     misclassified: list[tuple[dict, bytes]] = field(default_factory=list)
     # The execution's MLflow run (pipeline/tracking): its link in the MLflow UI, where logged.
     mlflow_run: str | None = None
+    # A tuned run's (--tune) trials (tuning_trials); empty when the run was not tuned.
+    trials: list[dict] = field(default_factory=list)
 
     @property
     def accuracy(self) -> float | None:
@@ -385,8 +437,12 @@ def local_results(workdir: str | Path, execution_dir: str | Path | None = None) 
     ]
     from pipeline.tracking.logger import last_link
 
+    try:
+        trials = tuning_trials(execution_dir)
+    except FileNotFoundError:
+        trials = []
     return RunResults(document.get("status", "?"), execution_summary(execution_dir), lines,
-                      evaluation, models, misclassified, mlflow_run=last_link(execution_dir))
+                      evaluation, models, misclassified, mlflow_run=last_link(execution_dir), trials=trials)
 
 
 def _beside(report_uri: str, relative: str) -> str:

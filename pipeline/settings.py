@@ -27,6 +27,11 @@ PLACEHOLDER_ACCOUNT = "111122223333"
 PLACEHOLDER_ROLE = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/trainpipe-sagemaker-execution"
 PLACEHOLDER_BUCKET = "trainpipe-artifacts-placeholder"
 
+# --tune's choices: SageMaker's strategies that take our continuous and integer ranges (Grid
+# takes categorical ones only), and its early stopping types.
+TUNE_STRATEGIES = ("Bayesian", "Random", "Hyperband")
+TUNE_EARLY_STOPPING = ("Auto", "Off")
+
 FRAMEWORK_VERSION = "2.14.1"  # SageMaker's TF 2.14 training image, matching our local TF
 PY_VERSION = "py310"
 INFERENCE_FRAMEWORK_VERSION = "2.14"
@@ -67,11 +72,16 @@ class Settings:
     # tune_parallel_jobs at a time (steps/tune.py); 0 leaves the default definition unchanged.
     tune_jobs: int = 0
     tune_parallel_jobs: int = 2
+    tune_strategy: str = "Bayesian"  # one of TUNE_STRATEGIES (SageMaker's default)
+    tune_early_stopping: str = "Auto"  # or "Off"
 
     def __post_init__(self):
         if self.tune_jobs < 0 or self.tune_parallel_jobs < 1:
             raise ValueError(f"tune_jobs={self.tune_jobs}, tune_parallel_jobs={self.tune_parallel_jobs}: "
                              f"give --tune N with N >= 1 trials (0: no tuning) and --tune-parallel >= 1")
+        if self.tune_strategy == "Hyperband" and self.tune_early_stopping != "Off":
+            # SageMaker: Hyperband stops trials itself and refuses TrainingJobEarlyStoppingType=Auto.
+            raise ValueError("--tune-strategy Hyperband stops trials itself: pass --tune-early-stopping Off")
         if self.mixed_precision not in MIXED_PRECISION_CHOICES:
             raise ValueError(
                 f"mixed_precision={self.mixed_precision!r}: must be one of "

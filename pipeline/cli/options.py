@@ -17,7 +17,7 @@ from pipeline.definition.parameters import (
     strategy_defaults,
 )
 from pipeline.errors import UserError
-from pipeline.settings import Settings, from_environment
+from pipeline.settings import TUNE_EARLY_STOPPING, TUNE_STRATEGIES, Settings, from_environment
 from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
 
 
@@ -73,6 +73,10 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                             "and registration take the best trial's model (default: off; docs/tuning.md)")
     group.add_argument("--tune-parallel", dest="setting_tune_parallel_jobs", type=int, default=None,
                        metavar="N", help="trials run side by side with --tune (default: 2)")
+    group.add_argument("--tune-strategy", dest="setting_tune_strategy", default=None, choices=TUNE_STRATEGIES,
+                       help="how --tune chooses each trial's values (default: Bayesian)")
+    group.add_argument("--tune-early-stopping", dest="setting_tune_early_stopping", default=None,
+                       choices=TUNE_EARLY_STOPPING, help="Auto stops trials that trail the earlier ones (default: Auto)")
 
 
 def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -> Settings:

@@ -323,3 +323,33 @@ def test_the_misclassified_grid_shows_each_image_titled_true_to_predicted():
     assert shown[1].images[0].get_array().shape == (5, 5, 3)
     with pytest.raises(ValueError, match="no misclassified images"):
         misclassified_figure([])
+
+
+def test_a_tuned_runs_trials_plot_one_bar_each_and_its_curves_are_the_best_trials(tmp_path):
+    """--tune: the objective per trial (stopped ones hatched, the best labelled), and the
+    training curves of the best trial's log."""
+    from pipeline.notebook import plot_tuning, tuning_trials
+
+    def summary(name, value, status="Completed"):
+        return {"TrainingJobName": name, "TrainingJobStatus": status, "TunedHyperParameters": {"batch-size": "32"},
+                "FinalHyperParameterTuningJobObjectiveMetric": {"MetricName": "val_accuracy", "Value": value}}
+
+    best = summary("Tune-x-002-bb", 0.97)
+    properties = {"BestTrainingJob": best,
+                  "TrainingJobSummaries": [best, summary("Tune-x-001-aa", 0.9), summary("Tune-x-003-cc", 0.4, "Stopped")]}
+    (tmp_path / "execution.json").write_text(json.dumps(
+        {"status": "Succeeded", "steps": [{"name": "TuneModel", "type": "Tuning", "properties": properties}]}))
+    log = tmp_path / "jobs" / "Tune-x-002-bb" / "job.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("[algo-1 rank 0] " + format_metric_line(1, {"val_accuracy": 0.97}) + "\n")
+
+    trials = tuning_trials(tmp_path)
+    assert [(t["trial"], t["objective"], t["stopped_early"], t["best"]) for t in trials] == [
+        ("Tune-x-001-aa", 0.9, False, False), ("Tune-x-002-bb", 0.97, False, True), ("Tune-x-003-cc", 0.4, True, False)]
+    (axes,) = plot_tuning(trials).axes
+    assert [round(b.get_height(), 2) for b in axes.patches] == [0.9, 0.97, 0.4]
+    assert [b.get_hatch() for b in axes.patches] == [None, None, "//"]
+    assert axes.get_ylabel() == "val_accuracy" and [t.get_text() for t in axes.texts] == ["best"]
+    assert training_log(tmp_path) == log
+    with pytest.raises(ValueError, match="not tuned"):
+        plot_tuning([])

@@ -5,8 +5,9 @@ of N trials, which maximises the validation accuracy over
 - the batch size per worker (log scale: 16 to 256), and
 - the warm-up epochs (0 to 3),
 
-the rest of TrainModel's hyperparameters static. Bayesian search (SageMaker's default), early
-stopping Auto: a trial that trails the earlier ones at the same epoch stops. The evaluation and
+the rest of TrainModel's hyperparameters static. Bayesian search (SageMaker's default) and
+early stopping Auto (a trial that trails the earlier ones at the same epoch stops) unless
+``--tune-strategy`` / ``--tune-early-stopping`` say otherwise. The evaluation and
 the registration take the best trial's model (``get_top_model_s3_uri``), so the gate and the
 registry see the tuned model exactly as they would a trained one.
 
@@ -31,8 +32,6 @@ RANGES = {
     training.HP_BATCH_SIZE: IntegerParameter(16, 256, scaling_type="Logarithmic"),
     training.HP_WARMUP_EPOCHS: IntegerParameter(0, 3, scaling_type="Linear"),
 }
-STRATEGY = "Bayesian"
-EARLY_STOPPING = "Auto"
 
 
 def tuner(ctx: BuildContext) -> HyperparameterTuner:
@@ -43,10 +42,10 @@ def tuner(ctx: BuildContext) -> HyperparameterTuner:
         objective_type="Maximize",
         hyperparameter_ranges=RANGES,
         metric_definitions=training.METRIC_DEFINITIONS,
-        strategy=STRATEGY,
+        strategy=settings.tune_strategy,
         max_jobs=settings.tune_jobs,
         max_parallel_jobs=min(settings.tune_parallel_jobs, settings.tune_jobs),
-        early_stopping_type=EARLY_STOPPING,
+        early_stopping_type=settings.tune_early_stopping,
         random_seed=settings.seed,
         base_tuning_job_name=f"{settings.pipeline_name}-tune"[:20],
     )

@@ -97,7 +97,7 @@ def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
     assert summaries[0]["TrainingJobName"] == best["TrainingJobName"]
     values = [s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] for s in summaries
               if "FinalHyperParameterTuningJobObjectiveMetric" in s]
-    assert values == sorted(values, reverse=True) and len(values) == 4
+    assert values == sorted(values, reverse=True) and len(values) == 4, [s.get("FailureReason") for s in summaries]
     assert best["FinalHyperParameterTuningJobObjectiveMetric"]["MetricName"] == "validation:accuracy"
     counters = described["TrainingJobStatusCounters"]
     assert counters["Completed"] + counters["Stopped"] == 4
