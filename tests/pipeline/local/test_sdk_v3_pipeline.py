@@ -147,3 +147,41 @@ def test_a_v3_jobs_import_its_image_lacks_is_refused_before_any_step(tmp_path):
     last = done.stderr.strip().splitlines()[-1]
     assert "horovod" in last and "Train" in last and "tensorflow-training:2.14-cpu-py310" in last, last
     assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
+
+
+@pytest.mark.slow
+@needs_namespaces
+@needs_mpi
+def test_our_training_entrypoint_runs_as_a_v3_mpi_job(tmp_path):
+    """Step 2 of the move to v3 (docs/sdk-v3.md): our train.py and training_entry, uploaded as
+    ModelTrainer's code channel, launched as v3's MPI driver launches it (`python -m mpi4py
+    train.py`, v3's environment), with the warning's fix so the 2 ranks span both instances.
+    About a minute: the one TensorFlow run of these tests."""
+    from pipeline.definition.bundles import training_bundle
+    from pipeline.local.jobs.training_v3 import job_class
+    from tests.training_entry.helpers import make_splits
+
+    storage = LocalStorage(tmp_path / "store")
+    for name, folder in make_splits(tmp_path / "splits", shard_count=2).items():
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file():
+                storage.put_file(path, f"s3://{BUCKET}/data/{name}/{path.relative_to(folder)}")
+    code = {path: data.decode() for path, data in training_bundle().files.items()}
+    code["requirements.txt"] = "mpi4py\n"  # v3's MPI driver runs every rank as python -m mpi4py
+    code_uri, drivers_uri = v3.put_job_files(storage, f"s3://{BUCKET}/v3-train/ours", {},
+                                             v3.source_code("train.py", requirements="requirements.txt"),
+                                             v3.mpi(1, ["-np", "2"]))
+    for path, text in code.items():
+        storage.put_bytes(text.encode(), f"{code_uri}/{path}")
+    request = v3.training_arguments(
+        code_uri, drivers_uri, output=f"s3://{BUCKET}/out", instances=2,
+        image="111122223333.dkr.ecr.us-east-1.amazonaws.com/trainpipe-training:2.14.1-cpu-py310-horovod0.28.1",
+        hyperparameters={"epochs": 2, "batch-size": 32},
+        channels=[v3.channel(n, f"s3://{BUCKET}/data/{n}") for n in ("train", "validation", "manifest")])
+    result = job_class(request)(request, "ours", storage, tmp_path / "job", echo=False).run()
+    log = (tmp_path / "job" / "job.log").read_text()
+    assert result.status == "Completed", result.failure_reason + log[-3000:]
+    assert "trainpipe: 2 ranks (2 host(s) x 1)" in log
+    assert "[algo-2 rank 1] rank 1 on algo-2:" in log
+    assert "trainpipe-metrics epoch=2 " in log and not result.warnings
+    assert storage.exists(f"s3://{BUCKET}/out/ours/output/model.tar.gz")
