@@ -273,7 +273,7 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
     if "horovod" in missing:
         ours = catalog.named(HOROVOD_IMAGE_PREFIX)
         ways.append(f"or, for horovod on a stock TensorFlow image, trainpipe's own Horovod training "
-                    f"image ({ours.name if ours else 'infra/Dockerfile'})")
+                    f"image ({ours.name if ours else 'infra/training-image/Dockerfile'})")
     return Verdict(refusal=f"step {step}: the code imports {named}, which the image {image} does not "
                            f"have and no requirements.txt installs: it would fail there with "
                            f"ModuleNotFoundError; {', '.join(ways)}", record=record)

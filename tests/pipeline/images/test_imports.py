@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.images.imports import check_code, scan, stdlib
+from tests import readme_record
 
 TF = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14.1-cpu-py310-ubuntu20.04-sagemaker"
 SKLEARN = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
@@ -17,6 +18,7 @@ def verdict(files, image=TF, requirements=None, entry=("train.py",)):
 def test_what_the_image_has_passes_and_what_it_lacks_is_one_line_naming_module_step_image_and_ways_out():
     assert verdict({"train.py": "import numpy, tensorflow as tf\nfrom sklearn import svm\n"}).refusal is None
     refused = verdict({"train.py": "import os\nimport horovod.tensorflow.keras as hvd\n"}).refusal
+    readme_record.record(refused)
     assert "\n" not in refused
     assert refused.startswith("step Train: the code imports horovod (train.py:2), which the image " + TF)
     assert "record aws-tensorflow-training-2.14" in refused and "requirements.txt" in refused
@@ -80,4 +82,5 @@ def test_code_the_image_cannot_parse_is_refused_in_one_line():
 
 def test_an_image_without_a_record_is_one_warning():
     result = verdict({"train.py": "import anything\n"}, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1")
+    readme_record.record(result.warning)
     assert result.refusal is None and result.warning.startswith("step Train: no record of what the image ")

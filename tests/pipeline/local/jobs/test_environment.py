@@ -186,6 +186,7 @@ DYNAMIC = "import importlib\nimportlib.import_module('matpl' + 'otlib')\n"  # ou
 def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_storage, tmp_path):
     result = run_job(local_storage, tmp_path, {"user.py": DYNAMIC}, {})
     assert result.status == "Failed"
+    readme_record.record(result.failure_reason)
     assert "No module named 'matplotlib': the image " + TF_IMAGE in result.failure_reason
     assert "record aws-tensorflow-training-2.14" in result.failure_reason
     # The requirements.txt that installs it (here: satisfied by this machine) lets it through.
@@ -207,3 +208,37 @@ def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path):
     # ...while the job's own import of it is held back.
     held = run_job(local_storage, tmp_path, {"user.py": "import narwhals\n"}, {}, name="held", image=sklearn_image)
     assert held.status == "Failed" and "No module named 'narwhals': the image " + sklearn_image in held.failure_reason
+
+
+# AWS's TF2 California-housing example: its evaluation step runs on the SKLearn image and
+# installs TensorFlow 2.11, which exists for the image's Python 3.9, not for this one's 3.11.
+CALIFORNIA_EVALUATE = """
+import subprocess, sys
+subprocess.check_call([sys.executable, "-m", "pip", "install", "tensorflow==2.11.0"])
+import json, os, tarfile
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+"""
+SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+
+@pytest.mark.parametrize("code, image, version, seeded", [
+    (CALIFORNIA_EVALUATE, SKLEARN_IMAGE, "3.9", True),  # installs: the image's Python
+    ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n", TF_IMAGE, None, False),  # the runner's TF
+    ("import pandas\n", SKLEARN_IMAGE, None, False),  # installs nothing: the runner's
+])
+def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it(tmp_path, code, image, version, seeded):
+    (tmp_path / "evaluate.py").write_text(code)
+    interpreter = job_env.choose(image, job_env.facts(image, None, [tmp_path]), {})
+    runner = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    if version and job_env.find_python(version):
+        assert (interpreter.version, interpreter.seed is not None) == (version, seeded)
+        assert interpreter.seed.name.startswith("aws-sklearn-1.2-1-py3.9-")
+    else:
+        assert (interpreter.version, interpreter.seed, interpreter.mapped) == (runner, None, False)
+    # What the image's environment would hold: its pins of what the code imports, not what it installs.
+    if seeded:
+        wanted, constraints = job_env._pins(job_env.facts(image, None, [tmp_path]).record,
+                                            job_env.facts(image, None, [tmp_path]))
+        assert wanted == ["numpy", "pandas"] and {"pandas==1.1.3", "numpy==1.24.1"} <= set(constraints)
