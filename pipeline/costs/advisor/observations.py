@@ -265,12 +265,40 @@ def local_manifest(workdir: Path | None, properties: dict) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+def training_steps(doc: dict) -> list[dict]:
+    """An execution's training steps, and each trial of a Tuning step (``--tune``) as one: every
+    trial is a training job with the advisor's metrics, on the cores its slot had."""
+    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+
+    found = []
+    for step in doc.get("steps") or []:
+        if step.get("type") != "Tuning" or not step.get("job_dir"):
+            found.append(step)
+            continue
+        try:
+            trials = json.loads((Path(step["job_dir"]) / TRIALS_FILE).read_text())
+        except (OSError, ValueError):
+            continue
+        machine = (step.get("cost") or {}).get("machine") or {}
+        for trial in trials:
+            described = trial.get("description") or {}
+            found.append({
+                "name": f"{step['name']}/{trial['name']}", "type": "Training", "job_dir": trial.get("job_dir"),
+                "status": "Succeeded" if trial.get("status") == "Completed" else trial.get("status"),
+                "metrics": {m["MetricName"]: m["Value"] for m in described.get("FinalMetricDataList", [])},
+                "properties": described, "start": described.get("TrainingStartTime"),
+                "cost": {"machine": {**machine, "cores": len(trial.get("cpus") or []) or machine.get("cores")},
+                         "seconds": trial.get("seconds")},
+            })
+    return found
+
+
 def from_execution(doc: dict, workdir: Path | None = None) -> list[Observation]:
     """The training steps of one local ``execution.json`` that have the advisor's metrics
     (``workdir``: where its store is, for the workload's manifest)."""
     found = []
     params = doc.get("parameters") or {}
-    for step in doc.get("steps") or []:
+    for step in training_steps(doc):
         if step.get("type") != "Training" or step.get("status") != "Succeeded" or step.get("cache_hit"):
             continue
         final = step.get("metrics") or {}

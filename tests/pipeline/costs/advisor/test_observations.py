@@ -167,3 +167,28 @@ def test_a_sagemaker_job_brings_its_strategy():
                                 {"MetricName": "parameters", "Value": 1000}],
     }
     assert from_training_job(described).group == "ml.c5.xlarge --distribution parameter_server"
+
+
+def test_each_completed_trial_of_a_tuning_step_is_a_training_run_on_its_slots_cores(tmp_path):
+    """--tune: every trial is a training job; advise reads each completed one, with its own
+    batch size and the cores the tuning job gave it (not the machine's)."""
+    from pipeline.costs.advisor.observations import training_steps
+    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+
+    def trial(name, status, batch, cpus):
+        return {"name": name, "status": status, "cpus": cpus, "seconds": 12.5, "job_dir": str(tmp_path / name),
+                "description": {"TrainingJobName": name, "HyperParameters": {"batch-size": batch},
+                                "FinalMetricDataList": [{"MetricName": "val_accuracy", "Value": 0.9}]}}
+
+    (tmp_path / TRIALS_FILE).write_text(json.dumps([trial("t-001", "Completed", "32", [0]),
+                                                     trial("t-002", "Stopped", "64", [1])]))
+    doc = {"steps": [{"name": "PreprocessData", "type": "Processing"},
+                     {"name": "TuneModel", "type": "Tuning", "status": "Succeeded", "job_dir": str(tmp_path),
+                      "cost": {"machine": {"cpu": "x", "cores": 2}}}]}
+    steps = training_steps(doc)
+    assert [(s["name"], s["type"], s.get("status")) for s in steps] == [
+        ("PreprocessData", "Processing", None), ("TuneModel/t-001", "Training", "Succeeded"),
+        ("TuneModel/t-002", "Training", "Stopped")]
+    first = steps[1]
+    assert first["cost"]["machine"]["cores"] == 1 and first["job_dir"] == str(tmp_path / "t-001")
+    assert first["properties"]["HyperParameters"]["batch-size"] == "32" and first["metrics"] == {"val_accuracy": 0.9}
