@@ -273,18 +273,34 @@ def test_the_ci_role_deploys_only_endpoints_named_after_the_group():
     assert {"sagemaker:ListModelPackages", "sagemaker:CreateEndpoint", "sagemaker:UpdateEndpoint"} <= called
     assert called <= granted, f"not granted to the CI role: {sorted(called - granted)}"
     assert not [a for a in granted if "Delete" in a]
-    deploy = statements["DeployTheGroupsEndpoints"]
-    kinds = {r["Fn::Sub"].rsplit(":", 1)[1] for r in deploy["Resource"]}
-    assert kinds == {"model/${ModelPackageGroupName}*", "endpoint-config/${ModelPackageGroupName}*",
-                     "endpoint/${ModelPackageGroupName}*"}
+    deploying = ("CreateNetworkIsolatedModelsFromThem", "ConfigureOnlyTheGroupsModels", "CreateTheGroupsEndpoints",
+                 "UpdateOnlyTheGroupsEndpoints", "TagOnlyWhatItCreates", "DescribeTheGroupsEndpoints")
+    for sid in deploying:
+        names = {r["Fn::Sub"].rsplit(":", 1)[1].split("/", 1)[1] for r in _as_list(statements[sid]["Resource"])}
+        # The group's name alone or followed by "-": a bare "<group>*" also matches the
+        # resources of another stack's group "<group>-x".
+        assert names <= {"${ModelPackageGroupName}", "${ModelPackageGroupName}-*"}, (sid, names)
     # ... and the names the CLI makes by default are inside that scope.
     package = Package("arn", "trainpipe-models", 3, "Approved", "Completed", None, ())
     assert default_endpoint_name("trainpipe-models") == "trainpipe-models"
     assert resource_name("trainpipe-models", package, datetime.now(timezone.utc)).startswith(
         "trainpipe-models-")
-    models = statements["CreateNetworkIsolatedModelsFromThem"]
-    assert models["Resource"]["Fn::Sub"].endswith(":model/${ModelPackageGroupName}*")
-    assert models["Condition"] == {"Bool": {"sagemaker:NetworkIsolation": "true"}}
+    # What is created carries the package tag of this group (the CLI sets it on every create),
+    # and only what carries it is updated; tags are set on create, never after.
+    in_group = ":model-package/${ModelPackageGroupName}/*"
+    assert endpoint_module.PACKAGE_TAG == "trainpipe:model-package"
+    for sid in ("CreateNetworkIsolatedModelsFromThem", "ConfigureOnlyTheGroupsModels", "CreateTheGroupsEndpoints"):
+        tag = statements[sid]["Condition"]["StringLike"]["aws:RequestTag/trainpipe:model-package"]
+        assert tag["Fn::Sub"].endswith(in_group), sid
+    update = statements["UpdateOnlyTheGroupsEndpoints"]["Condition"]["StringLike"]
+    assert update["sagemaker:ResourceTag/trainpipe:model-package"]["Fn::Sub"].endswith(in_group)
+    assert statements["TagOnlyWhatItCreates"]["Condition"] == {"StringEquals": {
+        "sagemaker:TaggingAction": ["CreateModel", "CreateEndpointConfig", "CreateEndpoint"]}}
+    models = statements["CreateNetworkIsolatedModelsFromThem"]["Condition"]
+    assert models["Bool"] == {"sagemaker:NetworkIsolation": "true"}
+    assert models["Null"] == {"sagemaker:VpcSubnets": "true"}  # no VPC, so no private registry
+    configs = statements["ConfigureOnlyTheGroupsModels"]["Condition"]
+    assert configs["ArnLike"]["sagemaker:ModelArn"]["Fn::Sub"].endswith(":model/${ModelPackageGroupName}-*")
     packages = statements["ReadTheGroupsModelPackages"]
     assert packages["Resource"]["Fn::Sub"].endswith(":model-package/${ModelPackageGroupName}/*")
     passes = statements["HandTheExecutionRoleToThePipeline"]
