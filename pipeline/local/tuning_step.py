@@ -54,6 +54,18 @@ def check(nodes, ctx) -> None:
 
 def run_tuning(runner, node, record: StepRecord) -> bool:
     request = interpreter.evaluate(node.body.get("Arguments", {}), runner.ctx)
+    # SageMaker: a Tuning step's CacheConfig reuses an earlier execution's tuning job whose
+    # request was the same (its trials' models still there: caching.output_uris).
+    keyed = runner._cache_key(node)
+    entry = runner._cached(node, keyed[0]) if keyed is not None else None
+    if entry is not None:
+        record.status, record.properties = SUCCEEDED, entry.properties
+        record.job_name = entry.properties.get("HyperParameterTuningJobName")
+        record.cache_hit = {"execution_id": entry.execution_id, "key": keyed[0][:16]}
+        record.detail = f"cache hit: reused {record.job_name} from execution {entry.execution_id}"
+        objective = (entry.properties.get("BestTrainingJob") or {}).get("FinalHyperParameterTuningJobObjectiveMetric")
+        record.metrics = {objective["MetricName"]: objective["Value"]} if objective else {}
+        return True
     name = tuning_job_name(node.name, runner.execution_id)
     record.job_name = name
     record.job_dir = str(runner.run_dir / "jobs" / name)
@@ -84,6 +96,8 @@ def run_tuning(runner, node, record: StepRecord) -> bool:
                          f"({', '.join(f'{k}={v}' for k, v in best['TunedHyperParameters'].items())})"
                          + (f"; {counters['Stopped']} stopped early" if counters["Stopped"] else ""))
         record.status = SUCCEEDED
+        if keyed is not None:
+            runner.cache.store(keyed[0], node.name, runner.execution_id, result.description, keyed[1])
         return True
     record.status, record.failure_reason = FAILED, result.failure_reason
     return False

@@ -120,4 +120,9 @@ def output_uris(step_type: str, properties: dict) -> list[str]:
     if step_type == "Training":
         uri = (properties.get("ModelArtifacts") or {}).get("S3ModelArtifacts")
         return [uri] if uri else []
+    if step_type == "Tuning":  # every completed trial's model: get_top_model_s3_uri(k) reads them
+        output = ((properties.get("TrainingJobDefinition") or {}).get("OutputDataConfig") or {}).get("S3OutputPath")
+        return [f"{output.rstrip('/')}/{s['TrainingJobName']}/output/model.tar.gz"
+                for s in properties.get("TrainingJobSummaries") or []
+                if s.get("TrainingJobStatus") == "Completed"] if output else []
     return []

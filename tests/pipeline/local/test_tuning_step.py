@@ -73,7 +73,7 @@ def sdk_definition(tmp_path: Path, **tuner_args) -> tuple[Path, Path, dict]:
 
 
 def execution_of(workdir: Path) -> dict:
-    (execution,) = (workdir / "runs").glob("*/execution.json")
+    (execution,) = (workdir / "runs").glob("*/execution.json")  # the only execution
     return json.loads(execution.read_text())
 
 
@@ -230,7 +230,8 @@ def test_a_bad_request_is_refused_before_any_trial(case, good_definition, tmp_pa
 def test_our_pipeline_tunes_six_trials_on_the_digits(tmp_path):
     """``trainpipe run --local --tune 6`` on the bundled digits: six TensorFlow trials (one
     process each, three epochs: about a minute on 2 cores), the best one's model evaluated,
-    gated and registered; ``status`` lists the trials."""
+    gated and registered; ``status`` lists the trials; a second run reuses the tuning job
+    (CacheConfig)."""
     workdir = tmp_path / "work"
     done = trainpipe("run", "--local", "--tune", "6", "--workdir", str(workdir), "-p", "Epochs=3",
                      "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.8")
@@ -257,6 +258,14 @@ def test_our_pipeline_tunes_six_trials_on_the_digits(tmp_path):
     assert table[0].split() == ["TRIAL", "base-learning-rate", "batch-size", "warmup-epochs", "val_accuracy",
                                 "STOPPED", "EARLY", "STATUS"]
     assert sum("(best)" in row for row in table) == 1 and len(table) >= 8
+    # Run again: the Tuning step's CacheConfig reuses this tuning job, no trial runs.
+    again = trainpipe("run", "--local", "--tune", "6", "--workdir", str(workdir), "-p", "Epochs=3",
+                      "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.8")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    runs = sorted((workdir / "runs").glob("*/execution.json"))
+    cached = next(s for s in json.loads(runs[-1].read_text())["steps"] if s["name"] == "TuneModel")
+    assert cached["detail"].startswith(f"cache hit: reused {described['HyperParameterTuningJobName']}")
+    assert cached["properties"]["BestTrainingJob"]["TrainingJobName"] == best
 
 
 # --- The request checked before the run; what the job log says -----------------------------------

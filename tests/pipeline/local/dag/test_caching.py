@@ -67,3 +67,11 @@ def test_entries_are_found_until_they_expire(tmp_path, monkeypatch):
     monkeypatch.setattr(caching.time, "time", lambda: later)
     assert cache.lookup("k1", "PT1H") is None
     assert cache.lookup("k1", "P1D") is not None
+
+
+def test_a_cached_tuning_step_needs_its_completed_trials_models():
+    """get_top_model_s3_uri(k) reads the k-th trial's model: each completed trial's must still be there."""
+    properties = {"TrainingJobDefinition": {"OutputDataConfig": {"S3OutputPath": "s3://b/models/"}},
+                  "TrainingJobSummaries": [{"TrainingJobName": "t-002", "TrainingJobStatus": "Completed"},
+                                           {"TrainingJobName": "t-001", "TrainingJobStatus": "Stopped"}]}
+    assert caching.output_uris("Tuning", properties) == ["s3://b/models/t-002/output/model.tar.gz"]
