@@ -40,6 +40,7 @@ from pipeline.local.dag.interpreter import (
 from pipeline.local.store.storage import Storage, StorageError
 
 PROCESSING_INPUTS = "/opt/ml/processing/input/"
+CHANNELS = "/opt/ml/input/data/"
 CODE_INPUT_NAMES = ("code", "entrypoint")  # what the SDK v2 processors name their code inputs
 SOURCEDIR = "sourcedir.tar.gz"
 _TEXT_SUFFIXES = (".py", ".sh", ".txt")
@@ -181,6 +182,8 @@ def training_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode | N
     hyper = args.get("HyperParameters") or {}
     submit, program = (_framework(_known(hyper.get(key), ctx)) for key in
                        ("sagemaker_submit_directory", "sagemaker_program"))
+    if isinstance(submit, str) and submit.startswith(CHANNELS):
+        submit = _in_channel(args, ctx, submit)  # network isolation: the code comes as a channel
     if not isinstance(image, str) or not isinstance(submit, str) or not submit.startswith("s3://") \
             or not isinstance(program, str):
         return None  # an SDK v3 job or a bring-your-own container: another contract
@@ -195,6 +198,18 @@ def training_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode | N
         _add_archive(job.files, data)
     job.requirements = job.files.get("requirements.txt")  # SageMaker: the toolkit installs it
     return job if job.files else None
+
+
+def _in_channel(args: dict, ctx: Context, path: str) -> str | None:
+    """The s3:// object a container path under /opt/ml/input/data/<channel>/ comes from."""
+    channel, _, rest = path[len(CHANNELS):].partition("/")
+    for item in args.get("InputDataConfig") or []:
+        if item.get("ChannelName") == channel:
+            uri = _known(((item.get("DataSource") or {}).get("S3DataSource") or {}).get("S3Uri"), ctx)
+            if not isinstance(uri, str):
+                return None
+            return uri if not rest or uri.rstrip("/").endswith("/" + rest) else uri.rstrip("/") + "/" + rest
+    return None
 
 
 def _framework(value):
