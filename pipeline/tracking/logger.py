@@ -5,8 +5,8 @@ run per step that ran (``mlflow.parentRunId``), the registered model package as 
 version of the registered model named as its group. What has been logged is kept beside the
 execution's record, in ``<run dir>/mlflow.json`` (per tracking URI: the experiment, the
 parent run, each step's run, the model version), so logging is resumable: ``sync`` logs what
-is missing and nothing twice; a step run left half-written (the server went away mid-step) is
-deleted and logged again whole.
+is missing and nothing twice; a step run left half-written (the server went away mid-step, or
+took a request the client had given up on) is deleted and logged again whole.
 
 The live ``Tracker`` never fails the pipeline: the first error (a server that is down, slow
 past ``MLFLOW_HTTP_REQUEST_TIMEOUT``, refusing) stops tracking for the rest of that execution,
@@ -195,10 +195,14 @@ class ExecutionLog:
         if not R.loggable(step) or self.step_logged(step.name):
             return
         parent = self.ensure_parent(record)
-        half = self.entry["steps"].get(step.name, {}).get("run_id")
-        if half:  # created, then the server went away: logged again whole
-            with contextlib.suppress(Exception):
-                self.client.delete_run(half)
+        # A run of this step that was created and never finished (the server went away, or
+        # answered after the client gave up, so that its id never came back) is deleted, and
+        # the step logged again whole: one run per step, whatever happened before.
+        stale = self.client.search_runs(
+            [self.entry["experiment_id"]],
+            filter_string=f"tags.`{R.TAG_PARENT}` = '{parent}' and tags.`{R.TAG_STEP}` = '{step.name}'")
+        for run in stale:
+            self.client.delete_run(run.info.run_id)
         payload = R.step_run(record, step, self.storage, self.registry_path)
         run = self.client.create_run(self.entry["experiment_id"], start_time=payload.start_ms,
                                      tags={**payload.tags, R.TAG_PARENT: parent}, run_name=payload.name)

@@ -105,7 +105,7 @@ class MlflowServer:
         self.process = None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # its start takes a minute on a busy machine: one for all
 def mlflow_server(tmp_path_factory):
     server = MlflowServer(tmp_path_factory.mktemp("mlflow-server"))
     server.start()

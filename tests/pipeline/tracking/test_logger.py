@@ -1,7 +1,11 @@
 """Whole executions of a small definition (plain-Python steps) logged to MLflow, read back
 through ``MlflowClient``: the embedded SQLite store with no server at all, and a real
 ``mlflow server`` that goes down in the middle of a run (``trainpipe track sync`` then fills
-the gap from the records). A few seconds each, plus the server's start."""
+the gap from the records). Tens of seconds each on 2 cores (importing MLflow, saving the
+model), the server's start a minute more: marked slow.
+
+    .venv/bin/pytest tests/pipeline/tracking -m slow
+"""
 
 from __future__ import annotations
 
@@ -12,12 +16,20 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from mlflow import MlflowClient
 
 from pipeline.local.runner import PipelineRunner, RunOptions
 from pipeline.tracking import records as R
 from pipeline.tracking import target as T
-from pipeline.tracking.logger import PYFUNC_ARTIFACT, STATE_FILE, Tracker, last_link, read_state
+from pipeline.tracking.logger import (
+    PYFUNC_ARTIFACT,
+    STATE_FILE,
+    Tracker,
+    last_link,
+    read_state,
+    sync_execution,
+)
 
 from .conftest import EPOCH_SCORES, put_step_code, small_definition
 
@@ -47,6 +59,7 @@ def runs_of(client: MlflowClient, pipeline: str = "tracked"):
     return parents, children
 
 
+@pytest.mark.slow
 def test_the_embedded_store_logs_every_step_with_no_server(step_code, tmp_path):
     target = T.resolve(None, tmp_path, {})  # neither flag nor MLFLOW_TRACKING_URI
     record, out, tracker = run(step_code, tmp_path, small_definition(), target)
@@ -86,7 +99,22 @@ def test_the_embedded_store_logs_every_step_with_no_server(step_code, tmp_path):
     assert last_link(Path(record.run_dir)) == tracker.link()
     assert tracker.link() == T.UI_DEFAULT + f"/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
 
+    # A server that took a request the client gave up on: a Train run the records never got
+    # the id of. Syncing deletes it and logs the step again whole: one Train run, not two.
+    state = read_state(Path(record.run_dir))
+    state["targets"][target.uri]["steps"].pop("Train")
+    (Path(record.run_dir) / STATE_FILE).write_text(json.dumps(state))
+    orphan = client.create_run(parent.info.experiment_id, run_name="Train",
+                               tags={R.TAG_PARENT: parent.info.run_id, R.TAG_STEP: "Train"})
+    doc = json.loads((Path(record.run_dir) / "execution.json").read_text())
+    assert sync_execution(doc, target, step_code, tmp_path / "registry.sqlite") == ["step Train"]
+    (_,), children = runs_of(client)
+    (train,) = [r for r in children if r.info.run_name == "Train"]
+    assert train.info.run_id != orphan.info.run_id and len(children) == len(STEP_RUNS)
+    assert [m.value for m in client.get_metric_history(train.info.run_id, "score")] == EPOCH_SCORES
 
+
+@pytest.mark.slow
 def test_a_failed_step_ends_failed_with_its_reason(step_code, tmp_path):
     target = T.embedded(tmp_path)
     record, out, _ = run(step_code, tmp_path, small_definition(), target, {"Threshold": 0.9})
@@ -118,6 +146,7 @@ def trainpipe(*args, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_gap(mlflow_server, tmp_path):
     workdir = tmp_path / "work"
     from pipeline.local.store.storage import LocalStorage
