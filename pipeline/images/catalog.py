@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -34,6 +34,7 @@ class ImageRecord:
     retrieved: str
     notes: str = ""
     path: Path | None = field(default=None, compare=False)
+    extends: str | None = None  # the record of the image this one is built FROM (its name)
 
     def provides(self, module: str) -> bool:
         return module in self.modules
@@ -62,13 +63,29 @@ def parse(document: dict, path: Path | None = None) -> ImageRecord:
         name=document["name"], uri_patterns=tuple(document["uri_patterns"]),
         python=str(document["python"]), packages=dict(document["packages"]),
         modules=frozenset(document["modules"]), sources=tuple(document["sources"]),
-        retrieved=document["retrieved"], notes=document.get("notes", ""), path=path)
+        retrieved=document["retrieved"], notes=document.get("notes", ""), path=path,
+        extends=document.get("extends"))
 
 
 @cache
 def records(directory: Path = RECORDS_DIR) -> tuple[ImageRecord, ...]:
-    """Every record in ``directory``, in file name order."""
-    return tuple(parse(json.loads(path.read_text()), path) for path in sorted(Path(directory).glob("*.json")))
+    """Every record in ``directory``, in file name order; a record that ``extends`` another
+    (an image built FROM it) holds that one's packages and modules too."""
+    parsed = [parse(json.loads(path.read_text()), path) for path in sorted(Path(directory).glob("*.json"))]
+    by_name = {r.name: r for r in parsed}
+
+    def resolved(record: ImageRecord, seen: tuple[str, ...] = ()) -> ImageRecord:
+        if record.extends is None:
+            return record
+        base = by_name.get(record.extends)
+        if base is None or record.extends in seen:
+            raise RecordError(f"{record.path.name if record.path else record.name}: extends "
+                              f"{record.extends!r}, which is not a record here (or a cycle)")
+        base = resolved(base, (*seen, record.name))
+        return replace(record, packages={**base.packages, **record.packages},
+                       modules=base.modules | record.modules)
+
+    return tuple(resolved(r) for r in parsed)
 
 
 def find(image_uri: str | None, directory: Path = RECORDS_DIR) -> ImageRecord | None:

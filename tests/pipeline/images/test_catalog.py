@@ -77,3 +77,19 @@ def test_a_requirements_file_gives_its_modules_and_says_what_it_only_guessed():
     assert {"sklearn", "PIL"} <= wanted.modules
     assert wanted.guessed == ("some-unheard-of-thing",) and "some_unheard_of_thing" in wanted.modules
     assert wanted.opaque == ("-e .",)
+
+
+def test_a_record_built_from_another_holds_its_modules_too(tmp_path):
+    base = {"name": "base", "uri_patterns": ["/base:"], "python": "3.10", "packages": {"numpy": "1.26.4"},
+            "modules": ["numpy"], "sources": [{"url": "https://github.com/aws/x"}], "retrieved": "2026-11-27"}
+    child = {**base, "name": "child", "uri_patterns": ["/child:"], "packages": {"horovod": "0.28.1"},
+             "modules": ["horovod"], "extends": "base"}
+    (tmp_path / "a-base.json").write_text(json.dumps(base))
+    (tmp_path / "b-child.json").write_text(json.dumps(child))
+    record = catalog.find("x/child:1", tmp_path)
+    assert record.modules == {"numpy", "horovod"} and record.packages == {"numpy": "1.26.4", "horovod": "0.28.1"}
+    (tmp_path / "b-child.json").write_text(json.dumps({**child, "extends": "nothing"}))
+    catalog.records.cache_clear()
+    with pytest.raises(catalog.RecordError, match="extends 'nothing', which is not a record here"):
+        catalog.find("x/child:1", tmp_path)
+    catalog.records.cache_clear()
