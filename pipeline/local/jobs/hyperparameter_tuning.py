@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline.local.hosts.processes import stop_reason
 from pipeline.local.hosts.tuning import usable_cpus
 from pipeline.local.jobs import hyperparameter_ranges as hr
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
@@ -201,7 +202,12 @@ def make_study(request: hr.TuningRequest):
 
 # --- Trials ------------------------------------------------------------------------------------
 class EarlyStop(KeyboardInterrupt):
-    """Raised in a trial's job loop when the tuning job stops it: the job ends Stopped."""
+    """Raised in a trial's job loop when the tuning job stops it: the job ends Stopped, with
+    ``reason`` as its reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class TrialJob(TrainingJob):
@@ -210,11 +216,12 @@ class TrialJob(TrainingJob):
     def __init__(self, *args, stop_event: threading.Event, **kwargs):
         super().__init__(*args, **kwargs)
         self.stop_event = stop_event
+        self.stop_reason = "stopped by the tuning job"  # said before the event is set
 
     def poll_hook(self) -> None:
         super().poll_hook()
         if self.stop_event.is_set():
-            raise EarlyStop()
+            raise EarlyStop(self.stop_reason)
 
 
 @dataclass
@@ -336,6 +343,7 @@ class HyperparameterTuningJob:
             if trial.study_trial.should_prune():
                 trial.stop_reason = self._why_stopped(trial)
                 self.say(f"trial {trial.number} stopped early: {trial.stop_reason}")
+                trial.job.stop_reason = f"stopped early by {self.name}: {trial.stop_reason}"
                 trial.stop.set()
 
     def _why_stopped(self, trial: Trial) -> str:
@@ -405,6 +413,7 @@ class HyperparameterTuningJob:
         except KeyboardInterrupt:
             # Ctrl-C / SIGTERM reach the main thread: every running trial is stopped and waited for.
             for trial in running.values():
+                trial.job.stop_reason = stop_reason()
                 trial.stop.set()
             for trial in running.values():
                 trial.thread.join()

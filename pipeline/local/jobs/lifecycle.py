@@ -313,8 +313,10 @@ class LocalJob:
                 self.stop_tailer()  # every line read before the outcome is judged
                 self.outcome()
                 self.finish()
-            except KeyboardInterrupt:
-                status, reason = "Stopped", stop_reason()
+            except KeyboardInterrupt as interrupt:
+                # A stop with a reason of its own (a tuning job stopping a trial early), else
+                # the stop signal's.
+                status, reason = "Stopped", getattr(interrupt, "reason", None) or stop_reason()
                 self.stop_children()
             except JobFailure as failure:
                 status, reason, failure_type = "Failed", failure.reason, failure.failure_type
