@@ -8,6 +8,8 @@ against the parameters and the properties of the steps before it, and then:
 - Processing / Training: runs the job request locally (``processing_job.py``,
   ``training_job.py``), with the step's ``CacheConfig`` (``caching.py``) and
   ``RetryPolicies`` honoured;
+- Tuning: a hyperparameter tuning job (``tuning_step.py``), its trials training jobs run side
+  by side on their share of the cores;
 - Condition: evaluates the conditions, and the branch not taken is NotExecuted;
 - RegisterModel: adds a model package to the local registry (``registry.py``);
 - Fail: ends the execution as Failed with the step's ErrorMessage.
