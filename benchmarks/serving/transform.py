@@ -108,7 +108,10 @@ class Bench:
         job_dir = self.work / f"job-{self.runs}"
         job = TransformJob(request(instances, output, self.max_payload), f"bench-{self.runs}", self.storage,
                            job_dir, model={"kind": "tfs", "Image": IMAGE, "ModelDataUrl": MODEL_URI},
-                           region="us-east-1", account="111122223333", python=h.PYTHON, echo=echo)
+                           region="us-east-1", account="111122223333", echo=echo,
+                           # The servers' job environment, made by the first run and kept, as
+                           # the runner keeps it under the workdir.
+                           environments=self.work / "job-environments")
         started = time.perf_counter()
         result = job.run()
         ended = time.perf_counter()
