@@ -314,11 +314,13 @@ def mpi_command(python: str, launch: Launch, args: list[str]) -> list[str]:
     return [python, "-m", "mpi4py", str(launch.entry_script), *args]
 
 
-def torchrun_command(launch: Launch, hosts: list[str], current_host: str, args: list[str],
+def torchrun_command(python: str, launch: Launch, hosts: list[str], current_host: str, args: list[str],
                      num_gpus: int = 0) -> list[str]:
-    """torchrun_driver.py's command on one host (PyTorch >= 1.9: ``torchrun``)."""
+    """torchrun_driver.py's command on one host (PyTorch >= 1.9: ``torchrun``), as
+    ``python -m torch.distributed.run``, the module the ``torchrun`` script runs: the job's
+    Python's torch, the one its import was checked in, wherever its scripts are."""
     sorted_hosts = sorted(hosts)
-    argv = ["torchrun", f"--nnodes={len(sorted_hosts)}",
+    argv = [python, "-m", "torch.distributed.run", f"--nnodes={len(sorted_hosts)}",
             f"--nproc_per_node={launch.processes_per_host(num_gpus)}"]
     if len(sorted_hosts) > 1:
         argv += [f"--master_addr={MASTER_ADDR}", f"--master_port={MASTER_PORT}",

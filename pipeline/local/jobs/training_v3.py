@@ -186,7 +186,7 @@ class TrainingJobV3(TrainingJob):
         if self.v3.kind == MPI:
             return mpi_command(self.python, self.v3, args)
         if self.v3.kind == TORCHRUN:
-            return torchrun_command(self.v3, self.hosts, host, args)
+            return torchrun_command(self.python, self.v3, self.hosts, host, args)
         return basic_command(self.python, self.v3, args)
 
 

@@ -74,7 +74,12 @@ def test_the_launch_is_read_from_sourcecode_and_distributed_json():
     both = read_launch(v3.source_code("train.py"), v3.mpi(2, ["-x", "NCCL_DEBUG=INFO", "-np", "4"]), None, "s")
     assert (both.kind, both.process_count_per_node, both.mpi_options, both.np_option) == (
         sdk_v3.MPI, 2, ["-x", "NCCL_DEBUG=INFO"], 4)
-    assert read_launch(v3.source_code("train.py"), v3.torchrun(), None, "s").kind == sdk_v3.TORCHRUN
+    torch = read_launch(v3.source_code("train.py"), v3.torchrun(2), None, "s")
+    assert torch.kind == sdk_v3.TORCHRUN
+    # torchrun_driver.py on algo-2 of 2 (torchrun is torch.distributed.run's script)
+    assert sdk_v3.torchrun_command("py", torch, ["algo-1", "algo-2"], "algo-2", ["--epochs", "2"]) == [
+        "py", "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=2", "--master_addr=algo-1",
+        "--master_port=7777", "--node_rank=1", "train.py", "--epochs", "2"]
 
 
 @pytest.mark.parametrize("source, distributed, script, says", [
