@@ -202,6 +202,9 @@ class ExecutionLog:
             [self.entry["experiment_id"]],
             filter_string=f"tags.`{R.TAG_PARENT}` = '{parent}' and tags.`{R.TAG_STEP}` = '{step.name}'")
         for run in stale:
+            for nested in self.client.search_runs(  # its tuning trials, if it had any
+                    [self.entry["experiment_id"]], filter_string=f"tags.`{R.TAG_PARENT}` = '{run.info.run_id}'"):
+                self.client.delete_run(nested.info.run_id)
             self.client.delete_run(run.info.run_id)
         payload = R.step_run(record, step, self.storage, self.registry_path)
         run = self.client.create_run(self.entry["experiment_id"], start_time=payload.start_ms,
@@ -217,6 +220,11 @@ class ExecutionLog:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_bytes(data)
                 self.client.log_artifacts(run_id, scratch)
+        for trial in payload.children:  # a Tuning step's trials, nested under its run
+            child = self.client.create_run(self.entry["experiment_id"], start_time=trial.start_ms,
+                                           tags={**trial.tags, R.TAG_PARENT: run_id}, run_name=trial.name)
+            self._log_values(child.info.run_id, trial)
+            self.client.set_terminated(child.info.run_id, status=trial.status, end_time=trial.end_ms)
         if payload.model is not None and self.storage is not None:
             version = self.log_model(run_id, payload.model)
             self.entry["steps"][step.name]["model_version"] = version

@@ -54,6 +54,10 @@ TAG_PARENT = "mlflow.parentRunId"
 PARAM_VALUE_CHARS = 6000
 TAG_VALUE_CHARS = 5000
 REGISTER_TYPE = "RegisterModel"
+TUNING_TYPE = "Tuning"
+TAG_TRIAL = "trainpipe.trial"
+# A trial's status (SageMaker's training job words) as an MLflow run's.
+TRIAL_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Stopped": "KILLED"}
 
 
 @dataclass
@@ -69,6 +73,7 @@ class RunPayload:
     metrics: list[tuple[str, float, int, int]] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)  # artifact path -> content
     model: ModelToLog | None = None
+    children: list[RunPayload] = field(default_factory=list)  # a Tuning step's trials
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,8 @@ def step_run(record: ExecutionRecord, step: StepRecord, storage: Storage | None,
         _training(record, step, payload, end)
     elif step.type == "Processing":
         _processing(step, payload, storage, end)
+    elif step.type == TUNING_TYPE:
+        _tuning(record, step, payload, end)
     elif step.type == "Condition":
         outcome = (step.properties or {}).get("Outcome")
         if outcome is not None:
@@ -234,10 +241,13 @@ def job_folder(record: ExecutionRecord, step: StepRecord) -> Path | None:
 
 
 def epoch_series(record: ExecutionRecord, step: StepRecord) -> dict[str, list[dict]]:
-    """Each metric definition's values in order, from the chief only (rank 0 on the first
-    host, or the first host where the job has no MPI ranks): every rank of a user's script
-    may print, and one value per epoch is the chief's."""
-    folder = job_folder(record, step)
+    return chief_series(job_folder(record, step))
+
+
+def chief_series(folder: Path | None) -> dict[str, list[dict]]:
+    """A job folder's metric definitions' values in order, from the chief only (rank 0 on the
+    first host, or the first host where the job has no MPI ranks): every rank of a user's
+    script may print, and one value per epoch is the chief's."""
     try:
         series = json.loads((folder / "metrics.json").read_text()) if folder else {}
     except (OSError, ValueError):
@@ -250,6 +260,43 @@ def epoch_series(record: ExecutionRecord, step: StepRecord) -> dict[str, list[di
         if chosen:
             out[name] = chosen
     return out
+
+
+def _tuning(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end: int) -> None:
+    """The tuning step's run: its objective's best value; each trial a run nested under it
+    (the trial's hyperparameters, every epoch's metrics, its objective, how it ended), read
+    from the tuning job's ``trials.json`` (pipeline/local/jobs/hyperparameter_tuning.py)."""
+    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+
+    payload.metrics += [(k, float(v), end, 0) for k, v in step.metrics.items()]
+    best = ((step.properties or {}).get("BestTrainingJob") or {}).get("TrainingJobName")
+    if best:
+        payload.tags["trainpipe.best_trial"] = best
+    folder = job_folder(record, step)
+    try:
+        trials = json.loads((folder / TRIALS_FILE).read_text()) if folder else []
+    except (OSError, ValueError):
+        trials = []
+    for trial in trials:
+        described = trial.get("description") or {}
+        child = RunPayload(name=trial["name"], start_ms=millis(described.get("TrainingStartTime")),
+                           end_ms=millis(described.get("TrainingEndTime")),
+                           status=TRIAL_STATUS.get(trial.get("status"), "FAILED"),
+                           params=_params(trial.get("values") or {}))
+        child.tags.update({TAG_RUN_NAME: trial["name"], TAG_TRIAL: str(trial.get("number", "")),
+                           TAG_JOB: trial["name"], TAG_STEP_TYPE: "TuningTrial"})
+        reason = trial.get("stop_reason") or described.get("FailureReason")
+        if reason:
+            child.tags[TAG_FAILURE if child.status == "FAILED" else TAG_DETAIL] = _text(reason, TAG_VALUE_CHARS)
+        trial_end = child.end_ms or end
+        for name, points in chief_series(Path(trial["job_dir"]) if trial.get("job_dir") else None).items():
+            for index, point in enumerate(points, 1):
+                child.metrics.append((name, float(point["value"]), millis(point.get("timestamp")) or trial_end, index))
+        if trial.get("objective") is not None:
+            child.metrics.append(("objective", float(trial["objective"]), trial_end, 0))
+        if trial.get("seconds") is not None:
+            child.metrics.append(("wall_seconds", float(trial["seconds"]), trial_end, 0))
+        payload.children.append(child)
 
 
 def _cost_metrics(cost: dict, payload: RunPayload, end: int) -> None:
