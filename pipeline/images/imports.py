@@ -192,6 +192,8 @@ def scan(files: Mapping[str, str], entry_points: Iterable[str] | None, python: s
         try:
             tree = ast.parse(text, filename=path, feature_version=(3, minor) if judge_syntax else None)
         except SyntaxError as error:
+            if not judge_syntax:
+                continue  # newer syntax than this Python knows: the image's may parse it
             scanned.syntax_errors.append(f"{path}:{error.lineno}: {error.msg}")
             try:
                 tree = ast.parse(text, filename=path)

@@ -74,6 +74,11 @@ def test_syntax_newer_than_the_images_python_is_found(code, python):
     assert not scan({"train.py": code}, ["train.py"], "3.11").syntax_errors
 
 
+def test_syntax_newer_than_this_python_is_not_held_against_a_newer_image():
+    # PEP 695 (3.12): this machine's Python (3.11) cannot judge it; the image's may parse it.
+    assert not scan({"train.py": "type Point = tuple[float, float]\n"}, ["train.py"], "3.12").syntax_errors
+
+
 def test_code_the_image_cannot_parse_is_refused_in_one_line():
     refused = verdict({"train.py": "match 1:\n    case 1:\n        pass\n"}, image=SKLEARN).refusal
     assert refused.startswith("step Train: train.py:")
