@@ -185,3 +185,20 @@ def test_our_training_entrypoint_runs_as_a_v3_mpi_job(tmp_path):
     assert "[algo-2 rank 1] rank 1 on algo-2:" in log
     assert "trainpipe-metrics epoch=2 " in log and not result.warnings
     assert storage.exists(f"s3://{BUCKET}/out/ours/output/model.tar.gz")
+
+
+
+def test_v3s_model_and_transform_steps_are_steps_the_runner_runs():
+    """ModelStep(ModelBuilder.build()) then TransformStep, in v3's shapes (an unsuffixed Model
+    step, an empty Environment), on the TF 2.14 inference image: planned, none stubbed or
+    refused (the run itself is the v2 shape's, tests/pipeline/local/test_sdk_transform.py)."""
+    from pipeline.local.dag import interpreter, stubs
+
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-inference:2.14-cpu"
+    definition = {"Version": "2020-12-01", "Metadata": {}, "Parameters": [], "MlflowConfig": None, "Steps": [
+        v3.model_step("CreateModel", f"s3://{BUCKET}/model/model.tar.gz", image),
+        v3.transform_step("Batch", "CreateModel", f"s3://{BUCKET}/new-data/", f"s3://{BUCKET}/scored")]}
+    nodes = interpreter.plan(definition)
+    assert [(n.name, n.type) for n in nodes] == [("CreateModel", "Model"), ("Batch", "Transform")]
+    ctx = interpreter.Context(parameters={}, execution={}, property_files={}, read_json=None)
+    assert not any(stubs.unsupported(n) for n in nodes) and stubs.check(nodes, ctx, None) == []

@@ -159,3 +159,21 @@ def pipeline_definition(bucket: str, training: dict, *, preprocess_uri: str, eva
                 "ElseSteps": [{"Name": "Fail", "Type": "Fail", "Arguments": {"ErrorMessage": "accuracy too low"}}]}},
         ],
     }
+
+
+def model_step(name: str, model_data, image: str) -> dict:
+    """ModelStep(ModelBuilder.build()) as sagemaker 3.27 emits it."""
+    return {"Name": name, "Type": "Model", "Arguments": {
+        "ExecutionRoleArn": ROLE,
+        "PrimaryContainer": {"Image": image, "Environment": {}, "ModelDataUrl": model_data}}}
+
+
+def transform_step(name: str, model_step_name: str, data: str, output: str) -> dict:
+    """TransformStep(Transformer(model_name=<the ModelStep's ModelName>).transform(...)) as
+    sagemaker 3.27 emits it."""
+    return {"Name": name, "Type": "Transform", "Arguments": {
+        "ModelName": {"Get": f"Steps.{model_step_name}.ModelName"},
+        "TransformInput": {"DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": data}},
+                           "ContentType": "text/csv", "SplitType": "Line"},
+        "TransformOutput": {"S3OutputPath": output},
+        "TransformResources": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1}}}
