@@ -245,3 +245,12 @@ def test_an_np_beyond_v3s_slots_is_refused_before_any_rank_starts(local_storage,
     assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
     assert "ask for -np 8, more than the 4 slots v3's mpirun lists" in result.failure_reason
     assert not list((tmp_path / "job").glob("logs/*.log"))
+
+
+def test_the_basic_driver_runs_the_script_on_every_instance(local_storage, tmp_path):
+    """sm_train.sh runs on every host, and with no distributed driver each runs the script."""
+    result = run_job(local_storage, tmp_path, code={"train.py": REPORT}, source=v3.source_code("train.py"),
+                     distributed={}, instances=2)
+    assert result.status == "Completed", result.failure_reason
+    assert [(r["env"]["SM_CURRENT_HOST"], r["env"]["SM_CURRENT_HOST_RANK"], r["env"]["SM_HOST_COUNT"])
+            for r in reports(tmp_path / "job")] == [("algo-1", "0", "2"), ("algo-2", "1", "2")]
