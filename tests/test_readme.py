@@ -444,3 +444,16 @@ def test_a_model_file_snippet_passes_the_model_check(page, name, code, tmp_path)
          "--image-size", "32", "--classes", "10"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{page}: {name}: {result.stderr.strip()[-2000:]}"
+
+
+# --- claims generated from the code -----------------------------------------------------------
+
+def test_the_step_types_local_mode_lists_are_the_ones_the_runner_runs():
+    """docs/local-mode.md: "Step types that run locally: `A`, `B`, ..." is the runner's own list
+    (issue 36: the page said Transform and CreateModel could not run, and they ran)."""
+    from pipeline.local.dag.interpreter import SUPPORTED_STEP_TYPES
+
+    text = " ".join((DOCS / "local-mode.md").read_text().split())
+    listed = re.search(r"Step types that run locally: ((?:`\w+`(?:, )?)+)", text)
+    assert listed, "docs/local-mode.md lists no 'Step types that run locally: `...`'"
+    assert re.findall(r"`(\w+)`", listed.group(1)) == list(SUPPORTED_STEP_TYPES)
