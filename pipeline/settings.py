@@ -68,6 +68,8 @@ class Settings:
     # SageMaker step caching (ISO 8601 duration); None turns it off.
     step_cache_expiry: str | None = "P30D"
     tags: dict = field(default_factory=dict)
+    # MLflow: where the cloud jobs log (pipeline/tracking/jobs.py), and local runs (target.py).
+    tracking_uri: str | None = None
     # Hyperparameter tuning (--tune N): TrainModel becomes a TuningStep of N trials, up to
     # tune_parallel_jobs at a time (steps/tune.py); 0 leaves the default definition unchanged.
     tune_jobs: int = 0

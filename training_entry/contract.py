@@ -175,6 +175,10 @@ SERVING_TABLE_FILE = "assets.extra/trainpipe-table.json"
 HOROVOD_FUSION_THRESHOLD_ENV = "HOROVOD_FUSION_THRESHOLD"
 HOROVOD_CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
 
+# --- MLflow tracking on SageMaker (``trainpipe definition --tracking-uri``) -------------------
+# The pipeline execution the job belongs to: its run is a child of that execution's run.
+TRACKING_EXECUTION_ENV = "TRAINPIPE_EXECUTION_ID"
+
 # --- Metrics: the log line rank 0 prints once per epoch, and the regexes that read it -------
 # Keys are chosen so that no key is a substring of another ("loss=" would also match inside
 # "val_loss="). No "^" anchors: MPI prefixes every line with its rank tag.

@@ -39,6 +39,7 @@ import shutil
 import subprocess
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from pipeline.cli.options import (
@@ -138,8 +139,7 @@ def register(subparsers) -> None:
     run.add_argument("--definition", type=Path, metavar="FILE",
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")
-    add_settings_arguments(run)
-    add_tracking_argument(run)
+    add_settings_arguments(run)  # --tracking-uri among them (a build setting for the cloud)
     run.set_defaults(func=run_pipeline)
 
     train = subparsers.add_parser(
@@ -319,7 +319,9 @@ def run_local(args, settings, overrides, values, local_data) -> int:
     from pipeline.definition.cache import cached_definition
 
     storage = make_storage(args, settings.region)
-    definition, _ = cached_definition(settings, overrides, Path(args.workdir) / "definitions")
+    # The runner logs a local run to MLflow itself: the jobs get no tracking setting.
+    definition, _ = cached_definition(replace(settings, tracking_uri=None), overrides,
+                                      Path(args.workdir) / "definitions")
 
     def prepare():
         copy_local_data(storage, local_data, _say)
@@ -352,7 +354,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     say = _say
     workdir = Path(args.workdir)
     # MLflow (pipeline/tracking): the embedded store in the workdir unless told otherwise.
-    tracking = tracking_target.resolve(args.tracking_uri, workdir)
+    tracking = tracking_target.resolve(settings.tracking_uri, workdir)
     tracker = Tracker(tracking, workdir, storage, say) if tracking else None
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,

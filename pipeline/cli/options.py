@@ -43,6 +43,7 @@ _SETTING_FLAGS = {
     "--mixed-precision": "mixed_precision",
     "--distribution": "distribution",
 }
+    "--tracking-uri": "tracking_uri",
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:

@@ -50,7 +50,7 @@ def bundle_uploads(
 ) -> tuple[list[Upload], list[str]]:
     """(objects to upload, names of bundles already complete in the bucket)."""
     uploads, unchanged = [], []
-    for name, bundle in (bundles or all_bundles(settings.model_file)).items():
+    for name, bundle in (bundles or all_bundles(settings.model_file, settings.tracking_uri)).items():
         key_prefix = bundle.key_prefix(settings.prefix)
         existing = _existing(s3, settings.bucket, key_prefix + "/")
         objects = bundle.objects()

@@ -81,12 +81,17 @@ def user_model_path(model_file: str) -> str:
     return f"{USER_MODEL_DIR}/{Path(model_file).name}"
 
 
-def training_bundle(model_file: str | None = None) -> Bundle:
-    """``model_file``: the user's model (a build setting), shipped as ``user_model_path``."""
+def training_bundle(model_file: str | None = None, tracking_uri: str | None = None) -> Bundle:
+    """``model_file``: the user's model (a build setting), shipped as ``user_model_path``;
+    ``tracking_uri``: the MLflow packages the job needs to log there, as requirements.txt."""
+    from pipeline.tracking import jobs as tracking
+
     files = _package_files("training_entry")
     files[TRAINING_ENTRY] = files[f"training_entry/{TRAINING_ENTRY}"]
     if model_file:
         files[user_model_path(model_file)] = Path(model_file).read_bytes()
+    if tracking_uri:
+        files[tracking.REQUIREMENTS_FILE] = tracking.requirements(tracking_uri)
     return Bundle("training", files, module=None)
 
 
@@ -100,5 +105,6 @@ def evaluation_bundle() -> Bundle:
     return Bundle("evaluation", files, module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
 
 
-def all_bundles(model_file: str | None = None) -> dict[str, Bundle]:
-    return {b.name: b for b in (processing_bundle(), training_bundle(model_file), evaluation_bundle())}
+def all_bundles(model_file: str | None = None, tracking_uri: str | None = None) -> dict[str, Bundle]:
+    return {b.name: b for b in (processing_bundle(), training_bundle(model_file, tracking_uri),
+                                evaluation_bundle())}

@@ -71,7 +71,7 @@ class BuildContext:
                 for spec in P.SPECS
             },
             session=session or OfflinePipelineSession(settings.region, settings.bucket),
-            bundles=all_bundles(settings.model_file),
+            bundles=all_bundles(settings.model_file, settings.tracking_uri),
             cache=(
                 CacheConfig(enable_caching=True, expire_after=settings.step_cache_expiry)
                 if settings.step_cache_expiry

@@ -1,0 +1,48 @@
+"""What the SageMaker jobs get when the definition is built with ``--tracking-uri``: they log
+to MLflow from inside their containers (``training_entry/tracking.py``), so the URI must be one
+a job can reach, and the job must be allowed to reach it. No MLflow import here.
+
+- ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME`` (the pipeline's name, as local runs use)
+  and ``TRAINPIPE_EXECUTION_ID`` (the execution, which groups the jobs' runs under one parent
+  run) in the training job's environment;
+- ``requirements.txt`` in the training code: ``mlflow-skinny``, and ``sagemaker-mlflow`` where
+  the URI is a SageMaker tracking server ARN (the plugin that resolves it and signs requests).
+"""
+
+from __future__ import annotations
+
+from pipeline.errors import UserError
+from pipeline.tracking.target import is_tracking_arn
+from training_entry.contract import TRACKING_EXECUTION_ENV
+
+REQUIREMENTS_FILE = "requirements.txt"
+# The SageMaker TensorFlow training toolkit pip-installs the code's requirements.txt first.
+REQUIREMENTS = ["mlflow-skinny"]
+ARN_REQUIREMENTS = ["sagemaker-mlflow"]
+
+
+def check(uri: str, network_isolation: bool) -> None:
+    """One line, before anything is built, for a URI the jobs could not log to."""
+    if not (uri.startswith(("http://", "https://")) or is_tracking_arn(uri)):
+        raise UserError(
+            f"--tracking-uri {uri}: SageMaker's jobs log from inside their containers and cannot "
+            f"reach a store on this machine; give an http(s):// tracking server or a SageMaker "
+            f"MLflow tracking server ARN (arn:aws:sagemaker:<region>:<account>:mlflow-tracking-server/<name>)")
+    if network_isolation:
+        raise UserError(
+            f"--tracking-uri {uri}: the jobs run with network isolation and could not reach it; "
+            f"add --no-network-isolation (the jobs then need a route to the server: the internet "
+            f"or a VPC endpoint)")
+
+
+def environment(uri: str, pipeline_name: str, execution_id) -> dict:
+    """The training job's environment (``execution_id``: the SDK's execution variable)."""
+    return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": pipeline_name,
+            TRACKING_EXECUTION_ENV: execution_id}
+
+
+def requirements(uri: str | None) -> bytes | None:
+    """The training code's requirements.txt, or None without tracking."""
+    if not uri:
+        return None
+    return ("\n".join(REQUIREMENTS + (ARN_REQUIREMENTS if is_tracking_arn(uri) else [])) + "\n").encode()

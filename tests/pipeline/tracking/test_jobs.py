@@ -1,0 +1,57 @@
+"""`trainpipe definition|upsert --tracking-uri`: what the SageMaker training job gets to log to
+MLflow itself, and the URIs it could not log to, refused in one line before anything is built."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.definition.build import build_definition
+from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, all_bundles
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+from pipeline.tracking import jobs
+
+REPO = Path(__file__).resolve().parents[3]
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+
+
+def training_step(definition: dict) -> dict:
+    return next(s for s in definition["Steps"] if s["Type"] == "Training")
+
+
+@pytest.mark.parametrize("uri, plugin", [(ARN, True), ("https://mlflow.example.com", False)])
+def test_the_training_job_gets_the_uri_the_experiment_the_execution_and_its_requirements(uri, plugin):
+    settings = Settings(tracking_uri=uri, network_isolation=False)
+    step = training_step(build_definition(settings, {}))
+    assert step["Arguments"]["Environment"] == {
+        "MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": settings.pipeline_name,
+        "TRAINPIPE_EXECUTION_ID": {"Get": "Execution.PipelineExecutionId"}}
+    # The code the definition points to is the code upsert uploads, requirements.txt in it.
+    bundle = all_bundles(settings.model_file, settings.tracking_uri)["training"]
+    assert bundle.key_prefix(settings.prefix) in step["Arguments"]["HyperParameters"]["sagemaker_submit_directory"]
+    with tarfile.open(fileobj=io.BytesIO(bundle.objects()[SOURCEDIR_ARCHIVE])) as tar:
+        wanted = tar.extractfile(jobs.REQUIREMENTS_FILE).read().decode().split()
+    assert wanted == ["mlflow-skinny", "sagemaker-mlflow"] if plugin else wanted == ["mlflow-skinny"]
+
+
+def test_without_tracking_the_definition_and_code_are_unchanged():
+    step = training_step(build_definition(Settings(), {}))
+    assert "Environment" not in step["Arguments"] or not step["Arguments"]["Environment"]
+    assert jobs.REQUIREMENTS_FILE not in all_bundles()["training"].files
+
+
+def test_a_store_on_this_machine_or_network_isolation_is_refused_in_one_line():
+    with pytest.raises(UserError, match="cannot reach a store on this machine"):
+        jobs.check("sqlite:////tmp/mlflow.db", network_isolation=False)
+    done = subprocess.run([sys.executable, "-m", "pipeline", "definition", "--tracking-uri", ARN],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"trainpipe definition: error: --tracking-uri {ARN}: the jobs run with "
+                           "network isolation") and "--no-network-isolation" in line
