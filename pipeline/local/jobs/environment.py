@@ -588,7 +588,10 @@ def seeded(interpreter: Interpreter, code: CodeFacts) -> Path:
                                       stderr=subprocess.STDOUT, timeout=3600,
                                       env={**_pip_base_env(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             if done.returncode != 0:
-                last = (log.read_text(errors="replace").strip().splitlines() or ["?"])[-1]
+                lines = log.read_text(errors="replace").strip().splitlines() or ["?"]
+                # pip's own reason, before its hint lines: "No matching distribution found for X".
+                errors = [x for x in lines if x.startswith("ERROR: ")]
+                last = next((x for x in errors if _NO_MATCH.search(x)), errors[0] if errors else lines[-1])
                 shutil.rmtree(root, ignore_errors=True)
                 raise InstallFailed(
                     f"cannot install the image's {' '.join(wanted)} for its Python {interpreter.version} "

@@ -242,3 +242,24 @@ def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it
         wanted, constraints = job_env._pins(job_env.facts(image, None, [tmp_path]).record,
                                             job_env.facts(image, None, [tmp_path]))
         assert wanted == ["numpy", "pandas"] and {"pandas==1.1.3", "numpy==1.24.1"} <= set(constraints)
+
+
+@pytest.mark.skipif(job_env.find_python("3.10") is None, reason="no Python 3.10 on this machine")
+def test_an_image_package_that_cannot_be_installed_for_its_python_is_one_line(tmp_path, monkeypatch):
+    from pipeline.images import catalog
+
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # no registry: what a machine without one sees
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    record = catalog.parse({"name": "example-image", "uri_patterns": ["/example:"], "python": "3.10",
+                            "packages": {"tp-absent": "1.0"}, "modules": ["tp_absent"],
+                            "sources": [{"url": "https://github.com/aws/x"}], "retrieved": "2026-11-27"})
+    code = job_env.CodeFacts(record, frozenset({"tp_absent"}), frozenset(), False, installs=True)
+    python = job_env.find_python("3.10")
+    interpreter = job_env.Interpreter(python, True, "3.10", seed=tmp_path / "seed")
+    with pytest.raises(job_env.InstallFailed) as failed:
+        job_env.seeded(interpreter, code)
+    readme_record.record(failed.value)
+    assert str(failed.value).startswith("cannot install the image's tp-absent for its Python 3.10 (example-image): ")
+    assert str(failed.value).endswith(f"make the package registry reachable, or run the job under this machine's "
+                                      f"Python: TRAINPIPE_IMAGE_PYTHON='/example:={sys.executable}'")
+    assert not (tmp_path / "seed").exists()  # nothing half-made is left to be taken for ready
