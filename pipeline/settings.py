@@ -3,7 +3,9 @@ definition is built (``trainpipe definition``/``upsert`` flags or TRAINPIPE_* va
 
 - Account wiring: region, execution role, artifact bucket and prefix, model package group.
 - Image URIs: chosen from the build-time ``TrainingInstanceType`` and ``ProcessingInstanceType``
-  (GPU or CPU image), because the SDK must pick an image before any execution exists.
+  (GPU or CPU image), because the SDK must pick an image before any execution exists. Training
+  runs on trainpipe's own image (AWS's plus Horovod), in ``training_image_repository``
+  (``pipeline/definition/training_image.py``).
 - The MPI launch (``custom_mpi_options``: Horovod fusion threshold and cycle time), the
   mixed-precision and fp16-allreduce switches, the optional ``init`` channel, KMS key,
   network isolation, spot training: each changes the shape of the request, not a value in it.
@@ -26,6 +28,8 @@ from training_entry.contract import (
 PLACEHOLDER_ACCOUNT = "111122223333"
 PLACEHOLDER_ROLE = f"arn:aws:iam::{PLACEHOLDER_ACCOUNT}:role/trainpipe-sagemaker-execution"
 PLACEHOLDER_BUCKET = "trainpipe-artifacts-placeholder"
+# In the placeholder account's ECR; the stack names it <PipelineName>-training.
+PLACEHOLDER_TRAINING_REPOSITORY = "trainpipe-training"
 
 # --tune's choices: SageMaker's strategies that take our continuous and integer ranges (Grid
 # takes categorical ones only), and its early stopping types.
@@ -46,6 +50,9 @@ class Settings:
     bucket: str = PLACEHOLDER_BUCKET
     prefix: str = "trainpipe"
     model_package_group: str = "trainpipe-models"
+    # The ECR repository of trainpipe's training image (the infra stack's
+    # TrainingImageRepositoryUri); None names the offline placeholder account's.
+    training_image_repository: str | None = None
     # Horovod: tensor fusion buffer (bytes) and cycle time (ms), passed as -x to every rank.
     # None keeps Horovod's own defaults (64 MiB, 1 ms on 0.28).
     fusion_threshold_bytes: int | None = None

@@ -227,7 +227,7 @@ def run_upsert(args: argparse.Namespace) -> int:
         print(note)
     for field, label in (("role_arn", "execution role"), ("bucket", "artifact bucket"),
                          ("prefix", "key prefix"), ("model_package_group", "model package group"),
-                         ("kms_key_id", "KMS key")):
+                         ("kms_key_id", "KMS key"), ("training_image_repository", "training image repo")):
         value = getattr(settings, field)
         source = target.sources.get(field, "default")
         print(f"  {label:<20} {value if value else '(none: the bucket default and AWS-managed keys)'}"

@@ -37,6 +37,7 @@ _SETTING_FLAGS = {
     "--bucket": "bucket",
     "--prefix": "prefix",
     "--model-package-group": "model_package_group",
+    "--training-image-repository": "training_image_repository",
     "--init-model-uri": "init_model_uri",
     "--model-file": "model_file",
     "--kms-key-id": "kms_key_id",

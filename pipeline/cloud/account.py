@@ -31,9 +31,10 @@ DESCRIPTIONS = {
     "role_arn": "SageMaker execution role",
     "bucket": "artifact bucket",
     "model_package_group": "model package group",
+    "training_image_repository": "ECR repository of trainpipe's training image",
 }
 # Needed to build and deploy a definition (upsert); start/status/executions need only a region.
-DEPLOY_SETTINGS = ("role_arn", "bucket", "model_package_group")
+DEPLOY_SETTINGS = ("role_arn", "bucket", "model_package_group", "training_image_repository")
 REGION_ENV = ("TRAINPIPE_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
 
 
@@ -157,6 +158,14 @@ def _refuse_placeholders(
             f"{sources.get('role_arn', '--role-arn')} {settings.role_arn} is the offline "
             "placeholder of `trainpipe definition`; pass the execution role of your account "
             "(infra stack output ExecutionRoleArn)"
+        )
+    if "training_image_repository" in fields and f"{PLACEHOLDER_ACCOUNT}.dkr.ecr." in str(
+            settings.training_image_repository or ""):
+        raise UserError(
+            f"{sources.get('training_image_repository', '--training-image-repository')} "
+            f"{settings.training_image_repository} is in the offline placeholder account; pass "
+            "your ECR repository of trainpipe's training image (infra stack output "
+            "TrainingImageRepositoryUri)"
         )
     if "bucket" in fields and settings.bucket == PLACEHOLDER_BUCKET:
         raise UserError(

@@ -21,6 +21,7 @@ OUTPUT_FOR_SETTING = {
     "model_package_group": "ModelPackageGroupName",
     "kms_key_id": "KmsKeyArn",
     "pipeline_name": "PipelineName",
+    "training_image_repository": "TrainingImageRepositoryUri",
 }
 # Outputs for people and the workflow, not for a setting.
 OUTPUT_CI_ROLE = "CiRoleArn"

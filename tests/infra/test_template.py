@@ -164,3 +164,42 @@ def test_every_checkov_skip_says_why(template):
     assert skips, "expected the documented skip on the bucket"
     for skip in skips:
         assert skip["id"].startswith("CKV_") and len(skip.get("comment", "")) >= 60, skip
+
+
+def test_training_image_repository_scans_on_push_keeps_tags_immutable_and_expires_old_images(template):
+    import json
+
+    (name,) = resources(template, "AWS::ECR::Repository")
+    repository = template["Resources"][name]
+    properties = repository["Properties"]
+    assert properties["ImageTagMutability"] == "IMMUTABLE"
+    assert properties["ImageScanningConfiguration"] == {"ScanOnPush": True}
+    assert properties["EncryptionConfiguration"] == {
+        "EncryptionType": "KMS", "KmsKey": {"Fn::GetAtt": ["ArtifactKey", "Arn"]}}
+    assert repository["DeletionPolicy"] == "Retain"
+    rules = json.loads(properties["LifecyclePolicy"]["LifecyclePolicyText"])["rules"]
+    assert [r["selection"]["tagStatus"] for r in rules] == ["untagged", "any"]
+    assert all(r["action"] == {"type": "expire"} for r in rules)
+    assert template["Outputs"]["TrainingImageRepositoryUri"]["Value"] == {
+        "Fn::GetAtt": [name, "RepositoryUri"]}
+
+
+def test_jobs_pull_the_training_image_and_only_ci_pushes_it(template):
+    arn = {"Fn::GetAtt": ["TrainingImageRepository", "Arn"]}
+    pull = statement(template, "ExecutionRole", "PullTheTrainingImage")
+    assert pull["Resource"] == arn
+    assert set(pull["Action"]) == {"ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer",
+                                   "ecr:BatchCheckLayerAvailability"}
+    push = statement(template, "CiRole", "PushTheTrainingImage")
+    assert push["Resource"] == arn
+    assert "ecr:PutImage" in push["Action"]
+    # Add images, never delete them or loosen the repository.
+    writes = {"ecr:PutImage", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart", "ecr:CompleteLayerUpload"}
+    for where, s in identity_policies(template):
+        actions = set(as_list(s["Action"]))
+        assert not any(a.startswith(("ecr:Delete", "ecr:BatchDelete", "ecr:Set", "ecr:Put")) and a != "ecr:PutImage"
+                       for a in actions), where
+        if actions & writes:
+            assert where.startswith("CiRole/") and s["Resource"] == arn, where
+    base = statement(template, "CiRole", "PullTheBaseTrainingImage")
+    assert base["Resource"]["Fn::Sub"].endswith(":${DeepLearningImagesAccount}:repository/tensorflow-training")

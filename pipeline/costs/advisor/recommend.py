@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.costs import carbon
+from pipeline.costs import carbon, startup
 from pipeline.costs.accounting import Options
 from pipeline.costs.advisor.fit import layouts
 from pipeline.costs.advisor.knee import knee
@@ -50,16 +50,26 @@ class Workload:
     overhead_seconds: float = 0.0  # per job, start-up and model save (billed too)
 
 
+def job_startup_seconds(platform: Platform) -> float:
+    """A SageMaker training job's billed start-up on each host (pulling the training image:
+    ``pipeline/costs/startup.py``); none locally, where nothing is pulled."""
+    return 0.0 if platform.name == "local" else startup.seconds_for(platform.gpus_per_host)
+
+
 def predict(model: StepModel, platform: Platform, workload: Workload, max_workers: int,
             per_host: int, book: PriceBook, region: str, options: Options,
             knee_fraction: float) -> tuple[list[Row], list[str]]:
     notes: list[str] = []
     rows = []
+    start_up = job_startup_seconds(platform)
+    if start_up:
+        notes.append(f"{platform.name}: each run includes {start_up:.0f} s of start-up on every host "
+                     "(pulling the training image; figures and sources: pipeline/costs/startup.py)")
     for layout in layouts(max_workers, per_host):
         step = model.step(workload.batch, layout, platform)
         throughput = layout.workers * workload.batch / step
         epoch = workload.samples_per_epoch / throughput
-        seconds = epoch * workload.epochs + workload.overhead_seconds
+        seconds = epoch * workload.epochs + workload.overhead_seconds + start_up
         cost = co2e = None
         if platform.name == "local":
             busy = min(layout.workers * max(model.parallelism, 1.0), platform.cores_per_host)

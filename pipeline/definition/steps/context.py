@@ -2,7 +2,8 @@
 
 Images are a build-time choice: SageMaker needs the image before any execution exists
 (README), so the training image follows the build-time ``TrainingInstanceType`` and the
-processing image the build-time ``ProcessingInstanceType`` (GPU or CPU image).
+processing image the build-time ``ProcessingInstanceType`` (GPU or CPU image). The training
+step runs on trainpipe's own image (``training_image.py``); the others on AWS's.
 """
 
 from __future__ import annotations
@@ -22,21 +23,36 @@ from pipeline.data.default import DIGITS_RECORDS
 from pipeline.definition import parameters as P
 from pipeline.definition.bundles import Bundle, all_bundles
 from pipeline.definition.session import OfflinePipelineSession
-from pipeline.settings import FRAMEWORK_VERSION, INFERENCE_FRAMEWORK_VERSION, PY_VERSION, Settings
+from pipeline.definition.training_image import TrainingImage, base_image
+from pipeline.settings import (
+    FRAMEWORK_VERSION,
+    INFERENCE_FRAMEWORK_VERSION,
+    PLACEHOLDER_ACCOUNT,
+    PLACEHOLDER_TRAINING_REPOSITORY,
+    PY_VERSION,
+    Settings,
+)
 from processing import contract as processing
 
 _SDK_PARAMETER = {str: ParameterString, int: ParameterInteger, float: ParameterFloat}
 
 
 def image(settings: Settings, instance_type: str, scope: str = "training") -> str:
-    return image_uris.retrieve(
-        framework="tensorflow",
-        region=settings.region,
-        version=FRAMEWORK_VERSION if scope == "training" else INFERENCE_FRAMEWORK_VERSION,
-        py_version=PY_VERSION if scope == "training" else None,
-        instance_type=instance_type,
-        image_scope=scope,
-    )
+    """AWS's TensorFlow image for ``instance_type``: the training image for processing and
+    evaluation jobs, the inference image for batch transform."""
+    if scope == "training":
+        return base_image(settings.region, instance_type, FRAMEWORK_VERSION, PY_VERSION)
+    return image_uris.retrieve(framework="tensorflow", region=settings.region,
+                               version=INFERENCE_FRAMEWORK_VERSION, instance_type=instance_type,
+                               image_scope=scope)
+
+
+def training_image(settings: Settings, instance_type: str) -> TrainingImage:
+    """The training step's image: trainpipe's own (AWS's plus Horovod, which train.py imports
+    and AWS's TF 2.14 images lack), in the stack's repository."""
+    repository = settings.training_image_repository or (
+        f"{PLACEHOLDER_ACCOUNT}.dkr.ecr.{settings.region}.amazonaws.com/{PLACEHOLDER_TRAINING_REPOSITORY}")
+    return TrainingImage(image(settings, instance_type), repository)
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,9 @@ class BuildContext:
 
     def image(self, instance_type: str, scope: str = "training") -> str:
         return image(self.settings, instance_type, scope)
+
+    def training_image(self, instance_type: str) -> str:
+        return training_image(self.settings, instance_type).uri
 
     def network(self) -> NetworkConfig:
         return NetworkConfig(

@@ -97,7 +97,8 @@ def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
         source_dir=(
             f"s3://{settings.bucket}/{training_bundle.key_prefix(settings.prefix)}/{SOURCEDIR_ARCHIVE}"
         ),
-        image_uri=ctx.image(ctx.values[P.TRAINING_INSTANCE_TYPE]),
+        # Horovod: trainpipe's image (AWS's TF 2.14 training images have no Horovod).
+        image_uri=ctx.training_image(ctx.values[P.TRAINING_INSTANCE_TYPE]),
         framework_version=FRAMEWORK_VERSION,
         py_version=PY_VERSION,
         role=settings.role_arn,

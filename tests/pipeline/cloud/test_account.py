@@ -78,8 +78,10 @@ def test_only_the_missing_ones_are_named(aws):
 
 
 def test_all_given_needs_no_stack(aws):
-    settings = Settings(role_arn=ROLE, bucket="b", model_package_group="g")
-    target = resolve(settings, {"role_arn": ROLE, "bucket": "b", "model_package_group": "g"})
+    repository = "123456789012.dkr.ecr.us-east-1.amazonaws.com/trainpipe-training"
+    settings = Settings(role_arn=ROLE, bucket="b", model_package_group="g", training_image_repository=repository)
+    target = resolve(settings, {"role_arn": ROLE, "bucket": "b", "model_package_group": "g",
+                                "training_image_repository": repository})
     assert (target.settings.role_arn, target.settings.bucket) == (ROLE, "b")
     assert target.settings.kms_key_id is None  # optional, and no stack to take it from
 
@@ -90,6 +92,8 @@ def test_all_given_needs_no_stack(aws):
         ({"role_arn": PLACEHOLDER_ROLE}, "is the offline placeholder"),
         ({"role_arn": "arn:aws:iam::111122223333:role/anything"}, "is the offline placeholder"),
         ({"bucket": PLACEHOLDER_BUCKET}, "is the offline placeholder"),
+        ({"training_image_repository": "111122223333.dkr.ecr.us-east-1.amazonaws.com/trainpipe-training"},
+         "is in the offline placeholder account"),
     ],
 )
 def test_placeholders_are_refused(stack, flags, message):

@@ -44,6 +44,7 @@ def settings_of(stack: dict) -> Settings:
         model_package_group=stack["ModelPackageGroupName"],
         kms_key_id=stack["KmsKeyArn"],
         pipeline_name=stack["PipelineName"],
+        training_image_repository=stack["TrainingImageRepositoryUri"],
     )
 
 

@@ -236,7 +236,9 @@ def test_images_follow_the_build_time_instance_types(default_definition):
         )
 
     preprocess, evaluate, train = images(default_definition)
-    assert "-cpu-" in preprocess and preprocess == evaluate == train
+    assert "-cpu-" in preprocess and preprocess == evaluate
+    # Training runs on trainpipe's image (AWS's plus Horovod), built FROM the same CPU image.
+    assert ":" + preprocess.rsplit(":", 1)[1] + "-horovod" in train
     gpu_processing = build_definition(parameter_overrides={P.PROCESSING_INSTANCE_TYPE: "ml.g4dn.xlarge"})
     preprocess, evaluate, train = images(gpu_processing)
     assert "-gpu-" in preprocess and preprocess == evaluate
