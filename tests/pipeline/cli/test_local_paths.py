@@ -13,6 +13,7 @@ from pipeline.cli import local as cmd
 from pipeline.cli.main import main
 from pipeline.definition import parameters as P
 from pipeline.local.store.storage import LocalStorage
+from tests import readme_record
 
 SETTINGS = SimpleNamespace(bucket="my-bucket", prefix="trainpipe")
 
@@ -155,6 +156,7 @@ def test_a_stray_gif_in_a_local_image_tree_is_refused_before_anything_is_copied(
     work = tmp_path / "w"
     result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(work),
                              "-p", f"InputDataUri={folder}"], capture_output=True, text=True, timeout=300)
+    readme_record.record(result.stderr.strip())  # docs/troubleshooting.md quotes it
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1] == (
         f"trainpipe run: error: -p InputDataUri={folder}: bees/party.gif is not a .jpg/.jpeg/.png image but "
@@ -174,6 +176,7 @@ def test_a_csv_without_the_label_column_is_refused_before_any_job_naming_the_use
     work = tmp_path / "w"
     result = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(work),
                              "-p", f"InputDataUri={table.parent}/"], capture_output=True, text=True, timeout=300)
+    readme_record.record(result.stderr.strip())  # docs/troubleshooting.md quotes it
     assert result.returncode == 2
     message = (f"trainpipe run: error: -p InputDataUri={table.parent}/: {table} has no 'label' column (header: "
                f"species,island,bill_length_mm); set -p LabelColumn=<one of those names> to say which column "

@@ -14,6 +14,7 @@ import requests
 
 from pipeline.cli.serve import resolve_model
 from pipeline.local.store.registry import Registry
+from tests import readme_record
 from tests.pipeline.cli.test_serve import _archive
 from tests.serving.conftest import (
     IMAGE_CLASSES,
@@ -53,6 +54,7 @@ def _trainpipe(*argv: str, **kwargs) -> subprocess.CompletedProcess:
 def test_serve_with_both_kinds_registered_names_the_model_to_pass_in_one_line(tmp_path):
     work = _workdir(tmp_path)
     served = _trainpipe("serve", "--workdir", str(work))
+    readme_record.record(served.stderr.strip())  # docs/troubleshooting.md quotes it
     assert served.returncode == 2
     assert served.stderr.strip().splitlines() == [
         f"trainpipe serve: error: the registry holds table (CSV rows) and image models; say which one to "
