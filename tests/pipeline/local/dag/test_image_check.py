@@ -115,3 +115,33 @@ def test_the_same_pipeline_with_a_requirements_txt_runs(tmp_path):
     if find_python("3.9"):
         (log,) = (tmp_path / "work").glob("runs/*/jobs/*/job.log")
         assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages" in log.read_text()
+
+
+def test_our_own_default_pipeline_passes_its_own_image_check(tmp_path):
+    """trainpipe's definition, as `run --local` stores its code: every job's code is judged
+    against the record of the image the definition names, and none is refused."""
+    from pipeline.cli.local import place_code_and_data
+    from pipeline.definition.build import build_definition
+    from pipeline.local.dag import image_check, interpreter
+    from pipeline.local.store.storage import LocalStorage
+    from pipeline.settings import Settings
+
+    settings = Settings()
+    definition = build_definition(settings)
+    nodes = interpreter.plan(definition, allow_unsupported=True)
+    parameters = interpreter.resolve_parameters(definition, {})
+    storage = LocalStorage(tmp_path / "store")
+    place_code_and_data(storage, settings, dict(parameters), lambda line: None)
+    ctx = interpreter.Context(parameters=parameters, execution={"PipelineExecutionId": "x"})
+    said: list[str] = []
+    verdicts = image_check.check(nodes, ctx, storage, said.append)
+    judged = {node.name for node in nodes if node.type in ("Processing", "Training")}
+    assert len(verdicts) == len(judged) >= 3
+    assert not said, said  # every image it names has a record
+    assert all(v.record is not None and v.refusal is None for v in verdicts)
+    # The training step runs Horovod: its image must be one that has it.
+    train = next(n for n in nodes if n.type == "Training")
+    image = train.body["Arguments"]["AlgorithmSpecification"]["TrainingImage"]
+    from pipeline.images import catalog
+
+    assert "horovod" in catalog.find(image).modules, image
