@@ -457,3 +457,61 @@ def test_the_step_types_local_mode_lists_are_the_ones_the_runner_runs():
     listed = re.search(r"Step types that run locally: ((?:`\w+`(?:, )?)+)", text)
     assert listed, "docs/local-mode.md lists no 'Step types that run locally: `...`'"
     assert re.findall(r"`(\w+)`", listed.group(1)) == list(SUPPORTED_STEP_TYPES)
+
+
+# --- the tour, as a newcomer runs it ------------------------------------------------------------
+
+AWS_COMMANDS = ("upsert", "start")  # "an AWS account from here on": each refuses in one line here
+
+
+def tour_lines() -> list[str]:
+    """The README's tour: each line of its first bash block, comment dropped."""
+    block = README.split("## A ten-line tour", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in block.splitlines() if line.strip()]
+
+
+def use_the_model_line(command: str) -> str:
+    """The README's ``trainpipe <command> ...`` line in "Use the model", comment dropped."""
+    block = README.split("## Use the model", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    (line,) = [ln for ln in block.splitlines() if f"trainpipe {command} " in ln]
+    return re.sub(r"\s+#.*$", "", line).strip()
+
+
+@pytest.mark.slow
+def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
+    """Issue 36: every line of the tour, as written, in a fresh workdir and folder; then the
+    next section's ``predict new-rows.csv digit.png`` with both kinds registered. ``make``
+    keeps its install stamp as it is (``make test`` installed; the tour is not the install)."""
+    work = tmp_path / "work"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TRAINPIPE_"))},
+           "TRAINPIPE_WORKDIR": str(work), "AWS_CONFIG_FILE": os.devnull,
+           "AWS_SHARED_CREDENTIALS_FILE": os.devnull, "AWS_EC2_METADATA_DISABLED": "true"}
+
+    def run(line: str) -> subprocess.CompletedProcess:
+        line = line.replace(".venv/bin/", f"{REPO}/.venv/bin/")
+        if line.startswith("make "):
+            line = f"make -C {REPO} -o .venv/.trainpipe-installed " + line[len("make "):]
+        return subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=1200)
+
+    lines = tour_lines()
+    assert len(lines) == 10 and lines[0] == "make run", lines
+    for line in lines:
+        done = run(line)
+        if shlex.split(line)[1] in AWS_COMMANDS:
+            assert done.returncode == 2, f"{line}: exit {done.returncode}\n{done.stderr[-2000:]}"
+            assert len(done.stderr.strip().splitlines()) == 1 and "error:" in done.stderr, done.stderr
+        else:
+            assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+
+    # Both kinds are registered now: the next section's predict sends each file to its own.
+    store = work / "store" / "trainpipe-artifacts-placeholder" / "trainpipe" / "data"
+    table = next((store / "digits").glob("*.csv")).read_text().splitlines()
+    label = table[0].split(",").index("label")
+    rows = [",".join(c for i, c in enumerate(row.split(",")) if i != label) for row in table[:4]]
+    (tmp_path / "new-rows.csv").write_text("\n".join(rows) + "\n")  # the header and 3 rows, no label
+    (tmp_path / "digit.png").write_bytes(next((store / "digits-images").rglob("*.png")).read_bytes())
+    predicted = run(use_the_model_line("predict") + " --json")
+    assert predicted.returncode == 0, predicted.stderr[-2000:]
+    answers = [json.loads(a) for a in predicted.stdout.splitlines()]
+    assert [a["input"] for a in answers] == ["new-rows.csv:1", "new-rows.csv:2", "new-rows.csv:3", "digit.png"]
