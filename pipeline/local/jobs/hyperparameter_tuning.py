@@ -43,7 +43,7 @@ from pipeline.local.jobs import hyperparameter_ranges as hr
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
 from pipeline.local.jobs.logs import Sink, now_iso
 from pipeline.local.jobs.training import TrainingJob
-from pipeline.local.store.private import write_private
+from pipeline.local.store.private import private_dir, write_private
 
 POLL_SECONDS = 0.2
 # SageMaker: a tuning job's name is at most 32 characters; its training jobs are
@@ -302,8 +302,8 @@ class HyperparameterTuningJob:
         self.account = account
         self.environments = environments
         self.cpus = list(cpus) if cpus is not None else usable_cpus()
-        self.log_dir = Path(log_dir) if log_dir else self.job_root / name
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # Private, as a job's folder: its description holds the request.
+        self.log_dir = private_dir(Path(log_dir) if log_dir else self.job_root / name)
         self.sink = Sink(self.log_dir / "tuning-job.log", echo=echo, stream=stream)
         self.trials: list[Trial] = []
 
@@ -460,7 +460,9 @@ class HyperparameterTuningJob:
                        f"({len(self.trials)} ran); the first trial's failure: {first}")
             doc["FailureReason"] = failure
         write_private(self.log_dir / DESCRIPTION_FILE, json.dumps(doc, indent=2, default=str))
-        (self.log_dir / TRIALS_FILE).write_text(json.dumps([self._trial_record(t) for t in self.trials], indent=2))
+        # Private, as each trial's description.json: the requests hold Environment and hyperparameters.
+        write_private(self.log_dir / TRIALS_FILE,
+                      json.dumps([self._trial_record(t) for t in self.trials], indent=2, default=str))
         if best:
             self.say(f"best: {best['TrainingJobName']} {req.objective_metric}="
                      f"{value(best):g} with " + ", ".join(f"{k}={v}" for k, v in best["TunedHyperParameters"].items()))
