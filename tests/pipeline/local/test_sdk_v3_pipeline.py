@@ -202,3 +202,22 @@ def test_v3s_model_and_transform_steps_are_steps_the_runner_runs():
     assert [(n.name, n.type) for n in nodes] == [("CreateModel", "Model"), ("Batch", "Transform")]
     ctx = interpreter.Context(parameters={}, execution={}, property_files={}, read_json=None)
     assert not any(stubs.unsupported(n) for n in nodes) and stubs.check(nodes, ctx, None) == []
+
+
+def test_a_training_step_that_names_no_script_is_refused_before_any_step(tmp_path):
+    """Neither v2's sagemaker_program nor v3's sm_drivers (a built-in algorithm's image, say):
+    refused before the processing step runs, not after it."""
+    workdir = tmp_path / "work"
+    path = write_pipeline(workdir, tmp_path, v3.mpi(2))
+    definition = json.loads(path.read_text())
+    train = next(s for s in definition["Steps"] if s["Name"] == "Train")["Arguments"]
+    train["AlgorithmSpecification"] = {"TrainingInputMode": "File", "TrainingImage": "683313688378.dkr.ecr."
+                                       "us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"}
+    train["InputDataConfig"] = [c for c in train["InputDataConfig"] if c["ChannelName"] == "train"]
+    path.write_text(json.dumps(definition))
+    done = trainpipe("run", "--local", "--definition", str(path), "--workdir", str(workdir))
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "step Train: its launch cannot be determined: hyperparameter sagemaker_program is missing" in last
+    assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
+    readme_record.record(last)
