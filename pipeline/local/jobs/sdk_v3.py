@@ -339,8 +339,10 @@ def rank_warning(launch: Launch, hosts: int, num_gpus: int = 0) -> str | None:
     asked, started = per_host * hosts, launch.mpi_ranks(num_gpus)
     if hosts < 2 or started >= asked:
         return None
+    each = (f"process_count_per_node={per_host}" if launch.process_count_per_node
+            else f"{per_host} per instance, its GPUs")
     return (f"SageMaker would start {started} MPI rank(s), not the {asked} asked for ({hosts} instances x "
-            f"process_count_per_node={per_host}): v3's MPI driver passes process_count_per_node as "
+            f"{each}): v3's MPI driver passes process_count_per_node as "
             f"mpirun's -np, so every rank runs on algo-1 and the other instances idle; running the "
             f"{started} SageMaker would run. To start {asked}, add -np to the MPI settings: "
             f"MPI(process_count_per_node={per_host}, mpi_additional_options=['-np', '{asked}'])")

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from pipeline.definition.instances import gpus_per_instance
 from pipeline.images import catalog
 from pipeline.local.hosts import mpi
 from pipeline.local.jobs import contract
@@ -88,10 +89,13 @@ class TrainingJobV3(TrainingJob):
                   + (f" {self.v3.entry_script}" if self.v3.kind != COMMAND else f": {self.v3.command}")
                   + (f" (requirements {self.v3.requirements})" if self.v3.requirements else ""))
         if self.v3.kind == MPI:
-            per_host = self.v3.processes_per_host()
+            # SageMaker v3: no process_count_per_node means one rank per GPU of the instance
+            # type (SM_NUM_GPUS there); this machine's own GPUs do not count.
+            gpus = gpus_per_instance(self.instance_type) or 0
+            per_host = self.v3.processes_per_host(gpus)
             self.mpi_enabled = True
             self.processes_per_host = per_host
-            self.num_processes = self.v3.mpi_ranks()
+            self.num_processes = self.v3.mpi_ranks(gpus)
             if self.num_processes > per_host * len(self.hosts):
                 raise JobFailure(
                     f"{where}: mpi_additional_options ask for -np {self.num_processes}, more than the "
@@ -100,7 +104,7 @@ class TrainingJobV3(TrainingJob):
                     f"-np {per_host * len(self.hosts)}", CLIENT_ERROR)
             self.rank_count = self.num_processes
             self.rank_to_host = mpi.rank_hosts(self.hosts, per_host, self.rank_count)
-            warning = rank_warning(self.v3, len(self.hosts))
+            warning = rank_warning(self.v3, len(self.hosts), gpus)
             if warning:
                 self.warn(warning)
 
@@ -186,7 +190,8 @@ class TrainingJobV3(TrainingJob):
         if self.v3.kind == MPI:
             return mpi_command(self.python, self.v3, args)
         if self.v3.kind == TORCHRUN:
-            return torchrun_command(self.python, self.v3, self.hosts, host, args)
+            return torchrun_command(self.python, self.v3, self.hosts, host, args,
+                                    gpus_per_instance(self.instance_type) or 0)
         return basic_command(self.python, self.v3, args)
 
 

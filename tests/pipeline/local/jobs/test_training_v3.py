@@ -136,6 +136,10 @@ def test_v3s_mpirun_puts_every_rank_on_algo_1_and_the_warnings_fix_spreads_them(
     assert "SageMaker would start 2 MPI rank(s), not the 4 asked for" in warning
     assert "mpi_additional_options=['-np', '4']" in warning
     assert sdk_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(2, ["-np", "4"]), None, "s"), 2) is None
+    # No process_count_per_node: one rank per GPU of the instance type (ml.p3.8xlarge: 4).
+    per_gpu = sdk_v3.rank_warning(read_launch(v3.source_code("t.py"), v3.mpi(None), None, "s"), 2, num_gpus=4)
+    assert per_gpu.startswith("SageMaker would start 4 MPI rank(s), not the 8 asked for (2 instances x 4 per "
+                              "instance, its GPUs)")
 
 
 # --- Jobs ------------------------------------------------------------------------------------
