@@ -43,9 +43,9 @@ PROCESSING_INPUTS = "/opt/ml/processing/input/"
 CHANNELS = "/opt/ml/input/data/"
 CODE_INPUT_NAMES = ("code", "entrypoint")  # what the SDK v2 processors name their code inputs
 SOURCEDIR = "sourcedir.tar.gz"
-_TEXT_SUFFIXES = (".py", ".sh", ".txt")
 _MAX_FILES = 2000
 _MAX_BYTES = 4 << 20  # per file, and per archive
+_MAX_TOTAL = 32 << 20  # per input
 _PIP_R = re.compile(r"pip3?\s+install\s+(?:[^\n]*\s)?-r\s+(\S+)")
 _RUNPROC_PY = re.compile(r"^\s*python3?\s+(\S+\.py)\b", re.MULTILINE)
 
@@ -77,7 +77,7 @@ def _add_archive(files: dict[str, str], data: bytes, under: str = "") -> None:
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
             for member in tar.getmembers()[:_MAX_FILES]:
                 name = member.name.lstrip("./")
-                if member.isfile() and name.endswith(_TEXT_SUFFIXES) and member.size <= _MAX_BYTES:
+                if member.isfile() and _code_like(name) and member.size <= _MAX_BYTES:
                     extracted = tar.extractfile(member)
                     if extracted is not None:
                         files[str(PurePosixPath(under, name)) if under else name] = \
@@ -86,21 +86,32 @@ def _add_archive(files: dict[str, str], data: bytes, under: str = "") -> None:
         return  # not an archive we can read: the job finds out as it would
 
 
-def _read_prefix(storage: Storage, uri: str, files: dict[str, str]) -> None:
-    """Every code-like object under ``uri`` (a prefix, or one object) into ``files``."""
+def _code_like(key: str) -> bool:
+    name = key.rsplit("/", 1)[-1]
+    return name.endswith((".py", ".sh")) or (name.startswith("requirements") and name.endswith(".txt"))
+
+
+def _read_prefix(storage: Storage, uri: str, files: dict[str, str], archives: bool) -> None:
+    """The code-like objects under ``uri`` (a prefix, or one object) into ``files``; archives
+    (``sourcedir.tar.gz``) too where ``archives``. A command may name a data input: what is
+    read stays small (code files, at most ``_MAX_FILES`` objects and ``_MAX_TOTAL`` bytes)."""
     try:
         keys = storage.list(uri)[:_MAX_FILES]
     except StorageError:
         return
     base = uri if uri.endswith("/") else uri.rsplit("/", 1)[0] + "/"
+    total = 0
     for key in keys:
         relative = key[len(base):] if key.startswith(base) else key.rsplit("/", 1)[-1]
-        if key.endswith(".tar.gz"):
-            _add_archive(files, storage.read_bytes(key), str(PurePosixPath(relative).parent).strip("."))
-        elif key.endswith(_TEXT_SUFFIXES):
-            data = storage.read_bytes(key)
-            if len(data) <= _MAX_BYTES:
-                files[relative] = data.decode("utf-8", errors="replace")
+        wanted = key.endswith(SOURCEDIR) or (archives and key.endswith(".tar.gz"))
+        if not (wanted or _code_like(key)) or total > _MAX_TOTAL:
+            continue
+        data = storage.read_bytes(key)
+        total += len(data)
+        if wanted and len(data) <= _MAX_BYTES:
+            _add_archive(files, data, str(PurePosixPath(relative).parent).strip("."))
+        elif not wanted and len(data) <= _MAX_BYTES:
+            files[relative] = data.decode("utf-8", errors="replace")
 
 
 def _folder(local: str) -> str:
@@ -140,7 +151,7 @@ def processing_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode |
         code_dirs.append(local)
         # One namespace: each input is a folder under /opt/ml/processing/input/.
         files: dict[str, str] = {}
-        _read_prefix(storage, uri, files)
+        _read_prefix(storage, uri, files, archives=item.get("InputName") in CODE_INPUT_NAMES)
         for path, text in files.items():
             job.files[str(PurePosixPath(_folder(local), path))] = text
     if not code_dirs or not job.files:
