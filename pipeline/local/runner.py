@@ -175,7 +175,7 @@ class PipelineRunner:
         # Each job's imports against its image's record: one line, before any step runs.
         preflight.check_images(self.nodes, self.ctx, self.storage, self.say,
                                code_of=partial(preflight.job_code, v3_code=code_for_image_check))
-        preflight.check_launches(self.nodes, self.ctx, self.storage, check_launch)
+        preflight.check_launches(self.nodes, self.ctx, self.storage, partial(check_launch, say=self.say))
         tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------
@@ -507,4 +507,3 @@ class PipelineRunner:
             f", registered by {package.execution_id}: the same model (--no-cache trains a new one)"
             if same else "")
         record.status = SUCCEEDED
-

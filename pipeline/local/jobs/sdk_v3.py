@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
+from pipeline.definition.instances import gpus_per_instance
 from pipeline.errors import UserError
 from pipeline.local.jobs.training import missing_program
 from pipeline.local.store.storage import Storage, StorageError
@@ -368,11 +369,12 @@ def from_store(storage: Storage, uri: str, where: str) -> Launch:
                        script.decode(errors="replace") if script is not None else None, where)
 
 
-def check_launch(request: Mapping, storage: Storage, where: str) -> Launch | None:
+def check_launch(request: Mapping, storage: Storage, where: str, say=None) -> Launch | None:
     """Refuse a training request whose launch cannot be determined (a UserError naming the
     step and the fix); the v3 launch where the request is ModelTrainer's and its sm_drivers
     location is known, else None. ``request`` may hold None for what is not known yet (the
-    pre-run check passes the values an earlier step makes as None)."""
+    pre-run check passes the values an earlier step makes as None). ``say`` is told the rank
+    warning where the instance count is known: before any step, not only before the job."""
     if is_v3(request):
         uri = drivers_uri(request)
         if uri is None:
@@ -381,7 +383,15 @@ def check_launch(request: Mapping, storage: Storage, where: str) -> Launch | Non
             raise LaunchUndetermined(f"{where}: its ContainerArguments run {TRAIN_SCRIPT} (SDK v3's "
                                      f"ModelTrainer) but it has no {DRIVERS_CHANNEL} channel to read it "
                                      f"from; keep the channels ModelTrainer adds")
-        return from_store(storage, uri, where)
+        launch = from_store(storage, uri, where)
+        resources = request.get("ResourceConfig") or {}
+        count, kind = resources.get("InstanceCount"), resources.get("InstanceType")
+        if say is not None and launch.kind == MPI and isinstance(count, int):
+            gpus = (gpus_per_instance(kind) or 0) if isinstance(kind, str) else 0
+            warning = rank_warning(launch, count, gpus)
+            if warning:
+                say(f"warning: {where}: {warning}")
+        return launch
     hyperparameters = request.get("HyperParameters")
     if isinstance(hyperparameters, Mapping) and "sagemaker_program" not in hyperparameters:
         entry = (request.get("AlgorithmSpecification") or {}).get("ContainerEntrypoint")

@@ -117,6 +117,8 @@ def test_a_v3_pipeline_runs_unchanged_with_the_ranks_sagemaker_would_start(tmp_p
     assert "rank 0 of 2 on algo-1: 5 rows, epochs=2" in log and "rank 1 of 2 on algo-1: 5 rows, epochs=2" in log
     assert "on algo-2:" not in log
     assert warning < out.index("rank 0 of 2 on algo-1")
+    # Said before any step too, where the step's instance count is known.
+    assert out.index("warning: step Train: SageMaker would start 2 MPI rank(s)") < out.index("==> [1/6] Preprocess")
     listed = trainpipe("models", "--workdir", str(workdir), "--json")
     (package,) = json.loads(listed.stdout)
     assert (package["ModelPackageGroupName"], package["ModelApprovalStatus"]) == ("digits-v3", "Approved")
