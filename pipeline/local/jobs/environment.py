@@ -218,7 +218,8 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
     from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.wanted)
     if from_image:
         return Interpreter(mapped.python, False, runner,
-                           why=f"the image's {', '.join(from_image)} is this machine's; {judged}")
+                           why=f"the image's {' and '.join(from_image)} "
+                               f"{'is' if len(from_image) == 1 else 'are'} this machine's; {judged}")
     if not code.installs:
         return Interpreter(mapped.python, False, runner, why=f"the job installs nothing; {judged}")
     found = find_python(record.python)
