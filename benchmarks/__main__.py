@@ -57,7 +57,9 @@ BENCHMARKS = {
                "training input rate mixed / numeric"),
     "serve": ("benchmarks.serving.serve_load", [],
               "trainpipe serve: p50/p99 and requests/s (digits MLP JSON, small CNN PNG; 1 and 8 clients), "
-              "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth"),
+              "then 10,000 requests from 16 clients, 10% malformed: 5xx, wrong answers, memory growth; then "
+              "10,000 against the CNN mixing slow, oversized, malformed and stalled requests (issue 35): 5xx, "
+              "memory peak, p99, requests that waited behind a slow one"),
     "strategies": ("benchmarks.training.strategies", ["--repeats", "2"],
                    "Distribution strategies (issue 25): Horovod, MultiWorkerMirrored and parameter servers "
                    "on 2 hosts x 1 vs one process, digits MLP and small CNN: samples/s, accuracy per epoch, "

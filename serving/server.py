@@ -128,7 +128,9 @@ def build_app(holder: Holder, max_body: int = MAX_BODY_BYTES,
         Route("/endpoints/{endpoint}/invocations", invocations, methods=["POST"]),
         Route("/v1/models/{spec:path}", tf_serving, methods=["GET", "POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers=web.EXCEPTION_HANDLERS)
+    app = Starlette(routes=routes, exception_handlers=web.EXCEPTION_HANDLERS)
+    app.state.workers = pool  # serve() reports how many requests waited for one
+    return app
 
 
 def _predict(model: ServedModel, content_type: str, body: bytes) -> dict:
@@ -173,11 +175,14 @@ def serve(model_dir: str, host: str, port: int, name: str = DEFAULT_MODEL_NAME,
 
         holder.load(loaded)
 
-    server = web.run(build_app(holder), host, port, load, access_log)
+    app = build_app(holder)
+    server = web.run(app, host, port, load, access_log)
     if holder.failure:
         return 1
     if not server.started:
         return 1  # the port was taken: uvicorn said so
+    pool = app.state.workers
+    print(f"serve: {pool.waited} request(s) waited for one of the {pool.count} model workers", flush=True)
     web.say_stopped()
     return 0
 

@@ -1,4 +1,4 @@
-"""``trainpipe serve`` under load: latency and throughput, then a bounded load test.
+"""``trainpipe serve`` under load: latency and throughput, then two bounded load tests.
 
     .venv/bin/python -m benchmarks.serving.serve_load                      # what make bench runs
     .venv/bin/python -m benchmarks.serving.serve_load --requests 600 --clients 4 --latency-requests 40
@@ -11,8 +11,16 @@ width, an unknown signature, an unknown content type, bytes that are not numbers
 well-formed answer is checked against the model's own output, every malformed one must be
 a 4xx with a one-line JSON error, and the server's resident memory is sampled throughout
 (after one request of each shape, so that start-up allocations are not counted as growth).
+Hostile load (``--hostile-requests``, issue 35): the same number of requests against the
+image CNN, mixing small PNGs (checked against the model's own output), slow requests (16
+large images in one JSON body), oversized images (a 35 KB PNG declaring 6000 x 6000 pixels:
+413) and malformed bodies, while ``--stalled`` raw connections send half a body and stop (408
+after ``web.BODY_READ_SECONDS``, then again). Reported: 5xx (target 0), the server's resident
+memory peak, the small requests' p99, the requests the server says waited for a model worker,
+and the small requests that ran while a slow one did and took longer than the p99 of those
+that did not ("waited behind a slow one").
 The server is ``python -m serving.server`` on 127.0.0.1, a process of its own, as
-``trainpipe serve`` runs it.
+``trainpipe serve`` runs it; every request goes to 127.0.0.1 only.
 """
 
 from __future__ import annotations
@@ -74,7 +82,8 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _server(model_dir: str):
+def _server(model_dir: str, said: list | None = None):
+    """(url, process) of a started server; ``said`` gets its output lines once it stops."""
     port = _free_port()
     process = subprocess.Popen([h.PYTHON, "-m", "serving.server", "--model-dir", model_dir, "--port", str(port)],
                                cwd=h.REPO, env=h.quiet_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -91,6 +100,8 @@ def _server(model_dir: str):
     finally:
         process.terminate()
         out, _ = process.communicate(timeout=120)
+        if said is not None:
+            said.extend(out.splitlines())
         h.say("  server: " + " | ".join(line for line in out.splitlines() if line.startswith(("serving", "serve"))))
 
 
@@ -196,6 +207,152 @@ def load(mlp: str, rows: np.ndarray, total: int, clients: int, malformed_every: 
     h.result("serve_load_rss_growth_mib", growth, "<=50")  # a maximum: the writer reads "<=" as one
 
 
+def _grey_png(side: int) -> bytes:
+    """A valid grey PNG of ``side`` x ``side`` zero pixels, a few tens of KB however large."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    packer = zlib.compressobj(9)
+    rows = b"".join(packer.compress(b"\0" * (side + 1)) for _ in range(side)) + packer.flush()
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", rows) + chunk(b"IEND", b""))
+
+
+def _close(got, wanted) -> bool:
+    """JSON answers equal, numbers within float noise."""
+    if isinstance(wanted, dict):
+        return isinstance(got, dict) and got.keys() == wanted.keys() and all(_close(got[k], wanted[k]) for k in wanted)
+    if isinstance(wanted, list):
+        return isinstance(got, list) and len(got) == len(wanted) and all(map(_close, got, wanted))
+    if isinstance(wanted, float):
+        return isinstance(got, (int, float)) and abs(got - wanted) <= 1e-5
+    return got == wanted
+
+
+def _stall(url: str, stop: threading.Event, counts: dict, lock: threading.Lock) -> None:
+    """Half a body, then nothing, until the server answers; again until ``stop``."""
+    host, port = url.removeprefix("http://").split(":")
+    head = (f"POST /invocations HTTP/1.1\r\nHost: {host}\r\nContent-Type: image/png\r\n"
+            f"Content-Length: {4 << 20}\r\n\r\n").encode()
+    while not stop.is_set():
+        try:
+            with socket.create_connection((host, int(port)), timeout=120) as conn:
+                conn.sendall(head + b"\0" * (2 << 20))
+                reply = conn.recv(65536)
+            key = "stalled_408" if reply.startswith(b"HTTP/1.1 408") else "5xx" if reply[9:10] == b"5" else "wrong"
+        except OSError:
+            key = "no_answer"
+        with lock:
+            counts[key] += 1
+
+
+def hostile(cnn: str, total: int, clients: int, stalled: int) -> None:
+    import base64
+
+    import tensorflow as tf
+
+    from serving import codec
+    from serving.model import ServedModel
+    from training_entry import contract
+
+    rng = np.random.default_rng(0)
+    small = [tf.io.encode_png(rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)).numpy() for _ in range(8)]
+    model = ServedModel(cnn)
+    signature = model.signature(contract.SIGNATURE_BYTES)
+    expected = []
+    for png in small:
+        request = codec.Request(signature, {contract.SERVING_INPUT_IMAGE_BYTES: [png]}, row_format=True)
+        expected.append(json.loads(json.dumps(codec.encode(request, model.predict(signature, request.inputs)))))
+    big = base64.b64encode(_grey_png(1500)).decode()
+    slow_body = json.dumps({"instances": [{"b64": big}] * 16}).encode()
+    bomb = _grey_png(6000)
+    malformed = [(b'{"instances": [[1, 2', "application/json"), (b"<xml/>", "application/xml"),
+                 (b"not an image at all", "image/png"), (b"1,2\n", "text/csv")]
+    counts = {k: 0 for k in ("ok", "slow_ok", "oversized_413", "bad_4xx", "stalled_408", "5xx", "wrong", "no_answer")}
+    lock = threading.Lock()
+    small_times: list[tuple[float, float]] = []  # (start, end) of each small request
+    slow_spans: list[tuple[float, float]] = []
+    said: list[str] = []
+    with _server(cnn, said) as (url, process):
+        server = psutil.Process(process.pid)
+        with requests.Session() as session:  # every shape once: start-up, not load
+            session.post(url + "/invocations", data=small[0], headers={"Content-Type": "image/png"}, timeout=60)
+            session.post(url + "/invocations", data=slow_body, headers={"Content-Type": "application/json"}, timeout=60)
+        rss: list[float] = []
+        stop = threading.Event()
+
+        def sample():
+            while not stop.wait(0.2):
+                rss.append(server.memory_info().rss / 2**20)
+
+        def ask(session: requests.Session, n: int) -> str:
+            post = lambda body, kind: session.post(url + "/invocations", data=body, headers={"Content-Type": kind},  # noqa: E731
+                                                   timeout=60)
+            if n % 50 == 49:
+                started = time.perf_counter()
+                answer = post(slow_body, "application/json")
+                with lock:
+                    slow_spans.append((started, time.perf_counter()))
+                ok = answer.status_code == 200 and len(answer.json()["predictions"]) == 16
+                return "5xx" if answer.status_code >= 500 else "slow_ok" if ok else "wrong"
+            if n % 25 == 24:
+                answer = post(bomb, "image/png")
+                return "5xx" if answer.status_code >= 500 else "oversized_413" if (
+                    answer.status_code == 413 and _refused(answer)) else "wrong"
+            if n % 10 == 9:
+                body, kind = malformed[n // 10 % len(malformed)]
+                answer = post(body, kind)
+                return "5xx" if answer.status_code >= 500 else "bad_4xx" if _refused(answer) else "wrong"
+            started = time.perf_counter()
+            answer = post(small[n % len(small)], "image/png")
+            with lock:
+                small_times.append((started, time.perf_counter()))
+            if answer.status_code >= 500:
+                return "5xx"
+            return "ok" if answer.status_code == 200 and _close(answer.json(), expected[n % len(small)]) else "wrong"
+
+        def client(offset: int):
+            with requests.Session() as session:
+                for n in range(offset, total, clients):
+                    try:
+                        key = ask(session, n)
+                    except requests.RequestException:
+                        key = "no_answer"
+                    with lock:
+                        counts[key] += 1
+
+        threads = [threading.Thread(target=sample, daemon=True)]
+        threads += [threading.Thread(target=_stall, args=(url, stop, counts, lock), daemon=True) for _ in range(stalled)]
+        for thread in threads:
+            thread.start()
+        started = time.perf_counter()
+        with ThreadPoolExecutor(clients) as executor:
+            list(executor.map(client, range(clients)))
+        wall = time.perf_counter() - started
+        stop.set()
+        for thread in threads[1:]:
+            thread.join(timeout=120)  # each stalled connection ends with its 408
+    waited = next((int(line.split()[1]) for line in said if line.startswith("serve: ") and "waited" in line), -1)
+    during = [(a, b) for a, b in small_times if any(a < end and b > start for start, end in slow_spans)]
+    alone = [b - a for a, b in small_times if (a, b) not in set(during)]
+    alone_p99 = float(np.percentile(alone, 99)) if alone else float("nan")
+    behind = sum(1 for a, b in during if b - a > alone_p99)
+    p99 = float(np.percentile([b - a for a, b in small_times], 99)) * 1000 if small_times else float("nan")
+    h.say(f"hostile load: {total} requests from {clients} clients and {stalled} stalled connection(s) in "
+          f"{wall:.1f} s: {counts}; small PNGs p99 {p99:.1f} ms; server RSS peak {max(rss, default=0):.0f} MiB "
+          f"(from {min(rss, default=0):.0f}); {waited} request(s) waited for a model worker; {behind} small "
+          f"request(s) ran beside a slow one and took longer than the p99 of the others ({alone_p99 * 1000:.1f} ms)")
+    h.result("serve_hostile_5xx", counts["5xx"], "<=0")
+    h.result("serve_hostile_wrong_or_unanswered", counts["wrong"] + counts["no_answer"], "<=0")
+    h.result("serve_hostile_small_p99_ms", p99, "-")
+    h.result("serve_hostile_rss_peak_mib", max(rss, default=float("nan")), "-")
+    h.result("serve_hostile_waited_for_a_worker", waited, "-")
+    h.result("serve_hostile_waited_behind_a_slow_one", behind, "-")
+
+
 def _refused(answer: requests.Response) -> bool:
     """A 4xx whose body is the one-line JSON error the server promises."""
     try:
@@ -219,11 +376,15 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--malformed-every", type=int, default=10)
     parser.add_argument("--latency-requests", type=int, default=200, help="per client, per case")
+    parser.add_argument("--hostile-requests", type=int, default=10_000, help="0: no hostile load")
+    parser.add_argument("--stalled", type=int, default=8, help="connections that stall mid-body, hostile load")
     args = parser.parse_args()
     mlp, cnn, rows = _models(h.work_dir("serve_load"))
     if args.latency_requests:
         latency(mlp, cnn, rows, args.latency_requests)
     load(mlp, rows, args.requests, args.clients, args.malformed_every)
+    if args.hostile_requests:
+        hostile(cnn, args.hostile_requests, args.clients, args.stalled)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ pytestmark = pytest.mark.slow
 
 def test_serve_load_small(tmp_path):
     found = run("benchmarks.serving.serve_load", "--requests", "400", "--clients", "4", "--latency-requests", "5",
-                work=tmp_path)
+                "--hostile-requests", "300", "--stalled", "2", work=tmp_path)
     assert float(found["serve_load_5xx"]) == 0
     assert float(found["serve_load_wrong_or_unanswered"]) == 0
+    # Slow, oversized, malformed and stalled requests among the small ones: none a 5xx.
+    assert float(found["serve_hostile_5xx"]) == 0
+    assert float(found["serve_hostile_wrong_or_unanswered"]) == 0
+    assert {"serve_hostile_small_p99_ms", "serve_hostile_rss_peak_mib", "serve_hostile_waited_behind_a_slow_one"} <= set(found)
     assert {"serve_mlp_json_c8_p99_ms", "serve_cnn_png_c1_rps", "serve_load_rss_growth_mib"} <= set(found)
