@@ -45,6 +45,21 @@ ARG_VALIDATION_FRACTION = "--validation-fraction"
 ARG_TEST_FRACTION = "--test-fraction"
 ARG_LABEL_COLUMN = "--label-column"
 
+# Image trees: the training size (ImageSize) and how the records hold the images. "resized":
+# an image larger than the training size is stored with its short side at ImageSize x
+# RESIZE_MARGIN (aspect kept; room for a crop augmentation), re-encoded as JPEG at
+# RESIZED_JPEG_QUALITY: decoding costs per stored pixel, and every epoch decodes every image
+# (benchmarks/input/resized_records.py measures it). "original": the files' bytes unchanged.
+# Without --image-size (a definition that does not pass it) the originals are kept.
+ARG_IMAGE_SIZE = "--image-size"
+ARG_IMAGE_RECORDS = "--image-records"
+IMAGE_RECORDS_RESIZED = "resized"
+IMAGE_RECORDS_ORIGINAL = "original"
+IMAGE_RECORDS = (IMAGE_RECORDS_RESIZED, IMAGE_RECORDS_ORIGINAL)
+DEFAULT_IMAGE_RECORDS = IMAGE_RECORDS_RESIZED
+RESIZE_MARGIN = 1.125  # = training_entry.input.images.CROP_MARGIN (a test keeps them equal)
+RESIZED_JPEG_QUALITY = 90
+
 DEFAULT_SEED = 42
 DEFAULT_VALIDATION_FRACTION = 0.15
 DEFAULT_TEST_FRACTION = 0.15

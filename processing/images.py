@@ -4,9 +4,11 @@ The tree is ``<class name>/<file>.{jpg,jpeg,png}`` (files may sit deeper below t
 folder); labels are the indices of the sorted class names. Every image this host writes is
 read and decoded (TensorFlow's decoders, the ones training uses; one thread per CPU) before
 any shard is written;
-the shards then hold each file's bytes unchanged (``examples.serialize_image``), streamed one
-file at a time, so memory does not grow with the images' total size: only the list of paths
-and two integers per image (its height and width) are held.
+the shards then hold each file's bytes unchanged (``examples.serialize_image``), or, given a
+stored size (``stored_side``), an image larger than it resized to that short side (aspect
+kept) and re-encoded as JPEG; streamed one file at a time, so memory does not grow with the
+images' total size: only the list of paths and two integers per image (its height and width)
+are held.
 
 Every refusal is a ``DataError``: one line naming the file or class and the fix.
 Python 3.10 syntax (SageMaker's TF 2.14 py310 image).
@@ -196,6 +198,25 @@ def decoded_size(data: bytes, path: str) -> tuple[int, int]:
 
 
 # --- Writing ---------------------------------------------------------------------------------
+def stored_side(image_size: int | None, image_records: str) -> int | None:
+    """The short side images are stored at (``contract.IMAGE_RECORDS``), or None: as they are."""
+    if image_size is None or image_records != contract.IMAGE_RECORDS_RESIZED:
+        return None
+    return int(np.ceil(image_size * contract.RESIZE_MARGIN))
+
+
+def resized_jpeg(data: bytes, side: int) -> tuple[bytes, int, int]:
+    """The image with its short side at ``side`` px, aspect kept (area-weighted: no aliasing
+    when shrinking), as JPEG at ``contract.RESIZED_JPEG_QUALITY``: (bytes, height, width)."""
+    image = tf.io.decode_image(data, channels=3, expand_animations=False)
+    height, width = int(image.shape[0]), int(image.shape[1])
+    scale = side / min(height, width)
+    target = [max(side, round(height * scale)), max(side, round(width * scale))]
+    resized = tf.image.resize(image, target, method="area")
+    pixels = tf.cast(tf.clip_by_value(tf.round(resized), 0, 255), tf.uint8)
+    return tf.io.encode_jpeg(pixels, quality=contract.RESIZED_JPEG_QUALITY).numpy(), target[0], target[1]
+
+
 def write_image_shards(
     directory: str,
     split: str,
@@ -204,11 +225,13 @@ def write_image_shards(
     sizes: np.ndarray,
     shard_count: int,
     only: Collection[int] | None = None,
-) -> dict[str, int]:
+    side: int | None = None,
+) -> tuple[dict[str, int], int]:
     """Like ``preprocess.write_shards`` for images: shard i holds the i-th contiguous run of
-    ``order`` (sizes equal +-1); each record is the file's bytes as they are. Returns
-    {shard name: record count} for every shard, written or not."""
-    counts = {}
+    ``order`` (sizes equal +-1); each record is the file's bytes as they are, or, with
+    ``side``, an image whose short side is longer than ``side`` resized to it (``resized_jpeg``).
+    Returns ({shard name: record count} for every shard, written or not; images resized)."""
+    counts, resized = {}, 0
     for index, (start, stop) in enumerate(shard_bounds(len(order), shard_count)):
         name = records.shard_name(split, index, shard_count)
         counts[name] = stop - start
@@ -217,12 +240,12 @@ def write_image_shards(
                 for i in order[start:stop]:
                     label = int(tree.labels[i])
                     height, width = (int(v) for v in sizes[i])
-                    writer.write(
-                        examples.serialize_image(
-                            read_file(tree.path(i)), label, tree.class_names[label], height, width
-                        )
-                    )
-    return counts
+                    data = read_file(tree.path(i))
+                    if side is not None and min(height, width) > side:
+                        data, height, width = resized_jpeg(data, side)
+                        resized += 1
+                    writer.write(examples.serialize_image(data, label, tree.class_names[label], height, width))
+    return counts, resized
 
 
 def indices_of_shards(order: dict[str, np.ndarray], shard_count: int, only: Collection[int]) -> list[int]:

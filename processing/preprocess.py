@@ -78,6 +78,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(contract.ARG_VALIDATION_FRACTION, type=float,
                         default=contract.DEFAULT_VALIDATION_FRACTION)
     parser.add_argument(contract.ARG_TEST_FRACTION, type=float, default=contract.DEFAULT_TEST_FRACTION)
+    parser.add_argument(contract.ARG_IMAGE_SIZE, type=int, default=None,
+                        help="image trees: the training size (ImageSize); without it images are kept as they are")
+    parser.add_argument(contract.ARG_IMAGE_RECORDS, choices=contract.IMAGE_RECORDS,
+                        default=contract.DEFAULT_IMAGE_RECORDS,
+                        help="image trees: store images larger than the training size resized (default) "
+                             "or the original files' bytes")
     parser.add_argument(contract.ARG_LABEL_COLUMN, default=contract.LABEL_COLUMN,
                         help="the CSV column holding the label (LabelColumn), in any position")
     args = parser.parse_args(argv)
@@ -250,11 +256,14 @@ def preprocess_images(
     sizes = images.check_images(tree, images.indices_of_shards(order, shard_count, mine))
     checked = time.perf_counter() - checked
     shards: dict[str, dict[str, int]] = {}
+    side = images.stored_side(args.image_size, args.image_records)
+    resized = 0
     with staged_outputs(output_dirs) as staged:
         for split, indices in order.items():
-            shards[split] = images.write_image_shards(
-                staged[split], split, tree, indices, sizes, shard_count, only=mine
+            shards[split], count = images.write_image_shards(
+                staged[split], split, tree, indices, sizes, shard_count, only=mine, side=side
             )
+            resized += count
         if host == 0:
             for split, counts in shards.items():
                 manifest = records.Manifest(
@@ -269,8 +278,13 @@ def preprocess_images(
         f"preprocess: {len(tree.paths)} images in {tree.num_classes} classes "
         f"({_clip_names(tree.class_names)}) -> {per_split}; {shard_count} shards per split, "
         f"host {host + 1}/{hosts} decoded {int((sizes[:, 0] > 0).sum())} image(s) in {checked:.2f}s "
-        f"and wrote {len(mine)} shard(s) of them as they are"
-        f"{' and the manifests' if host == 0 else ''} in {time.perf_counter() - started:.2f}s",
+        f"and wrote {len(mine)} shard(s) of them "
+        + (f"as they are ({contract.ARG_IMAGE_RECORDS} {contract.IMAGE_RECORDS_ORIGINAL})"
+           if side is None else
+           f"with {resized} image(s) larger than the training size resized to a {side} px short side "
+           f"(JPEG q{contract.RESIZED_JPEG_QUALITY}; {contract.ARG_IMAGE_RECORDS} {contract.IMAGE_RECORDS_ORIGINAL} "
+           "keeps the files)")
+        + f"{' and the manifests' if host == 0 else ''} in {time.perf_counter() - started:.2f}s",
         flush=True,
     )
     return shards

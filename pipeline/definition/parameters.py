@@ -80,6 +80,7 @@ MODEL_APPROVAL_STATUS = "ModelApprovalStatus"
 MODEL_ARCHITECTURE = "ModelArchitecture"
 IMAGE_SIZE = "ImageSize"
 AUGMENTATION = "Augmentation"
+IMAGE_RECORDS = "ImageRecords"
 HEAD_EPOCHS = "HeadEpochs"
 FINE_TUNE_LAYERS = "FineTuneLayers"
 FINE_TUNE_LR_FACTOR = "FineTuneLearningRateFactor"
@@ -125,6 +126,11 @@ SPECS: tuple[ParameterSpec, ...] = (
     ParameterSpec(IMAGE_SIZE, int, "pixels per side images are resized to (images only)",
                   training.DEFAULT_IMAGE_SIZE, minimum=training.MIN_IMAGE_SIZE,
                   maximum=training.MAX_IMAGE_SIZE),
+    ParameterSpec(IMAGE_RECORDS, str, "image trees: resized stores each image larger than ImageSize "
+                  f"with its short side at ImageSize x {processing_contract.RESIZE_MARGIN:g} (aspect kept, "
+                  f"JPEG q{processing_contract.RESIZED_JPEG_QUALITY}: less to decode every epoch); "
+                  "original keeps the files' bytes",
+                  processing_contract.DEFAULT_IMAGE_RECORDS, choices=processing_contract.IMAGE_RECORDS),
     ParameterSpec(AUGMENTATION, str, "training images: random crop + flip, crop only (digits, "
                   "text), or none", training.DEFAULT_AUGMENTATION, choices=training.AUGMENTATIONS),
     ParameterSpec(HEAD_EPOCHS, int, "pretrained backbones: first epochs train the new head with "

@@ -37,8 +37,13 @@ def decode(encoded: tf.Tensor) -> tf.Tensor:
 
 
 def resize(image: tf.Tensor, size: int) -> tf.Tensor:
-    """-> float32 [size, size, 3] in 0..255 (bilinear: stays inside the input's range)."""
-    resized = tf.image.resize(image, [size, size], method="bilinear")
+    """-> float32 [size, size, 3] in 0..255 (bilinear: stays inside the input's range).
+
+    Antialiased: shrinking a 500 px photo to 64 px without it samples single pixels (sensor
+    noise and all), so a photo and its copy stored at the training size (processing's
+    ``--image-records resized``) landed 14.5/255 apart on average; with it, every path
+    (training, evaluation, serving) averages the pixels it drops. Enlarging is unchanged."""
+    resized = tf.image.resize(image, [size, size], method="bilinear", antialias=True)
     return tf.clip_by_value(resized, 0.0, 255.0)
 
 

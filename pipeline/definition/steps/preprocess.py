@@ -31,6 +31,9 @@ def preprocess_step(ctx: BuildContext) -> ProcessingStep:
             processing.ARG_PROCESSES_PER_HOST, params[P.PROCESSES_PER_HOST].to_string(),
             processing.ARG_SEED, str(ctx.settings.seed),
             processing.ARG_LABEL_COLUMN, params[P.LABEL_COLUMN],
+            # Image trees: stored at the training size unless ImageRecords=original.
+            processing.ARG_IMAGE_SIZE, params[P.IMAGE_SIZE].to_string(),
+            processing.ARG_IMAGE_RECORDS, params[P.IMAGE_RECORDS],
         ],
     )
     return ProcessingStep(STEP_PREPROCESS, step_args=step_args, cache_config=ctx.cache)

@@ -79,7 +79,7 @@ def test_parameter_list_is_the_contract(default_definition):
         "InputDataUri", "LabelColumn", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
         "BatchSize", "BaseLearningRate", "WarmupEpochs", "StepsPerExecution", "ModelArchitecture",
-        "ImageSize", "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
+        "ImageSize", "ImageRecords", "Augmentation", "HeadEpochs", "FineTuneLayers", "FineTuneLearningRateFactor",
         "AccuracyThreshold", "ModelApprovalStatus", "BatchInputUri", "BatchInstanceCount",
     ]
 
@@ -137,6 +137,10 @@ def test_processing_is_told_the_shard_count(default_definition):
     per_host = arguments[arguments.index(processing.ARG_PROCESSES_PER_HOST) + 1]
     assert count == {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.TrainingInstanceCount"}]}}
     assert per_host == {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.ProcessesPerHost"}]}}
+    # Image trees are stored at the training size unless ImageRecords=original.
+    assert arguments[arguments.index(processing.ARG_IMAGE_SIZE) + 1] == \
+        {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.ImageSize"}]}}
+    assert arguments[arguments.index(processing.ARG_IMAGE_RECORDS) + 1] == {"Get": "Parameters.ImageRecords"}
     assert app["ContainerEntrypoint"] == ["python3", "-m", "processing.preprocess"]
     outputs = steps_by_name(default_definition)[STEP_PREPROCESS]["Arguments"][
         "ProcessingOutputConfig"]["Outputs"]

@@ -33,16 +33,21 @@ def write_photos(root: Path, per_class: int = 8, seed: int = 0) -> None:
 
     rng = np.random.default_rng(seed)
     y, x = np.mgrid[0:375, 0:500]
-    for c, name in enumerate(("ants", "bees")):
+    # Per class, the colour of the things in the scene (dark red vs yellow): what tells them apart.
+    palettes = {"ants": ((90, 150), (10, 50), (10, 50)), "bees": ((200, 255), (170, 230), (0, 60))}
+    for name, palette in palettes.items():
         (root / name).mkdir(parents=True)
         for i in range(per_class):
-            base = np.stack([(x * (1 + c) + 40 * i) % 256, (y * 2 + 30 * c) % 256, (x + y) % 256], -1)
+            angle = rng.uniform(0, np.pi)
+            ramp = (x * np.cos(angle) + y * np.sin(angle)) / 2.5
+            base = np.stack([ramp % 256, (ramp + 60) % 256, (255 - ramp) % 256], -1) * 0.6 + 50
             noisy = np.clip(base + rng.normal(0, 25, base.shape), 0, 255).astype(np.uint8)
             image = Image.fromarray(noisy)
             draw = ImageDraw.Draw(image)
-            for _ in range(6):
-                x0, y0, w, h = rng.integers(0, 440), rng.integers(0, 315), *rng.integers(20, 120, 2)
-                draw.ellipse([x0, y0, x0 + w, y0 + h], fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+            for _ in range(8):
+                x0, y0, w, h = rng.integers(0, 440), rng.integers(0, 315), *rng.integers(30, 140, 2)
+                fill = tuple(int(rng.integers(*bounds)) for bounds in palette)
+                draw.ellipse([x0, y0, x0 + w, y0 + h], fill=fill)
             image.save(root / name / f"{i:03d}.jpg", quality=90)
 
 
