@@ -478,7 +478,7 @@ def use_the_model_line(command: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(3600)  # four whole pipeline runs: ~3 min on a quiet 2-core machine, far more on a busy one
+@pytest.mark.timeout(3600)  # four whole pipeline runs: over the suite's 600 s on a busy machine
 def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
     """Issue 36: every line of the tour, as written, in a fresh workdir and folder; then the
     next section's ``predict new-rows.csv digit.png`` with both kinds registered. ``make``
