@@ -54,8 +54,24 @@ def aws(moto_url, monkeypatch):
     return moto_url
 
 
-def deploy_stack(name: str = "trainpipe", repository: str = TEST_REPOSITORY, **parameters) -> dict:
-    """Create the infra stack in moto; returns its outputs."""
+def push_training_images(repository_uri: str) -> None:
+    """What CI's training-image job leaves in the stack's ECR repository: the CPU and GPU
+    images the definition names (moto keeps the manifest; there are no layers)."""
+    from pipeline.definition.training_image import TrainingImage, base_image
+    from pipeline.settings import FRAMEWORK_VERSION, PY_VERSION
+
+    ecr = boto3.client("ecr", region_name=REGION)
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                           "config": {}, "layers": []})
+    for instance_type in ("ml.c5.2xlarge", "ml.p3.2xlarge"):
+        image = TrainingImage(base_image(REGION, instance_type, FRAMEWORK_VERSION, PY_VERSION), repository_uri)
+        ecr.put_image(repositoryName=repository_uri.split("/", 1)[1], imageManifest=manifest, imageTag=image.tag)
+
+
+def deploy_stack(name: str = "trainpipe", repository: str = TEST_REPOSITORY, push_images: bool = True,
+                 **parameters) -> dict:
+    """Create the infra stack in moto, with the training images pushed unless ``push_images``
+    is False; returns its outputs."""
     cloudformation = boto3.client("cloudformation", region_name=REGION)
     cloudformation.create_stack(
         StackName=name,
@@ -68,7 +84,10 @@ def deploy_stack(name: str = "trainpipe", repository: str = TEST_REPOSITORY, **p
     )
     stack = cloudformation.describe_stacks(StackName=name)["Stacks"][0]
     assert stack["StackStatus"] == "CREATE_COMPLETE", stack
-    return {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack["Outputs"]}
+    if push_images:
+        push_training_images(outputs["TrainingImageRepositoryUri"])
+    return outputs
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from botocore.exceptions import ClientError
 
 from pipeline.cloud.account import Target
-from pipeline.cloud.aws import aws_errors, is_not_found
+from pipeline.cloud.aws import aws_errors, error_code, is_not_found
 from pipeline.cloud.diff import definition_diff
 from pipeline.cloud.secrets import find_secrets
 from pipeline.cloud.uploads import Upload, bundle_uploads, default_data_uploads, put
@@ -30,6 +30,44 @@ MANAGED_BY_TAG = ("trainpipe:managed-by", "trainpipe")
 
 class SecretInDefinitionError(UserError):
     """The definition would carry a credential to SageMaker."""
+
+
+def training_images(definition: dict, repository: str) -> list[str]:
+    """The ``TrainingImage`` URIs in ``repository`` that ``definition`` names, at any depth
+    (a tuning step's training job definition holds one too)."""
+    found: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            image = node.get("TrainingImage")
+            if isinstance(image, str) and image.startswith(repository + ":") and image not in found:
+                found.append(image)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(definition)
+    return found
+
+
+def check_training_images(ecr, definition: dict, repository: str) -> None:
+    """SageMaker pulls the training image only when the training job starts, after the steps
+    before it have run and billed: refuse, before anything is uploaded, a definition whose
+    image of trainpipe's repository is not in ECR yet."""
+    for image in training_images(definition, repository):
+        name, tag = image.split("/", 1)[1].rsplit(":", 1)
+        try:
+            ecr.describe_images(repositoryName=name, imageIds=[{"imageTag": tag}])
+        except ClientError as error:
+            if error_code(error) not in ("ImageNotFoundException", "RepositoryNotFoundException"):
+                with aws_errors(f"looking up the training image {image}"):
+                    raise
+            raise UserError(
+                f"the training image {image} is not in ECR ({error_code(error)}): push it first "
+                "(CI's training-image job does on a push to main; by hand: docs/sagemaker.md, "
+                "The training image)") from None
 
 
 @dataclass
@@ -81,6 +119,8 @@ def plan_upsert(
     settings = target.settings
     definition = build_definition(settings, overrides)
     check_definition(definition)
+    if settings.training_image_repository:
+        check_training_images(target.clients.client("ecr"), definition, settings.training_image_repository)
     text = json.dumps(definition)
     all_tags = {MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1], **settings.tags, **(tags or {})}
     # The tags go to CreatePipeline/AddTags with the definition: the same scan, the same rule.

@@ -253,3 +253,20 @@ def test_the_batch_inference_steps_are_deployed_with_the_stacks_role_and_key(sta
     captured = capsys.readouterr()
     assert len(captured.err.strip().splitlines()) == 1 and "BatchInstanceCount=0: must be at least 1" in captured.err
     assert {p["Name"]: p["DefaultValue"] for p in deployed_definition()["Parameters"]}[P.BATCH_INPUT_URI] == ""
+
+
+def test_a_training_image_not_in_ecr_is_refused_before_anything_is_uploaded(aws, puts, capsys):
+    """SageMaker would find it missing only when the training job starts, after the
+    preprocessing step has run and billed."""
+    from tests.moto_aws import deploy_stack, push_training_images
+
+    outputs = deploy_stack(push_images=False)
+    assert main(["upsert", "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"the training image {outputs['TrainingImageRepositoryUri']}:2.14.1-cpu-py310-horovod" in err
+    assert "is not in ECR (ImageNotFoundException): push it first" in err and "docs/sagemaker.md" in err
+    assert main(["upsert"]) == 2
+    assert not puts and not bucket_keys(outputs["ArtifactBucketName"])
+    push_training_images(outputs["TrainingImageRepositoryUri"])
+    assert main(["upsert"]) == 0
