@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import ipaddress
 import json
 import logging
 import os
+import queue as _queue_module
 import signal
 import socket
 import sys
 import threading
 import traceback
-from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -94,11 +95,15 @@ class Workers:
     answered 504 at once, but its thread cannot be stopped from Python (a TensorFlow op or a
     script runs on): it keeps its worker until it returns, and the others keep serving.
     Requests past ``count`` wait for a worker (first come, first served) up to ``queue``
-    seconds, then get 503: never an unbounded pile of threads."""
+    seconds, then get 503: never an unbounded pile of threads. The threads are daemons (not a
+    ThreadPoolExecutor's, which the interpreter joins at exit): a call stuck past its time
+    does not hold the process after SIGTERM's drain."""
 
     def __init__(self, count: int, queue: float = QUEUE_SECONDS):
         self.count, self.queue = count, queue
-        self.executor = ThreadPoolExecutor(count, thread_name_prefix="model")
+        self.calls: _queue_module.SimpleQueue = _queue_module.SimpleQueue()
+        for index in range(count):
+            threading.Thread(target=self._work, name=f"model-{index}", daemon=True).start()
         self.lock = threading.Lock()
         self.busy = 0  # workers taken
         self.overdue = 0  # of them, calls already answered 504
@@ -113,8 +118,9 @@ class Workers:
             late = f", {overdue} of them past the {timeout:g} s limit" if overdue else ""
             raise Busy(f"the model is busy: all {self.count} workers are answering requests{late}, and "
                        f"none came free within {queue:g} s; retry later")
-        future = self.executor.submit(fn, *args)
+        future: concurrent.futures.Future = concurrent.futures.Future()
         future.add_done_callback(lambda _: self._release())
+        self.calls.put((future, fn, args))
         try:
             return await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), timeout)
         except asyncio.TimeoutError:
@@ -159,6 +165,16 @@ class Workers:
                 except RuntimeError:  # its event loop is closed: nobody waits there
                     continue
             self.busy -= 1
+
+    def _work(self) -> None:
+        while True:
+            future, fn, args = self.calls.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as error:  # the request's to answer (RequestError, a bug: 500)
+                future.set_exception(error)
 
     def _not_overdue(self) -> None:
         with self.lock:

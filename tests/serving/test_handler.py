@@ -363,3 +363,33 @@ def test_a_script_past_its_time_holds_the_one_worker_and_the_next_request_gets_5
     deadline = time.monotonic() + 30
     while post(b"fast") != 200:
         assert time.monotonic() < deadline
+
+
+def test_a_script_stuck_past_its_time_does_not_hold_the_server_after_sigterm(tmp_path, monkeypatch):
+    """The call answered 504 runs on (Python cannot stop it); SIGTERM still ends the server:
+    its worker thread does not keep the interpreter from exiting."""
+    import signal
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "stuck.py").write_text(textwrap.dedent("""
+        import time
+
+        def model_fn(model_dir):
+            return None
+
+        def transform_fn(model, data, content_type, accept):
+            time.sleep(600)
+        """))
+    port = free_port()
+    monkeypatch.setenv("SAGEMAKER_MODEL_SERVER_TIMEOUT", "1")
+    server = start([sys.executable, "-m", "serving.handler", "--model-dir", str(tmp_path), "--program",
+                    "stuck.py", "--port", str(port)], port)
+    try:
+        answer = server.post("/invocations", "1", "text/csv")
+        assert answer.status_code == 504 and answer.json()["error"] == "the model took more than 1 s to answer"
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert "serve: stopped" in server.process.stdout.read()
