@@ -246,7 +246,7 @@ def _gpu_candidate(report: Report, candidates: Candidates, itype: str, platform:
     out.append(f"    input ceiling   {ceiling.input:,.0f} images/s per GPU: {ceiling.input_source} "
                "(a core there assumed as fast as one here)"
                if ceiling.input is not None else f"    input ceiling unknown: {ceiling.input_source}")
-    out.append(f"    {itype}: {ceiling.fix()}")
+    out.append(f"    {itype}: {ceiling.fix(latest.resized_records)}")
     candidates[itype] = (StepModel(per_sample=1.0 / ceiling.per_gpu, fixed=0.0, parallelism=1.0,
                                    parameters=latest.parameters, fp16_allreduce=latest.fp16_allreduce,
                                    notes=[f"{itype}: images/s per GPU from its ceilings (gpus.py), "

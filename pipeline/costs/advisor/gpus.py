@@ -169,14 +169,16 @@ class Ceilings:
             return None
         return "input" if self.input < self.compute else "compute"
 
-    def fix(self) -> str:
-        """Which ceiling binds and what would lift it, in words."""
+    def fix(self, resized_records: bool = False) -> str:
+        """Which ceiling binds and what would lift it, in words (``resized_records``: the
+        records already hold the images at the training size)."""
         if self.binding == "input":
             short = self.compute / self.input
             return (f"the input binds ({self.input:,.0f} < {self.compute:,.0f} images/s per GPU): the GPU "
                     f"waits on the CPUs. Lift it with a type giving more cores per GPU ({self.cores_per_gpu:g} "
-                    f"here; {short:.1f}x as many would feed it), fewer GPUs per instance, or images stored "
-                    "nearer the training size (decoding costs per stored pixel)")
+                    f"here; {short:.1f}x as many would feed it) or fewer GPUs per instance"
+                    + ("" if resized_records else ", or records at the training size (-p ImageRecords=resized: "
+                       "decoding costs per stored pixel)"))
         if self.binding == "compute":
             spare = self.input / self.compute
             return (f"the GPU's compute binds ({self.compute:,.0f} < {self.input:,.0f} images/s per GPU; the "

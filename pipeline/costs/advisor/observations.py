@@ -27,6 +27,7 @@ from pathlib import Path
 from pipeline.costs.advisor.model import Layout
 from pipeline.definition import parameters as P
 from pipeline.local.hosts.tf_config import MULTI_WORKER_MIRRORED_ENABLED, PARAMETER_SERVER_ENABLED
+from processing.contract import IMAGE_RECORDS_RESIZED
 from training_entry.contract import (
     ARCH_AUTO,
     ARCH_CUSTOM,
@@ -155,6 +156,9 @@ class Observation:
     train_uri: str | None = None
     augmentation: str = DEFAULT_AUGMENTATION
     mixed_precision: bool = False
+    # Whether processing stored its images at the training size (ImageRecords=resized); runs
+    # before the parameter kept the files.
+    resized_records: bool = False
 
     @property
     def throughput(self) -> float:
@@ -330,6 +334,7 @@ def from_execution(doc: dict, workdir: Path | None = None) -> list[Observation]:
             train_uri=_manifest_channel(properties, TRAIN_CHANNEL),
             augmentation=str(_hp(hps, HP_AUGMENTATION, DEFAULT_AUGMENTATION)),
             mixed_precision=str(_hp(hps, HP_MIXED_PRECISION, "off")) not in ("off", "", "None"),
+            resized_records=params.get(P.IMAGE_RECORDS) == IMAGE_RECORDS_RESIZED,
         ))
     return found
 

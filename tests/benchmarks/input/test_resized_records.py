@@ -18,7 +18,7 @@ def test_every_candidate_is_measured_and_the_ratio_reported():
                            "--seconds", "0.2", "--repeats", "1"], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
-    for name in ("original", "jpeg90_224", "jpeg95_252", "jpeg90_252_fastidct", "raw_252"):
+    for name in ("original", "jpeg90_224", "jpeg95_252", "jpeg90_252_fastidct", "processing_resized", "raw_252"):
         assert re.search(rf"^  {name} +\d+ images/s per core  x[\d.]+ +[\d.]+ KB per record$", done.stdout, re.M), name
     assert re.search(r"^RESULT input_resized_vs_original_per_core [\d.]+ target >=2.5$", done.stdout, re.M)
     assert re.search(r"^RESULT input_raw_vs_original_per_core [\d.]+ target -$", done.stdout, re.M)

@@ -58,6 +58,7 @@ def test_the_lower_ceiling_binds_and_the_line_says_what_lifts_it():
     assert fed.binding == "input"
     assert "the input binds (1,800 < 2,375 images/s per GPU)" in fed.fix()
     assert "more cores per GPU (6 here; 1.3x as many would feed it)" in fed.fix()
+    assert "-p ImageRecords=resized" in fed.fix() and "ImageRecords" not in fed.fix(resized_records=True)
     # ml.g5.xlarge: 4 vCPUs, 1 A10G -> 2 cores; ResNet-50 fp32 on A10G's 62.5 TF32 TFLOP/s.
     g5 = G.ceilings("ml.g5.xlarge", "resnet50", 224, G.FP32, 2000.0, "measured")
     assert g5.cores_per_gpu == 2 and g5.input == pytest.approx(4000)
