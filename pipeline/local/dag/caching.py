@@ -4,8 +4,9 @@ The key of a step is a hash of the pipeline name, the step's name and type, and 
 attributes SageMaker documents as its cache key ("Default cache key attributes by pipeline step
 type"): for Processing ``AppSpecification``, ``Environment``, ``ProcessingInputs``; for Training
 ``AlgorithmSpecification``, ``CheckpointConfig``, ``DebugHookConfig``, ``DebugRuleConfigurations``,
-``Environment``, ``HyperParameters``, ``InputDataConfig``. Everything else (job names, output
-locations, instance types) is left out, as SageMaker leaves it out.
+``Environment``, ``HyperParameters``, ``InputDataConfig``; for Tuning ``HyperParameterTuningJobConfig``,
+``TrainingJobDefinitions`` and five children of ``TrainingJobDefinition`` (``CACHE_KEY_CHILDREN``).
+Everything else (job names, output locations, instance types) is left out, as SageMaker leaves it out.
 
 The attributes are evaluated with the step's *own* execution variables kept symbolic
 (``{"Get": "Execution.PipelineExecutionId"}`` stays as written), so a value that only names the
@@ -31,6 +32,12 @@ CACHE_KEY_ATTRIBUTES = {
     "Processing": ("AppSpecification", "Environment", "ProcessingInputs"),
     "Training": ("AlgorithmSpecification", "CheckpointConfig", "DebugHookConfig",
                  "DebugRuleConfigurations", "Environment", "HyperParameters", "InputDataConfig"),
+    "Tuning": ("HyperParameterTuningJobConfig", "TrainingJobDefinition", "TrainingJobDefinitions"),
+}
+# SageMaker: of these attributes, only these children are part of the key.
+CACHE_KEY_CHILDREN = {
+    ("Tuning", "TrainingJobDefinition"): ("AlgorithmSpecification", "HyperParameterRanges", "InputDataConfig",
+                                          "StaticHyperParameters", "TuningObjective"),
 }
 
 _DURATION_RE = re.compile(
@@ -53,11 +60,15 @@ def parse_duration(text: str) -> float:
 
 def key_material(pipeline: str, step_name: str, step_type: str, attributes: dict) -> dict:
     names = CACHE_KEY_ATTRIBUTES.get(step_type, ())
+    chosen = {}
+    for name in (n for n in names if n in attributes):
+        value, children = attributes[name], CACHE_KEY_CHILDREN.get((step_type, name))
+        chosen[name] = {k: value[k] for k in children if k in value} if children and isinstance(value, dict) else value
     return {
         "pipeline": pipeline,
         "step": step_name,
         "type": step_type,
-        "attributes": {name: attributes[name] for name in names if name in attributes},
+        "attributes": chosen,
     }
 
 

@@ -29,6 +29,7 @@ from pipeline.local.jobs import hyperparameter_ranges as hr
 from pipeline.local.jobs import hyperparameter_tuning as ht
 from pipeline.settings import Settings
 
+from .helpers import leftover_processes
 from .jobs.test_hyperparameter_ranges import REQUEST, changed
 
 REPO = Path(__file__).resolve().parents[3]
@@ -101,6 +102,7 @@ def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
     assert best["FinalHyperParameterTuningJobObjectiveMetric"]["MetricName"] == "validation:accuracy"
     counters = described["TrainingJobStatusCounters"]
     assert counters["Completed"] + counters["Stopped"] == 4
+    assert leftover_processes(str(workdir)) == []  # stopped trials left no process behind
     # Each trial: a training job of its own, its values within the ranges, the static ones and
     # the objective's name beside them (as the service passes them).
     for summary in summaries:

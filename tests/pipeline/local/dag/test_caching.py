@@ -75,3 +75,18 @@ def test_a_cached_tuning_step_needs_its_completed_trials_models():
                   "TrainingJobSummaries": [{"TrainingJobName": "t-002", "TrainingJobStatus": "Completed"},
                                            {"TrainingJobName": "t-001", "TrainingJobStatus": "Stopped"}]}
     assert caching.output_uris("Tuning", properties) == ["s3://b/models/t-002/output/model.tar.gz"]
+
+
+def test_a_tuning_steps_key_is_its_config_and_the_training_definitions_listed_children():
+    """SageMaker's key attributes for Tuning: the tuning config (strategy, early stopping, ...)
+    counts; of the training definition only AlgorithmSpecification, HyperParameterRanges,
+    InputDataConfig, StaticHyperParameters and TuningObjective do (not where models go)."""
+    def key(config: dict, definition: dict) -> str:
+        attributes = {"HyperParameterTuningJobConfig": config, "TrainingJobDefinition": definition}
+        return caching.cache_key(caching.key_material("p", "TuneModel", "Tuning", attributes))
+
+    config = {"Strategy": "Random", "TrainingJobEarlyStoppingType": "Off"}
+    definition = {"StaticHyperParameters": {"epochs": "3"}, "OutputDataConfig": {"S3OutputPath": "s3://b/a"}}
+    assert key(config, definition) != key({**config, "TrainingJobEarlyStoppingType": "Auto"}, definition)
+    assert key(config, definition) != key(config, {**definition, "StaticHyperParameters": {"epochs": "4"}})
+    assert key(config, definition) == key(config, {**definition, "OutputDataConfig": {"S3OutputPath": "s3://b/z"}})
