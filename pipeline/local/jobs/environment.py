@@ -13,8 +13,13 @@ every later job and trainpipe itself use. So each job runs in a venv of its own:
   run by the venv's interpreter: it installs into the venv (``sys.prefix``) and, for a version
   the runner already has, says "Not uninstalling ... outside environment" and leaves the
   runner's copy alone. ``pip``/``pip3`` by name on the job's PATH are the venv's;
-- cached under the workdir per interpreter, image URI and requirements: a job's install is
-  there for the next job of the same image (SageMaker would install it again, from scratch);
+- cached under the workdir per interpreter, image URI and requirements (what a job installs
+  itself goes into its own layer, below, never into this cache);
+- its interpreter (``choose``): the image's Python (from the image's record) where the job
+  installs packages and this machine has that interpreter, over an environment of the image's
+  pinned versions of what the code imports, made once per machine (``seeded``); else the
+  runner's, where the job uses the image's TensorFlow or Horovod (this machine's, at the image's
+  version) or installs nothing;
 - ``TRAINPIPE_IMAGE_PYTHON`` maps image URIs to interpreters, so that a job can run the image's
   real versions (TensorFlow 2.11 on Python 3.10, say) where this machine's Python cannot:
 
@@ -40,7 +45,9 @@ And the job sees only what its image holds (``pipeline/images/``): where the ima
 record, an import hook in the job's layer refuses a top-level module that would come from the
 runner's site-packages unless the image's record, the requirements or the code's own ``pip
 install`` provide it; ``ModuleNotFoundError`` names the image, as SageMaker's Python would
-fail. What the job installs itself, its own modules and the standard library are never held.
+fail. What the job installs itself, its own modules and the standard library are never held,
+nor a library's own imports (this machine's versions of its dependencies). Known limit: code
+that probes with ``importlib.util.find_spec`` gets an error, not None, for a held module.
 """
 
 from __future__ import annotations
