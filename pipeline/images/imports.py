@@ -274,8 +274,10 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
             "or name an image that has it"]
     if "horovod" in missing:
         ours = catalog.named(HOROVOD_IMAGE_PREFIX)
+        built = next((src["url"] for src in (ours.sources if ours else ()) if not src["url"].startswith("http")),
+                     "infra/training-image/Dockerfile")
         ways.append(f"or, for horovod on a stock TensorFlow image, trainpipe's own Horovod training "
-                    f"image ({ours.name if ours else 'infra/training-image/Dockerfile'})")
+                    f"image ({ours.name + ', ' if ours else ''}{built})")
     return Verdict(refusal=f"step {step}: the code imports {named}, which the image {image} does not "
                            f"have and no requirements.txt installs: it would fail there with "
                            f"ModuleNotFoundError; {', '.join(ways)}", record=record)
