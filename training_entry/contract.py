@@ -143,6 +143,10 @@ def architecture_fits(architecture: str, kind: str) -> bool:
 
 # training_entry.model.init_backbone --weights: ImageNet (downloads) or random (tests, no network).
 INIT_WEIGHTS_CHOICES = ("imagenet", "random")
+# What init_backbone prints before the file's path: the digest of the weights' values, which the
+# training job logs for the weights it starts from ("backbone weights at step 0: sha256 <digest>";
+# transfer.weights_digest). Not the file's sha256: an .h5 holds the values among its own metadata.
+INIT_WEIGHTS_DIGEST_PREFIX = "weights digest "
 
 # The user's model file: a function of this name, documented in README "Your own data and
 # model": build_model(input_shape, num_classes, hyperparameters) -> tf.keras.Model.

@@ -20,7 +20,6 @@ from pathlib import Path
 from pipeline.definition.bundles import REPO_ROOT
 from pipeline.errors import UserError
 from training_entry import contract as training
-from training_entry.model.init_backbone import DIGEST_PREFIX
 
 
 def register(subparsers) -> None:
@@ -56,7 +55,8 @@ def run_init_weights(args: argparse.Namespace) -> int:
         raise UserError(lines[-1] if lines else f"init_backbone exited {done.returncode}")
     printed = done.stdout.strip().splitlines()
     path = Path(printed[-1])
-    digests = [line.removeprefix(DIGEST_PREFIX) for line in printed if line.startswith(DIGEST_PREFIX)]
+    digests = [line.removeprefix(training.INIT_WEIGHTS_DIGEST_PREFIX) for line in printed
+               if line.startswith(training.INIT_WEIGHTS_DIGEST_PREFIX)]
     if digests:  # what the job logs at step 0 when it starts from this file (not the file's sha256)
         print(f"weights digest {digests[0]}: the training job logs 'backbone weights at step 0: sha256 "
               f"{digests[0]}' when it starts from these weights")

@@ -28,10 +28,7 @@ def file_name(architecture: str, weights: str) -> str:
     return f"{architecture}-{weights}-notop.h5"
 
 
-# What ``main`` prints before the path: the digest of the weights' values, which the training
-# job logs for the weights it starts from ("backbone weights at step 0: sha256 <digest>"). It is
-# not the file's sha256: an .h5 file holds the values among metadata of its own.
-DIGEST_PREFIX = "weights digest "
+DIGEST_PREFIX = contract.INIT_WEIGHTS_DIGEST_PREFIX  # printed before the path (see contract)
 
 
 def write(architecture: str, image_size: int, weights: str, output_dir: str) -> tuple[str, str]:
