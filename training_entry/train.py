@@ -41,7 +41,7 @@ import horovod.tensorflow.keras as hvd
 import tensorflow as tf
 from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
 
-from training_entry import config, contract, failure, strategy_train
+from training_entry import config, contract, failure, strategy_train, tracking
 from training_entry.input import datasets, pipe_source, records
 from training_entry.input.context import InputContext
 from training_entry.input.plan import layout_from_peers, load_manifest, plan_channel
@@ -125,6 +125,8 @@ def main(argv: list[str] | None = None) -> None:
     # Transfer learning: head only (backbone frozen), then the top of the backbone at a lower
     # rate; each phase is a (re)compile and a model.fit. Other models: one phase.
     phases = transfer.phases(model, hp, pretrained=cfg.init is not None)
+    # MLflow: the chief logs this job's run itself on SageMaker (--tracking-uri); else None.
+    job_run = tracking.JobRun.start(dataclasses.asdict(hp)) if chief else None
     if backbone is not None and cfg.init is None:
         log(f"{architecture} without pretrained weights (no init channel): the whole network trains "
             f"from random weights; for ImageNet weights run `trainpipe init-weights` where there is "
@@ -197,7 +199,8 @@ def main(argv: list[str] | None = None) -> None:
                 # SageMaker: /opt/ml/checkpoints is synced to checkpoint_s3_uri.
                 EpochCheckpoint(state, epochs_completed, cfg.checkpoint_dir, log),
                 # SageMaker: the metric_definitions regexes read this line.
-                MetricLine(hp.batch_size * hvd.size(), train_plan.steps, reducer=reducer),
+                MetricLine(hp.batch_size * hvd.size(), train_plan.steps, reducer=reducer,
+                           tracking=job_run),
             ]
         start = max(initial_epoch, phase.first_epoch)
         if start >= phase.end_epoch:
@@ -213,6 +216,8 @@ def main(argv: list[str] | None = None) -> None:
             verbose=0,
         )
 
+    if job_run is not None:
+        job_run.end()
     if chief:
         # SageMaker: /opt/ml/model is packed into model.tar.gz; TF Serving loads model/1.
         signatures = (tabular.tabular_signatures(model, manifest.columns, manifest.class_names)

@@ -2,7 +2,6 @@
 
     trainpipe run --local [-p Name=Value ...] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
                           [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
-                          [--tracking-uri URI|off]
         Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
         e.g. one built with the plain SDK and pipeline.local.store.session.LocalStoreSession) and run
         it on this machine: no Docker, no AWS account. Artifacts go to DIR (default
@@ -15,10 +14,7 @@
         Exit 0 when the execution succeeds, 1 when it fails (a FailStep included), 130 when
         stopped (Ctrl-C, SIGTERM, SIGHUP), 2 for bad input; the reason is on the last line. An
         execution whose runner died (SIGKILL, out of memory) is marked Failed, and what its
-        jobs left running is ended, by the next `run --local` in the same DIR. Every execution
-        is logged to MLflow (pipeline/tracking): --tracking-uri, else $MLFLOW_TRACKING_URI,
-        else the SQLite store DIR/mlflow.db; the summary prints the run's link and the command
-        that opens the UI; `trainpipe track sync` logs what a server that was down missed.
+        jobs left running is ended, by the next `run --local` in the same DIR. MLflow: see --tracking-uri.
     trainpipe run --sagemaker-local [-p Name=Value ...]
         The same pipeline through the SageMaker SDK's own local mode (needs Docker + Compose).
     trainpipe train --local --entry-point FILE [--source-dir DIR] [--instances N]
@@ -82,12 +78,6 @@ def add_storage_arguments(parser: argparse.ArgumentParser) -> None:
                        help="read and write s3:// in real S3 with your AWS credentials")
     parser.add_argument("--quiet", action="store_true",
                         help="do not echo job output (it is still in each job's job.log)")
-
-
-def add_tracking_argument(parser: argparse.ArgumentParser) -> None:
-    from pipeline.tracking.target import HELP
-
-    parser.add_argument("--tracking-uri", metavar="URI", help=HELP)
 
 
 def make_storage(args, region: str) -> Storage:
@@ -319,9 +309,8 @@ def run_local(args, settings, overrides, values, local_data) -> int:
     from pipeline.definition.cache import cached_definition
 
     storage = make_storage(args, settings.region)
-    # The runner logs a local run to MLflow itself: the jobs get no tracking setting.
-    definition, _ = cached_definition(replace(settings, tracking_uri=None), overrides,
-                                      Path(args.workdir) / "definitions")
+    # The runner logs a local run to MLflow itself (execute): its jobs get no tracking setting.
+    definition, _ = cached_definition(replace(settings, tracking_uri=None), overrides, Path(args.workdir) / "definitions")
 
     def prepare():
         copy_local_data(storage, local_data, _say)
@@ -353,8 +342,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
 
     say = _say
     workdir = Path(args.workdir)
-    # MLflow (pipeline/tracking): the embedded store in the workdir unless told otherwise.
-    tracking = tracking_target.resolve(settings.tracking_uri, workdir)
+    tracking = tracking_target.resolve(settings.tracking_uri, workdir)  # MLflow (pipeline/tracking)
     tracker = Tracker(tracking, workdir, storage, say) if tracking else None
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
@@ -388,7 +376,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
         say(line)
     if made and record.status == SUCCEEDED:
         say(f"try it:        trainpipe predict --workdir {workdir} --run {record.execution_id} FILE...")
-    if tracker is not None and tracker.link():
+    if tracker is not None and tracker.link():  # the run in MLflow, and the UI's one command
         say(f"mlflow run:    {tracker.link()} (open the UI: {tracking.ui_command()})")
     say(mode_line())
     if record.status == SUCCEEDED:

@@ -18,6 +18,7 @@ from pipeline.definition.parameters import (
 )
 from pipeline.errors import UserError
 from pipeline.settings import TUNE_EARLY_STOPPING, TUNE_STRATEGIES, Settings, from_environment
+from pipeline.tracking.target import HELP as TRACKING_HELP
 from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
 
 
@@ -43,8 +44,8 @@ _SETTING_FLAGS = {
     "--kms-key-id": "kms_key_id",
     "--mixed-precision": "mixed_precision",
     "--distribution": "distribution",
-}
     "--tracking-uri": "tracking_uri",
+}
 
 
 def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +56,8 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
         kwargs = {"dest": f"setting_{field}", "default": None, "help": f"default: {getattr(Settings(), field)!r}"}
         if field == "mixed_precision":
             kwargs["choices"] = MIXED_PRECISION_CHOICES
+        if field == "tracking_uri":  # MLflow: pipeline/tracking (local runs), tracking/jobs.py (SageMaker)
+            kwargs["help"] = TRACKING_HELP
         if field == "distribution":
             kwargs["choices"] = STRATEGIES
             kwargs["help"] += " (how the workers share the training; see docs: Distribution strategies)"

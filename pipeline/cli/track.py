@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.local import add_storage_arguments, add_tracking_argument, make_storage
+from pipeline.cli.local import add_storage_arguments, make_storage
 from pipeline.errors import UserError
 from pipeline.local import execution as ex
 from pipeline.settings import from_environment
+from pipeline.tracking.target import HELP
 
 
 def register(subparsers) -> None:
@@ -33,7 +34,7 @@ def register(subparsers) -> None:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     add_storage_arguments(sync)
     sync.add_argument("--execution", metavar="ID", help="only this execution")
-    add_tracking_argument(sync)
+    sync.add_argument("--tracking-uri", metavar="URI", help=HELP)
     sync.set_defaults(func=run_sync)
 
 

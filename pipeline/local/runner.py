@@ -83,9 +83,7 @@ class RunOptions:
     execution_parameters: Mapping[str, object] = field(default_factory=dict)
     # What to do with step types the runner cannot execute (stubs.py): None refuses them.
     stub_unsupported: str | None = None
-    # Told when the execution starts, when each step ends and when it ends (started,
-    # step_ended, ended): pipeline/tracking's Tracker, handed in by the CLI; it never raises.
-    tracker: object | None = None
+    tracker: object | None = None  # pipeline/tracking's Tracker (the CLI's); never raises
 
 
 def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
@@ -201,9 +199,8 @@ class PipelineRunner:
             self._track("ended", self.record)
             lock.release()
 
-    def _track(self, event: str, *args) -> None:
-        if self.options.tracker is not None:
-            getattr(self.options.tracker, event)(*args)
+    def _track(self, event: str, *args) -> None:  # started, step_ended, ended (to MLflow)
+        getattr(self.options.tracker, event, lambda *_: None)(*args)
 
     def _execute(self) -> ExecutionRecord:
         # Private: the definition holds the steps' Environment and hyperparameters.
@@ -507,3 +504,4 @@ class PipelineRunner:
             f", registered by {package.execution_id}: the same model (--no-cache trains a new one)"
             if same else "")
         record.status = SUCCEEDED
+

@@ -29,18 +29,19 @@ from pipeline.local.execution import (
     StepRecord,
 )
 from pipeline.local.store.storage import Storage, StorageError, join_uri
+from training_entry import contract
 
 # MLflow's run statuses, for trainpipe's (SageMaker's words).
 RUN_STATUS = {SUCCEEDED: "FINISHED", FAILED: "FAILED", STOPPED: "KILLED", EXECUTING: "RUNNING"}
 # The tags trainpipe sets; ``mlflow.*`` ones are MLflow's own (the UI shows them).
-TAG_EXECUTION = "trainpipe.execution_id"
+TAG_EXECUTION = contract.TRACKING_TAG_EXECUTION
 TAG_PIPELINE = "trainpipe.pipeline"
 TAG_DIGEST = "trainpipe.definition_digest"
 TAG_VERSION = "trainpipe.version"
 TAG_RUN_DIR = "trainpipe.run_dir"
 TAG_STEP = "trainpipe.step"
 TAG_STEP_TYPE = "trainpipe.step_type"
-TAG_JOB = "trainpipe.job_name"
+TAG_JOB = contract.TRACKING_TAG_JOB
 TAG_CACHE_HIT = "trainpipe.cache_hit_from"
 TAG_FAILURE = "trainpipe.failure_reason"
 TAG_DETAIL = "trainpipe.detail"
@@ -49,7 +50,7 @@ TAG_MODEL_PACKAGE = "sagemaker.model_package_arn"
 TAG_GIT_COMMIT = "mlflow.source.git.commit"
 TAG_RUN_NAME = "mlflow.runName"
 TAG_NOTE = "mlflow.note.content"  # the run's description in the UI
-TAG_PARENT = "mlflow.parentRunId"
+TAG_PARENT = contract.TRACKING_TAG_PARENT
 # MLflow's limits (its SQL stores refuse longer values).
 PARAM_VALUE_CHARS = 6000
 TAG_VALUE_CHARS = 5000

@@ -32,9 +32,11 @@ UI_DEFAULT = "http://127.0.0.1:5000"
 # A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
 ARN_PREFIX = "arn:aws"
 ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
-HELP = (f"where the MLflow runs go: an http(s):// tracking server, a SageMaker tracking server "
-        f"ARN, or any MLflow tracking URI; '{OFF}' logs nothing (default: ${ENV_VAR}, else "
-        f"the embedded SQLite store <workdir>/{EMBEDDED_DB}; none with {SWITCH_ENV_VAR}={OFF})")
+HELP = (f"MLflow: where runs are logged. run --local: an http(s):// tracking server, a SageMaker "
+        f"tracking server ARN, or any MLflow tracking URI; '{OFF}' logs nothing (default: ${ENV_VAR}, "
+        f"else the embedded SQLite store <workdir>/{EMBEDDED_DB}; none with {SWITCH_ENV_VAR}={OFF}). "
+        f"definition/upsert: the server or ARN the training job logs to from SageMaker (with "
+        f"--no-network-isolation)")
 
 
 @dataclass(frozen=True)

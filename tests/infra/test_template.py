@@ -203,3 +203,18 @@ def test_jobs_pull_the_training_image_and_only_ci_pushes_it(template):
             assert where.startswith("CiRole/") and s["Resource"] == arn, where
     base = statement(template, "CiRole", "PullTheBaseTrainingImage")
     assert base["Resource"]["Fn::Sub"].endswith(":${DeepLearningImagesAccount}:repository/tensorflow-training")
+
+
+def test_the_mlflow_policy_grants_the_training_jobs_calls_on_the_named_server_only(template):
+    from training_entry.tracking import MLFLOW_ACTIONS
+
+    policy = template["Resources"]["ExecutionRoleLogsToMlflow"]
+    assert policy["Condition"] == "TrackWithMlflow"  # none unless a tracking server is named
+    assert template["Conditions"]["TrackWithMlflow"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "MlflowTrackingServerName"}, ""]}]}
+    assert policy["Properties"]["Roles"] == [{"Ref": "ExecutionRole"}]
+    logs, jobs = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert sorted(logs["Action"]) == sorted(f"sagemaker-mlflow:{a}" for a in MLFLOW_ACTIONS)
+    assert logs["Resource"]["Fn::Sub"].endswith(":mlflow-tracking-server/${MlflowTrackingServerName}")
+    assert jobs["Action"] == "sagemaker:CreateTrainingJob"
+    assert jobs["Resource"]["Fn::Sub"].endswith(":training-job/pipelines-*")

@@ -102,13 +102,15 @@ class MetricLine(tf.keras.callbacks.Callback):
     thread: TF's, tf.data's, Horovod's), the parameter count and the allreduce operations of
     a multi-rank step are what the scaling advisor fits."""
 
-    def __init__(self, global_batch: int, steps_per_epoch: int, reducer=None):
+    def __init__(self, global_batch: int, steps_per_epoch: int, reducer=None, tracking=None):
         super().__init__()
         self.global_batch = global_batch
         self.steps_per_epoch = steps_per_epoch
         # flat_allreduce.FlatAllreduce (its allreduce operations per step), or None: one per
         # trainable variable, as Horovod's DistributedOptimizer reduces them.
         self.reducer = reducer
+        # training_entry.tracking.JobRun on SageMaker with --tracking-uri, else None.
+        self.tracking = tracking
         self.started = 0.0
         self.trained = 0.0
         self.cpu_started = 0.0
@@ -144,3 +146,5 @@ class MetricLine(tf.keras.callbacks.Callback):
         operations = self.reducer.operations if self.reducer else None
         metrics["tensors"] = float(operations if operations is not None else len(self.model.trainable_variables))
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)
+        if self.tracking is not None:  # MLflow on SageMaker (training_entry/tracking.py)
+            self.tracking.epoch(epoch + 1, metrics)
