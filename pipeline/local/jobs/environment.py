@@ -46,8 +46,8 @@ record, an import hook in the job's layer refuses a top-level module that would 
 runner's site-packages unless the image's record, the requirements or the code's own ``pip
 install`` provide it; ``ModuleNotFoundError`` names the image, as SageMaker's Python would
 fail. What the job installs itself, its own modules and the standard library are never held,
-nor a library's own imports (this machine's versions of its dependencies). Known limit: code
-that probes with ``importlib.util.find_spec`` gets an error, not None, for a held module.
+nor a library's own imports (this machine's versions of its dependencies); a probe
+(``importlib.util.find_spec``) finds a held module missing, as in the image.
 """
 
 from __future__ import annotations
@@ -297,39 +297,43 @@ _IMPORTLIB = os.path.join(os.path.dirname(os.path.realpath(importlib.__file__)),
 
 
 def _importer():
-    """The file whose code asked for the import (past importlib's own frames)."""
-    frame = sys._getframe(2)
+    """(the file whose code asked for the module, past importlib's own frames; whether it
+    asked through importlib.util.find_spec, a probe that expects None for a missing module)."""
+    frame, probe = sys._getframe(2), False
     while frame is not None:
         name = frame.f_code.co_filename
         if not (name.startswith("<") or os.path.realpath(name).startswith(_IMPORTLIB)):
-            return os.path.realpath(name)
+            return os.path.realpath(name), probe
+        # importlib.util is frozen in 3.11 ("<frozen importlib.util>"), a file in others.
+        probe = probe or (frame.f_code.co_name == "find_spec" and name.endswith(("util.py", "importlib.util>")))
         frame = frame.f_back
-    return ""
+    return "", probe
 
 
-class TrainpipeImageGuard:
+class TrainpipeImageGuard(importlib.machinery.PathFinder):
+    """The path finder of this job: PathFinder, less the top-level modules held back. It takes
+    PathFinder's place in sys.meta_path, so a held module is missing (None to a probe), not
+    found by a finder after it."""
+
     @classmethod
     def find_spec(cls, name, path=None, target=None):
-        if path is not None or name in _ALLOWED or name.startswith("_") or name in sys.builtin_module_names:
-            return None
-        # A library's own imports are its (this machine's versions); the job's code is judged.
-        if _importer().startswith(_HELD):
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name)
-        if spec is None:
-            return None
+        spec = super().find_spec(name, path, target)
+        if spec is None or path is not None or name in _ALLOWED or name.startswith("_"):
+            return spec
         where = spec.origin if spec.origin not in (None, "namespace") else \\
             next(iter(spec.submodule_search_locations or []), None)
-        if where and os.path.realpath(where).startswith(_HELD):
-            raise ModuleNotFoundError(_CONFIG["message"].format(name=name), name=name)
-        return None
+        if not (where and os.path.realpath(where).startswith(_HELD)):
+            return spec
+        importer, probe = _importer()
+        # A library's own imports are its (this machine's versions); the job's code is judged.
+        if importer.startswith(_HELD):
+            return spec
+        if probe:
+            return None
+        raise ModuleNotFoundError(_CONFIG["message"].format(name=name), name=name)
 
-    @classmethod
-    def invalidate_caches(cls):
-        pass
 
-
-sys.meta_path.insert(0, TrainpipeImageGuard)
+sys.meta_path[:] = [TrainpipeImageGuard if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
 '''
 
 
