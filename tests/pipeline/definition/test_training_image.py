@@ -94,3 +94,21 @@ def test_the_module_refuses_an_unknown_device_in_one_line():
                            "--region", "eu-west-1", "--device", "tpu"],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "invalid choice: 'tpu'" in done.stderr
+
+
+def test_the_repository_comes_from_the_flag_or_the_variable_of_trainpipe_definition(tmp_path):
+    """As a user gives it without a stack: the command, as a process."""
+    import json
+    import os
+
+    flag_out, env_out = tmp_path / "flag.json", tmp_path / "env.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRAINPIPE_")}
+    subprocess.run([sys.executable, "-m", "pipeline", "definition", "-o", str(flag_out), "--region", "eu-west-1",
+                    "--training-image-repository", REPOSITORY], cwd=REPO_ROOT, env=env, check=True,
+                   capture_output=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pipeline", "definition", "-o", str(env_out), "--region", "eu-west-1"],
+                   cwd=REPO_ROOT, env={**env, "TRAINPIPE_TRAINING_IMAGE_REPOSITORY": REPOSITORY}, check=True,
+                   capture_output=True, timeout=300)
+    for out in (flag_out, env_out):
+        uri = training_image_of(json.loads(out.read_text()))
+        assert uri.startswith(REPOSITORY + ":2.14.1-cpu-py310-horovod0.28.1-"), uri
