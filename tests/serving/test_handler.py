@@ -393,3 +393,23 @@ def test_a_script_stuck_past_its_time_does_not_hold_the_server_after_sigterm(tmp
         if server.process.poll() is None:
             server.process.kill()
     assert "serve: stopped" in server.process.stdout.read()
+
+
+def test_connections_past_the_cap_get_a_503_until_some_close(defaults_server):
+    """uvicorn's limit_concurrency (web.MAX_CONNECTIONS): 64 idle connections held open, and the
+    next request is answered 503 at once instead of one more connection held."""
+    import socket
+
+    from serving import web
+
+    held = [socket.create_connection(("127.0.0.1", defaults_server.port), timeout=30)
+            for _ in range(web.MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.5)  # every connection accepted by the server
+        assert defaults_server.post("/invocations", CSV, "text/csv").status_code == 503
+    finally:
+        for conn in held:
+            conn.close()
+    deadline = time.monotonic() + 30
+    while defaults_server.post("/invocations", CSV, "text/csv").status_code != 200:
+        assert time.monotonic() < deadline
