@@ -54,6 +54,12 @@ def test_deploy_creates_what_the_outputs_name(stack):
     iam = boto3.client("iam")
     names = iam.list_role_policies(RoleName=role_name(stack["ExecutionRoleArn"]))["PolicyNames"]
     assert sorted(names) == ["trainpipe-execution", "trainpipe-pass-own-role"]
+    # The training image's repository, named for the pipeline, its tags immutable (moto keeps
+    # neither scanning nor the lifecycle policy: test_template.py checks those as written).
+    (repository,) = boto3.client("ecr", region_name=REGION).describe_repositories()["repositories"]
+    assert repository["repositoryUri"] == stack["TrainingImageRepositoryUri"]
+    assert repository["repositoryName"] == "trainpipe-training"
+    assert repository["imageTagMutability"] == "IMMUTABLE"
 
 
 def test_an_existing_oidc_provider_is_reused(aws):
