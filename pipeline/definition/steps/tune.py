@@ -51,8 +51,21 @@ def tuner(ctx: BuildContext) -> HyperparameterTuner:
     )
 
 
+class _TuningStep(TuningStep):
+    """SDK v2's TuningStep, without the build's timestamp in the static hyperparameters
+    (``sagemaker_job_name``), as TrainingStep drops it: the same build is the same request, so
+    the step's cache key holds from one build to the next (caching.py: StaticHyperParameters
+    is part of it)."""
+
+    @property
+    def arguments(self):
+        request = super().arguments
+        request.get("TrainingJobDefinition", {}).get("StaticHyperParameters", {}).pop("sagemaker_job_name", None)
+        return request
+
+
 def tune_step(ctx: BuildContext, step_preprocess: ProcessingStep) -> TuningStep:
-    step = TuningStep(
+    step = _TuningStep(
         STEP_TUNE,
         step_args=tuner(ctx).fit(inputs=_channels(ctx, step_preprocess)),
         cache_config=ctx.cache,

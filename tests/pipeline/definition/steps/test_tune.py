@@ -36,6 +36,7 @@ def test_tune_6_replaces_trainmodel_with_a_tuning_step_the_local_runner_accepts(
     assert set(ranges) == {training.HP_BASE_LEARNING_RATE, training.HP_BATCH_SIZE, training.HP_WARMUP_EPOCHS}
     static = arguments["TrainingJobDefinition"]["StaticHyperParameters"]
     assert not set(ranges) & set(static)  # tuned, so not static
+    assert "sagemaker_job_name" not in static  # no build timestamp: the cache key holds between builds
     assert "CheckpointConfig" not in arguments["TrainingJobDefinition"]  # trials must not resume each other
     # The request passes the runner's checks once its parameters are evaluated (literals here).
     literal = json.loads(json.dumps(arguments), object_hook=lambda d: "1" if set(d) & {"Get", "Std:Join"} else d)
