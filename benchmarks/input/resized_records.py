@@ -21,6 +21,10 @@ shared machine do not count against a candidate; repetitions are interleaved and
 candidate's best is taken. RESULT ``input_resized_vs_original_per_core``: what processing stores by default
 (``processing_resized``: ``processing.images.resized_jpeg``, short side at the training size x
 1.125, JPEG q90) over the original (target >= 2.5; naive 256 px q95 records gave 2.0).
+Then the accuracy effect: small_cnn trained on each (``--accuracy-photos``, at
+``--accuracy-size`` px), tested on its own test records, and the resized model on the test
+photos' original files as serving receives them (RESULT ``input_resized_accuracy``,
+``input_original_accuracy``, ``input_resized_served_originals_accuracy``).
 
     .venv/bin/python -m benchmarks.input.resized_records [--image-size 224] [--photos 48] [--repeats 3]
 """
@@ -43,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--photos", type=int, default=48)
     parser.add_argument("--seconds", type=float, default=1.0, help="per candidate per repetition")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--accuracy-photos", type=int, default=120, help="0: no accuracy comparison")
+    parser.add_argument("--accuracy-size", type=int, default=64)
+    parser.add_argument("--accuracy-epochs", type=int, default=10)
     args = parser.parse_args(argv)
     for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
         os.environ[name] = "1"
@@ -132,7 +139,56 @@ def main(argv: list[str] | None = None) -> int:
               f"{kb:6.1f} KB per record")
     h.result("input_resized_vs_original_per_core", h.best(rates["processing_resized"]) / base, ">=2.5")
     h.result("input_raw_vs_original_per_core", h.best(rates[f"raw_{margin}"]) / base, "-")
+    if args.accuracy_photos:
+        _accuracy(args, tf, images, resized_jpeg)
     return 0
+
+
+def _accuracy(args, tf, images, resized_jpeg) -> None:
+    """small_cnn trained on each encoding's records (the training path's map: decode,
+    antialiased resize, crop_flip), tested on its own test records as evaluation does; the
+    resized model also on the test photos' original files, as serving gets them."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from tests.pipeline.costs.advisor.test_gpu_advise import write_photos
+    from training_entry.model import architectures
+
+    size = args.accuracy_size
+    side = math.ceil(size * images.CROP_MARGIN)
+    with tempfile.TemporaryDirectory(prefix="resized-accuracy-") as tmp:
+        write_photos(Path(tmp), per_class=args.accuracy_photos // 2, seed=1)
+        files = sorted(Path(tmp).rglob("*.jpg"))
+        blobs = [p.read_bytes() for p in files]
+        labels = np.array([0 if p.parent.name == "ants" else 1 for p in files])
+    order = np.random.default_rng(0).permutation(len(blobs))
+    test, train = order[: len(order) // 3], order[len(order) // 3:]
+    encodings = {"original": blobs, "resized": [resized_jpeg(b, side)[0] for b in blobs]}
+
+    def pixels(encoded: list[bytes]) -> np.ndarray:
+        return np.stack([images.resize(images.decode(b), size).numpy() for b in encoded])
+
+    accuracy = {}
+    for name, encoded in encodings.items():
+        tf.keras.utils.set_random_seed(0)
+        ds = (tf.data.Dataset.from_tensor_slices(([encoded[i] for i in train], labels[train]))
+              .shuffle(len(train), seed=0).map(lambda b, y: (images.augment(images.decode(b), size, "crop_flip"), y))
+              .batch(16))
+        model = architectures.small_cnn(size, 2)
+        model.compile(optimizer=tf.keras.optimizers.legacy.Adam(0.002), loss="sparse_categorical_crossentropy")
+        model.fit(ds, epochs=args.accuracy_epochs, verbose=0)
+        predicted = model.predict(pixels([encoded[i] for i in test]), verbose=0).argmax(axis=1)
+        accuracy[name] = float((predicted == labels[test]).mean())
+        if name == "resized":
+            served = model.predict(pixels([blobs[i] for i in test]), verbose=0).argmax(axis=1)
+            accuracy["resized_served_originals"] = float((served == labels[test]).mean())
+    h.say(f"accuracy, small_cnn at {size} px, {len(train)} train / {len(test)} test photos, "
+          f"{args.accuracy_epochs} epochs: " + ", ".join(f"{k} {v:.3f}" for k, v in accuracy.items()))
+    h.result("input_resized_accuracy", accuracy["resized"], "-")
+    h.result("input_original_accuracy", accuracy["original"], "-")
+    h.result("input_resized_served_originals_accuracy", accuracy["resized_served_originals"], "-")
 
 
 if __name__ == "__main__":

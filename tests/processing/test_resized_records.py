@@ -115,7 +115,7 @@ def test_photos_processed_both_ways_train_and_the_resized_model_serves_originals
                              for p in files])
     difference = np.abs(from_files - from_records).mean()
     print(f"mean |pixel difference| at {SIZE} px, original vs stored: {difference:.2f} of 255")
-    assert difference < 5.0  # 3.9 measured (14.5 before the training path's resize antialiased)
+    assert difference < 5.0  # 3.9 measured (14.5 before the training path antialiased its shrinking)
 
     def classes(batch: np.ndarray) -> np.ndarray:
         out = served(**{training.SERVING_INPUT_IMAGES: tf.constant(batch)})

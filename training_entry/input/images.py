@@ -19,6 +19,7 @@ import tensorflow as tf
 from training_entry.input.records import FEATURE_IMAGE, FEATURE_Y
 
 CROP_MARGIN = 1.125  # training crops size x size out of the resized image padded by 12.5%
+ANTIALIAS_ABOVE = 1.5  # shrink factors above this are antialiased (``resize``)
 CHANNELS = 3
 # Serving decodes what a client sends: a 493 KB PNG can declare 13000 x 13000 pixels (500 MiB
 # decoded, four times that as float32 for the resize). The header's size is checked in the
@@ -39,11 +40,19 @@ def decode(encoded: tf.Tensor) -> tf.Tensor:
 def resize(image: tf.Tensor, size: int) -> tf.Tensor:
     """-> float32 [size, size, 3] in 0..255 (bilinear: stays inside the input's range).
 
-    Antialiased: shrinking a 500 px photo to 64 px without it samples single pixels (sensor
-    noise and all), so a photo and its copy stored at the training size (processing's
-    ``--image-records resized``) landed 14.5/255 apart on average; with it, every path
-    (training, evaluation, serving) averages the pixels it drops. Enlarging is unchanged."""
-    resized = tf.image.resize(image, [size, size], method="bilinear", antialias=True)
+    Antialiased where it shrinks by more than ``ANTIALIAS_ABOVE``: shrinking a 500 px photo to
+    64 px without it samples single pixels (sensor noise and all), so a photo and its copy
+    stored at the training size (processing's ``--image-records resized``) landed 14.5/255
+    apart on average; with it, 3.9. A copy stored at the training size x the crop margin
+    shrinks by 1.125 only, where plain bilinear aliases little and costs far less per image
+    (benchmarks/input/resized_records.py). Enlarging is unchanged."""
+    shape = tf.shape(image)
+    shrink = tf.cast(tf.minimum(shape[0], shape[1]), tf.float32) / float(size)
+    resized = tf.cond(
+        shrink > ANTIALIAS_ABOVE,
+        lambda: tf.image.resize(image, [size, size], method="bilinear", antialias=True),
+        lambda: tf.image.resize(image, [size, size], method="bilinear"),
+    )
     return tf.clip_by_value(resized, 0.0, 255.0)
 
 
