@@ -348,7 +348,14 @@ class Tracker:
         self._guard(lambda: self.log.log_step(record, step))
 
     def ended(self, record: ExecutionRecord) -> None:
-        self._guard(lambda: self.log.end_parent(record))
+        if self.log is None and self.error is None:  # it never started (nothing ran)
+            return
+
+        def end():
+            for step in record.steps:  # the step a stop (Ctrl-C) cut short: its run ends KILLED
+                self.log.log_step(record, step)
+            self.log.end_parent(record)
+        self._guard(end)
         if self.error is None:
             return
         missing = unlogged(record, self.log.entry if self.log else None)

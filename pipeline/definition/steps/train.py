@@ -135,9 +135,9 @@ def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
         ) if checkpoints else None,
         checkpoint_local_path=training.CHECKPOINT_DIR if checkpoints else None,
         enable_network_isolation=settings.network_isolation,
-        encrypt_inter_container_traffic=True,
         # MLflow: the job logs its own run (training_entry/tracking.py) where --tracking-uri says.
         environment=_tracking_environment(settings),
+        encrypt_inter_container_traffic=True,
         volume_kms_key=settings.kms_key_id,
         output_kms_key=settings.kms_key_id,
         use_spot_instances=settings.use_spot,

@@ -205,4 +205,11 @@ def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_
     # trainpipe executions --local shows the run's link.
     listed = subprocess.run([sys.executable, "-m", "pipeline", "executions", "--local", "--workdir", str(workdir)],
                             cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
-    assert read_state(workdir / "runs" / execution_id)["targets"][mlflow_server.uri]["link"] in listed.stdout
+    link = read_state(workdir / "runs" / execution_id)["targets"][mlflow_server.uri]["link"]
+    assert link in listed.stdout
+    status = subprocess.run([sys.executable, "-m", "pipeline", "status", "--local", "--workdir", str(workdir)],
+                            cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
+    assert f"mlflow run     {link}" in status.stdout, status.stdout
+    from pipeline import notebook
+
+    assert notebook.local_results(workdir).mlflow_run == link  # what the notebook prints
