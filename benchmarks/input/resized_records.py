@@ -50,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--accuracy-photos", type=int, default=120, help="0: no accuracy comparison")
     parser.add_argument("--accuracy-size", type=int, default=64)
     parser.add_argument("--accuracy-epochs", type=int, default=10)
+    parser.add_argument("--accuracy-contrast", type=float, default=0.4,
+                        help="how far apart the classes' colours are (write_photos): low enough not to saturate")
     args = parser.parse_args(argv)
     for name in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
         os.environ[name] = "1"
@@ -159,7 +161,7 @@ def _accuracy(args, tf, images, resized_jpeg) -> None:
     size = args.accuracy_size
     side = math.ceil(size * images.CROP_MARGIN)
     with tempfile.TemporaryDirectory(prefix="resized-accuracy-") as tmp:
-        write_photos(Path(tmp), per_class=args.accuracy_photos // 2, seed=1)
+        write_photos(Path(tmp), per_class=args.accuracy_photos // 2, seed=1, contrast=args.accuracy_contrast)
         files = sorted(Path(tmp).rglob("*.jpg"))
         blobs = [p.read_bytes() for p in files]
         labels = np.array([0 if p.parent.name == "ants" else 1 for p in files])

@@ -26,9 +26,11 @@ TRAINPIPE = [sys.executable, "-m", "pipeline"]
 TRAIN_KEY = "trainpipe/photo/PreprocessData/output/train"
 
 
-def write_photos(root: Path, per_class: int = 8, seed: int = 0) -> None:
+def write_photos(root: Path, per_class: int = 8, seed: int = 0, contrast: float = 1.0) -> None:
     """Synthetic photographs: 500x375 (a typical camera photo's aspect, as the ants/bees
-    set's), smooth gradients, shapes and sensor-like noise, JPEG quality 90."""
+    set's), smooth gradients, shapes and sensor-like noise, JPEG quality 90. ``contrast``: how
+    far the shapes' colours lean to their class's palette from a shared one (1: all the way;
+    lower makes the classes harder to tell apart)."""
     from PIL import Image, ImageDraw
 
     rng = np.random.default_rng(seed)
@@ -46,7 +48,8 @@ def write_photos(root: Path, per_class: int = 8, seed: int = 0) -> None:
             draw = ImageDraw.Draw(image)
             for _ in range(8):
                 x0, y0, w, h = rng.integers(0, 440), rng.integers(0, 315), *rng.integers(30, 140, 2)
-                fill = tuple(int(rng.integers(*bounds)) for bounds in palette)
+                fill = tuple(int(contrast * rng.integers(*bounds) + (1 - contrast) * rng.integers(60, 200))
+                             for bounds in palette)
                 draw.ellipse([x0, y0, x0 + w, y0 + h], fill=fill)
             image.save(root / name / f"{i:03d}.jpg", quality=90)
 
