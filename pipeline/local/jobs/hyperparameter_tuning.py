@@ -220,7 +220,9 @@ class TrialJob(TrainingJob):
 
     def poll_hook(self) -> None:
         super().poll_hook()
-        if self.stop_event.is_set():
+        # SageMaker stops a running job only: one whose processes have all ended goes on to
+        # finish (its model is packed and kept).
+        if self.stop_event.is_set() and self.processes.running():
             raise EarlyStop(self.stop_reason)
 
 
@@ -362,6 +364,9 @@ class HyperparameterTuningJob:
         import optuna
 
         self._feed(trial)  # the lines read after its last poll
+        if trial.stop_reason is not None and trial.status == "Completed":
+            self.say(f"trial {trial.number} had finished its training when the stop came: it stays Completed")
+            trial.stop_reason = None
         if trial.result is not None:
             final = {m["MetricName"]: m["Value"] for m in trial.result.description.get("FinalMetricDataList", [])}
             if self.request.objective_metric in final:
