@@ -116,3 +116,27 @@ def test_hyperband_stops_trials_on_the_epoch_stream():
         else:
             study.tell(trial, 1 - abs(lr - 0.01) * 10)
     assert pruned > 0
+
+
+def test_a_trial_is_stopped_only_while_its_processes_run(tmp_path):
+    """SageMaker stops running jobs only: a trial whose processes have all ended finishes."""
+    import os
+    import threading
+
+    from pipeline.local.store.storage import LocalStorage
+
+    from .test_hyperparameter_ranges import REQUEST
+
+    stop = threading.Event()
+    request = hr.parse(REQUEST).trial_request({"lr": "0.01", "batch": "32", "opt": '"sgd"'})
+    job = ht.TrialJob(request, "t-001", LocalStorage(tmp_path / "store"), tmp_path / "job", echo=False,
+                      stop_event=stop)
+    job.stop_reason = "stopped early by the test"
+    stop.set()
+    job.poll_hook()  # no process: nothing to stop
+    job.spawn("algo-1", ["sleep", "30"], dict(os.environ), tmp_path, tmp_path / "sleep.log")
+    try:
+        with pytest.raises(ht.EarlyStop, match="stopped early by the test"):
+            job.poll_hook()
+    finally:
+        job.stop_children()
