@@ -15,6 +15,7 @@ ARN) comes from the code's requirements.txt, which the definition writes.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -81,8 +82,10 @@ class JobRun:
             from mlflow.entities import Metric
 
             now = int(time.time() * 1000)
-            self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, epoch)
-                                                        for k, v in metrics.items()])
+            # As the metric line: a figure the epoch lacks (None) or that is not finite is left out.
+            self.client.log_batch(self.run_id, metrics=[
+                Metric(k, float(v), now, epoch) for k, v in metrics.items()
+                if v is not None and math.isfinite(v)])
         except Exception as error:  # noqa: BLE001
             self._give_up(error)
 
