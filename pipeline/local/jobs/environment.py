@@ -62,12 +62,28 @@ import sys
 import sysconfig
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from pipeline.errors import UserError
 
-IMAGE_PYTHON_ENV = "TRAINPIPE_IMAGE_PYTHON"
+# Which Python a job runs, and what its code tells before it runs: interpreters.py (re-exported
+# here, where the jobs and the tests have always found them).
+from pipeline.local.jobs.interpreters import (  # noqa: F401
+    HEAVY_FRAMEWORKS,
+    IMAGE_ENVIRONMENTS_ENV,
+    IMAGE_PYTHON_ENV,
+    CodeFacts,
+    Interpreter,
+    _pins,
+    _seed_root,
+    choose,
+    facts,
+    find_python,
+    image_python,
+    interpreter_for,
+    parse_mapping,
+)
+
 # Written into every job venv: the runner's site-packages, after the venv's own.
 RUNNER_PTH = "trainpipe-runner.pth"
 READY_FILE = "trainpipe-ready"
@@ -78,188 +94,9 @@ JOB_LAYER = "python-env"
 LAYERS_PTH = "trainpipe-layers.pth"
 GUARD_MODULE = "trainpipe_image_guard"
 GUARD_PTH = "trainpipe-image-guard.pth"
-_IMAGE_PY = re.compile(r"(?<![A-Za-z0-9])py(\d)(\d*)(?![0-9])")
 _PIP_WRAPPER = '#!/bin/sh\n# trainpipe: pip of this job environment (never the runner\'s)\nexec "$(dirname "$0")/python" -m pip "$@"\n'
 # pip's last words when nothing matches the requirement on this Python.
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    python: str  # the interpreter the venv is made from
-    mapped: bool  # not the runner's: TRAINPIPE_IMAGE_PYTHON's, or the image's (``seed``)
-    version: str  # "3.11"
-    # The image's Python found on this machine: the environment holding the image's pinned
-    # packages the job imports (``seeded``), made once per machine.
-    seed: Path | None = None
-    why: str = ""  # one clause for the job's log: why this interpreter
-
-
-def image_python(image_uri: str) -> str | None:
-    """The Python an image has, from its tag (``...-cpu-py310-ubuntu20.04`` -> ``3.10``)."""
-    match = _IMAGE_PY.search(str(image_uri or "").rsplit("/", 1)[-1])
-    if not match:
-        return None
-    return f"{match.group(1)}.{match.group(2)}" if match.group(2) else match.group(1)
-
-
-def parse_mapping(text: str) -> list[tuple[re.Pattern, str]]:
-    """``REGEX=PYTHON;REGEX=PYTHON`` -> [(compiled, python)]; one line naming a bad entry."""
-    entries = []
-    for item in filter(None, (part.strip() for part in (text or "").split(";"))):
-        pattern, sep, python = item.rpartition("=")
-        if not sep or not pattern or not python:
-            raise UserError(f"{IMAGE_PYTHON_ENV} entry {item!r}: expected IMAGE_REGEX=/path/to/python")
-        try:
-            entries.append((re.compile(pattern), python))
-        except re.error as error:
-            raise UserError(f"{IMAGE_PYTHON_ENV} entry {item!r}: bad regex: {error}") from None
-    return entries
-
-
-def _version_of(python: str) -> str:
-    done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, timeout=60)
-    if done.returncode != 0:
-        raise OSError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "exit "
-                      f"{done.returncode}")
-    return done.stdout.strip()
-
-
-def interpreter_for(image_uri: str, environ: Mapping[str, str] = os.environ) -> Interpreter:
-    """The runner's Python, unless ``TRAINPIPE_IMAGE_PYTHON`` maps ``image_uri`` elsewhere."""
-    for pattern, python in parse_mapping(environ.get(IMAGE_PYTHON_ENV, "")):
-        if pattern.search(str(image_uri or "")):
-            found = shutil.which(python)
-            if found is None:
-                raise UserError(f"{IMAGE_PYTHON_ENV} maps {image_uri} to {python}, which is not "
-                                f"an executable; fix the path or remove the entry")
-            try:
-                version = _version_of(found)
-            except (OSError, subprocess.TimeoutExpired) as error:
-                raise UserError(f"{IMAGE_PYTHON_ENV} maps {image_uri} to {python}, which does "
-                                f"not run ({error})") from None
-            return Interpreter(found, True, version)
-    return Interpreter(sys.executable, False, f"{sys.version_info[0]}.{sys.version_info[1]}")
-
-
-# Frameworks whose image copy the runner itself holds (TensorFlow 2.14.1 here and in the TF
-# 2.14 images): a job importing one from its image runs under the runner's Python, with the
-# image guard and a parse check under the image's version, instead of installing the
-# framework again for another Python (minutes and gigabytes per run; docs/local-mode.md).
-HEAVY_FRAMEWORKS = frozenset({"tensorflow", "torch", "horovod", "mxnet", "jax", "keras"})
-IMAGE_ENVIRONMENTS_ENV = "TRAINPIPE_IMAGE_ENVIRONMENTS"  # where seeded image environments live
-
-
-@dataclass(frozen=True)
-class CodeFacts:
-    """What a job's code tells before it runs (``facts``)."""
-    record: object | None  # pipeline.images.catalog.ImageRecord
-    imports: frozenset[str]  # top-level modules the code imports (not its own, not stdlib)
-    wanted: frozenset[str]  # modules its requirements and its own pip installs provide
-    opaque: bool  # it pip-installs what cannot be known before it runs
-    installs: bool = False  # it pip-installs anything (requirements.txt, or its own pip install)
-
-
-def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
-    from pipeline.images import catalog
-    from pipeline.images.distributions import parse_requirements
-    from pipeline.images.imports import scan, stdlib
-
-    record = catalog.find(image_uri)
-    if record is None:
-        return CodeFacts(None, frozenset(), frozenset(), False)
-    files, texts = {}, [(requirements or b"").decode(errors="replace")]
-    for top in map(Path, code_paths):
-        for path in ([top] if top.is_file() else sorted(top.rglob("*"))[:2000]):
-            if not path.is_file() or path.is_symlink() or path.stat().st_size > 4 << 20:
-                continue
-            if path.suffix == ".py":
-                files[str(path)] = path.read_text(errors="replace")
-            elif path.name == "requirements.txt":
-                texts.append(path.read_text(errors="replace"))
-            elif path.name.endswith(".tar.gz"):
-                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
-                texts.extend(_archived_requirements(path))
-    scanned = scan(files, None, record.python)
-    wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
-    imports = frozenset(scanned.imports) - stdlib(record.python)
-    return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
-                     installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque))
-
-
-@cache
-def find_python(version: str) -> str | None:
-    """An interpreter of Python ``version`` ("3.9") on this machine that runs: on PATH
-    (``python3.9``; a pyenv shim that is not activated does not run), else pyenv's."""
-    candidates = [shutil.which(f"python{version}")]
-    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    candidates += sorted(map(str, root.glob(f"versions/{version}.*/bin/python{version}")), reverse=True)
-    candidates += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
-    for candidate in filter(None, candidates):
-        try:
-            if Path(candidate).exists() and _version_of(candidate) == version:
-                return candidate
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-    return None
-
-
-def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = os.environ) -> Interpreter:
-    """The job's interpreter: ``TRAINPIPE_IMAGE_PYTHON``'s where it maps the image; else the
-    image's Python where the job installs packages (what resolves depends on the Python:
-    ``pip install tensorflow==2.11.0`` exists for 3.9, not 3.11), this machine has that
-    interpreter, and the job imports no framework of its image that the runner holds; else
-    the runner's, with the image guard and the pre-run parse check under the image's version.
-    Why not always the image's Python: its packages would be installed again for it, per
-    machine (measured on this 2-core machine: 84 s for numpy alone, 141 s for SKLearn
-    1.2-1's pandas/scikit-learn/numpy/scipy; TensorFlow and Horovod far more)."""
-    mapped = interpreter_for(image_uri, environ)
-    record = code.record if code is not None else None
-    if mapped.mapped or record is None:
-        return mapped
-    runner = mapped.version
-    if record.python == runner:
-        return Interpreter(mapped.python, False, runner, why=f"the image's Python is {runner} too")
-    judged = f"the image's Python is {record.python}, whose syntax the pre-run check judged"
-    from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.wanted)
-    if from_image:
-        return Interpreter(mapped.python, False, runner,
-                           why=f"the image's {' and '.join(from_image)} "
-                               f"{'is' if len(from_image) == 1 else 'are'} this machine's; {judged}")
-    if not code.installs:
-        return Interpreter(mapped.python, False, runner, why=f"the job installs nothing; {judged}")
-    found = find_python(record.python)
-    if found is None:
-        return Interpreter(mapped.python, False, runner,
-                           why=f"the image's Python {record.python} is not on this machine "
-                               f"({IMAGE_PYTHON_ENV} maps an image to one)")
-    return Interpreter(found, True, record.python, seed=_seed_root(found, record, code),
-                       why=f"the image's Python, with its {record.name} packages the code imports")
-
-
-def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
-    """(what to install: the image's distributions providing what the code imports and does
-    not install itself, constraints: every exact version the record gives)."""
-    from pipeline.images.distributions import modules_of
-
-    wanted, constraints = [], []
-    for distribution, version in sorted(record.packages.items()):
-        name = distribution.split(" ", 1)[0]
-        exact = re.fullmatch(r"(?:==)?\s*([0-9][0-9A-Za-z.+!-]*)(?:\s.*)?", str(version))
-        if exact and not str(version).startswith(("dependency", "unpinned")):
-            constraints.append(f"{name}=={exact.group(1)}")
-        if set(modules_of(name).modules) & (code.imports - code.wanted):
-            wanted.append(name)
-    return wanted, constraints
-
-
-def _seed_root(python: str, record, code: CodeFacts) -> Path:
-    wanted, constraints = _pins(record, code)
-    digest = hashlib.sha256("\0".join([python, record.name, *wanted, "--", *constraints]).encode()).hexdigest()[:12]
-    base = Path(os.environ.get(IMAGE_ENVIRONMENTS_ENV) or
-                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe" / "image-environments")
-    return base / f"{record.name}-py{record.python}-{digest}"
 
 
 def _key(interpreter: Interpreter, image_uri: str, requirements: bytes | None) -> str:
@@ -365,17 +202,6 @@ def guard_for(image_uri: str, code: CodeFacts) -> Guard | None:
     if code.record is None or code.opaque:
         return None
     return Guard(str(image_uri), code.record.name, frozenset(code.record.modules | code.wanted))
-
-
-def _archived_requirements(path: Path) -> list[str]:
-    import tarfile
-
-    try:
-        with tarfile.open(path) as tar:
-            return [tar.extractfile(m).read().decode(errors="replace") for m in tar.getmembers()
-                    if m.isfile() and PurePosixPath(m.name).name == "requirements.txt" and m.size <= 1 << 20]
-    except (tarfile.TarError, OSError, EOFError):
-        return []
 
 
 @dataclass(frozen=True)

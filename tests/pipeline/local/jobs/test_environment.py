@@ -15,6 +15,7 @@ import pytest
 
 from pipeline.errors import UserError
 from pipeline.local.jobs import environment as job_env
+from pipeline.local.jobs import interpreters
 from pipeline.local.jobs.training import TrainingJob
 from tests import readme_record
 from tests.pipeline.local.helpers import BUCKET, put_code, training_request
@@ -98,7 +99,7 @@ def test_the_codes_requirements_are_installed_into_the_job_environment(local_sto
 
 def test_an_install_this_python_cannot_resolve_is_one_line_with_the_way_out(local_storage, tmp_path, monkeypatch):
     # Where this machine has no interpreter of the image's Python, the job runs under the runner's.
-    monkeypatch.setattr(job_env, "find_python", lambda version: None)
+    monkeypatch.setattr(interpreters, "find_python", lambda version: None)
     script = ('import subprocess, sys\nsubprocess.check_call([sys.executable, "-m", "pip", "install", '
               '"--no-index", "--find-links", sys.argv[2], "tensorflow==2.11.0"])\n')
     result = run_job(local_storage, tmp_path, {"user.py": script}, {"links": str(tmp_path)})
