@@ -29,6 +29,7 @@ from __future__ import annotations
 import bz2
 import contextlib
 import gzip
+import io
 import lzma
 import os
 import stat
@@ -112,6 +113,26 @@ def extract(archive: str, destination: str, limits: Limits | None = None) -> lis
             return _Writer(root, archive).write_all(tar, plan)
         finally:
             os.close(root)
+
+
+def read_members(archive, accept, max_files: int, max_bytes: int) -> dict[str, bytes]:
+    """The regular members whose name ``accept`` takes, each at most ``max_bytes``, from the
+    first ``max_files`` members, read into memory and never written anywhere: what the
+    pre-run checks read of a code archive (``archive``: a path, or the archive's bytes).
+    An archive that cannot be read gives what was read before the fault."""
+    found: dict[str, bytes] = {}
+    source = {"fileobj": io.BytesIO(archive)} if isinstance(archive, bytes) else {"name": archive}
+    try:
+        with tarfile.open(mode="r:*", **source) as tar:
+            for member in tar.getmembers()[:max_files]:
+                name = member.name.lstrip("./")
+                if member.isfile() and not member.issparse() and member.size <= max_bytes and accept(name):
+                    data = tar.extractfile(member)
+                    if data is not None:
+                        found[name] = data.read(max_bytes)
+    except (tarfile.TarError, OSError, EOFError, zlib.error):
+        pass
+    return found
 
 
 # --- The header pass: refuse before anything is written ----------------------------------------

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import tarfile
 import tempfile
 import warnings
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from pipeline.local.store.private import write_private
 from pipeline.local.store.storage import Storage
 from pipeline.tracking import records as R
 from pipeline.tracking.target import Target
+from training_entry import archives
 
 STATE_FILE = "mlflow.json"
 # A server that is down or slow must cost the pipeline seconds, not MLflow's default minutes
@@ -259,8 +259,7 @@ class ExecutionLog:
             saved.write_bytes(self.storage.read_bytes(model.model_data_url))
             extracted = Path(scratch) / PYFUNC_ARTIFACT
             extracted.mkdir()
-            with tarfile.open(saved) as tar:
-                tar.extractall(extracted, filter="data")
+            archives.extract(str(saved), str(extracted))  # the one safe extractor
             save_pyfunc(Path(scratch) / "model", extracted, model)
             self.client.log_artifacts(run_id, str(Path(scratch) / "model"), "model")
         source = f"{self.client.get_run(run_id).info.artifact_uri}/model"

@@ -18,11 +18,8 @@ A step whose code is only known at run time (an earlier step's output) is not ju
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import re
-import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
@@ -72,18 +69,13 @@ def _known(expr, ctx: Context):
 
 
 def _add_archive(files: dict[str, str], data: bytes, under: str = "") -> None:
-    """The .py/.sh/.txt members of a tar.gz, as SageMaker extracts it into the code folder."""
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
-            for member in tar.getmembers()[:_MAX_FILES]:
-                name = member.name.lstrip("./")
-                if member.isfile() and _code_like(name) and member.size <= _MAX_BYTES:
-                    extracted = tar.extractfile(member)
-                    if extracted is not None:
-                        files[str(PurePosixPath(under, name)) if under else name] = \
-                            extracted.read().decode("utf-8", errors="replace")
-    except (tarfile.TarError, OSError, EOFError, gzip.BadGzipFile):
-        return  # not an archive we can read: the job finds out as it would
+    """The .py/.sh/.txt members of a tar.gz, as SageMaker extracts it into the code folder
+    (read by the one tar reader, ``training_entry/archives.py``; an unreadable archive adds
+    nothing: the job finds out as it would)."""
+    from training_entry import archives
+
+    for name, content in archives.read_members(data, _code_like, _MAX_FILES, _MAX_BYTES).items():
+        files[str(PurePosixPath(under, name)) if under else name] = content.decode("utf-8", errors="replace")
 
 
 def _code_like(key: str) -> bool:

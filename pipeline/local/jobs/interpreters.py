@@ -201,11 +201,8 @@ def _seed_root(python: str, record, code: CodeFacts) -> Path:
 
 
 def _archived_requirements(path: Path) -> list[str]:
-    import tarfile
+    from training_entry import archives
 
-    try:
-        with tarfile.open(path) as tar:
-            return [tar.extractfile(m).read().decode(errors="replace") for m in tar.getmembers()
-                    if m.isfile() and PurePosixPath(m.name).name == "requirements.txt" and m.size <= 1 << 20]
-    except (tarfile.TarError, OSError, EOFError):
-        return []
+    members = archives.read_members(str(path), lambda name: PurePosixPath(name).name == "requirements.txt",
+                                    10_000, 1 << 20)
+    return [data.decode(errors="replace") for data in members.values()]
