@@ -151,8 +151,8 @@ def test_plan_follows_data_not_listing_order_and_honours_depends_on(trainpipe_de
 
 
 def test_plan_refuses_what_it_cannot_run():
-    with pytest.raises(I.DefinitionError, match=r"cannot run step Tune \(Type Tuning\).*Processing, Training"):
-        I.plan({"Steps": [{"Name": "Tune", "Type": "Tuning", "Arguments": {}}]})
+    with pytest.raises(I.DefinitionError, match=r"cannot run step Notify \(Type Lambda\).*Processing, Training"):
+        I.plan({"Steps": [{"Name": "Notify", "Type": "Lambda", "Arguments": {}}]})
     cycle = [{"Name": "A", "Type": "Fail", "Arguments": {"ErrorMessage": {"Get": "Steps.B.X"}}},
              {"Name": "B", "Type": "Fail", "Arguments": {"ErrorMessage": {"Get": "Steps.A.X"}}}]
     with pytest.raises(I.DefinitionError, match="cycle: A, B"):
