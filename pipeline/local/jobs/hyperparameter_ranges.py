@@ -196,6 +196,24 @@ def grid_points(ranges: tuple[Range, ...]) -> list[dict[str, str]]:
 
 def parse(request: Mapping) -> TuningRequest:
     """The request, checked: the first problem raises ``TuningRequestError`` (one line)."""
+    config, definition = _config_and_definition(request)
+    strategy = str(config.get("Strategy") or BAYESIAN)
+    if strategy not in STRATEGIES:
+        raise TuningRequestError(f"Strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    objective_type, metric, metric_definitions = _objective(config, definition)
+    ranges, static = _ranges_and_static(config, definition)
+    max_jobs, max_parallel = _resource_limits(config, strategy, ranges)
+    early, min_resource, max_resource = _early_stopping(config, strategy)
+    seed = config.get("RandomSeed")
+    return TuningRequest(
+        strategy=strategy, max_jobs=max_jobs, max_parallel=max_parallel, objective_type=objective_type,
+        objective_metric=metric, ranges=ranges, early_stopping=early, training_definition=definition,
+        static_hyperparameters=static, seed=None if seed is None else int(seed),
+        min_resource=min_resource, max_resource=max_resource, metric_definitions=metric_definitions)
+
+
+def _config_and_definition(request: Mapping) -> tuple[Mapping, Mapping]:
+    """The tuning job config and the one training definition; what does not run locally, refused."""
     config = request.get("HyperParameterTuningJobConfig")
     if not isinstance(config, Mapping):
         raise TuningRequestError("the Tuning step has no HyperParameterTuningJobConfig")
@@ -212,10 +230,11 @@ def parse(request: Mapping) -> TuningRequest:
     definition = request.get("TrainingJobDefinition")
     if not isinstance(definition, Mapping):
         raise TuningRequestError("the Tuning step has no TrainingJobDefinition")
+    return config, definition
 
-    strategy = str(config.get("Strategy") or BAYESIAN)
-    if strategy not in STRATEGIES:
-        raise TuningRequestError(f"Strategy {strategy!r} is not one of {', '.join(STRATEGIES)}")
+
+def _objective(config: Mapping, definition: Mapping) -> tuple[str, str, tuple]:
+    """The objective's type and metric, and the metric definitions, one of which captures it."""
     objective = config.get("HyperParameterTuningJobObjective") or {}
     metric = str(objective.get("MetricName") or "")
     objective_type = str(objective.get("Type") or "")
@@ -240,7 +259,11 @@ def parse(request: Mapping) -> TuningRequest:
     except re.error as error:
         raise TuningRequestError(f"the metric definition {metric!r}: Regex {regex!r} is not a regular "
                                  f"expression ({error})") from None
+    return objective_type, metric, metric_definitions
 
+
+def _ranges_and_static(config: Mapping, definition: Mapping) -> tuple[tuple[Range, ...], dict[str, str]]:
+    """The tuned ranges, each named once, and the static hyperparameters, none of them tuned."""
     declared = config.get("ParameterRanges") or {}
     ranges = tuple(
         [_range(s, CONTINUOUS) for s in declared.get("ContinuousParameterRanges") or []]
@@ -257,7 +280,11 @@ def parse(request: Mapping) -> TuningRequest:
     if both:
         raise TuningRequestError(f"hyperparameter(s) {', '.join(both)} are both static and tuned; "
                                  f"drop them from the estimator's hyperparameters")
+    return ranges, static
 
+
+def _resource_limits(config: Mapping, strategy: str, ranges: tuple[Range, ...]) -> tuple[int, int]:
+    """How many trials in all and at a time (Grid: every combination once, categorical only)."""
     limits = config.get("ResourceLimits") or {}
     max_parallel = _positive_int(limits.get("MaxParallelTrainingJobs", 1), "ResourceLimits.MaxParallelTrainingJobs")
     if strategy == GRID:
@@ -284,7 +311,11 @@ def parse(request: Mapping) -> TuningRequest:
         raise TuningRequestError(
             f"ResourceLimits.MaxParallelTrainingJobs={max_parallel} is more than MaxNumberOfTrainingJobs="
             f"{max_jobs}; give max_parallel_jobs <= max_jobs")
+    return max_jobs, max_parallel
 
+
+def _early_stopping(config: Mapping, strategy: str) -> tuple[str, int | None, int | None]:
+    """The early stopping type, and Hyperband's MinResource and MaxResource (None elsewhere)."""
     early = str(config.get("TrainingJobEarlyStoppingType") or EARLY_STOPPING_OFF)
     if early not in (EARLY_STOPPING_OFF, EARLY_STOPPING_AUTO):
         raise TuningRequestError(f"TrainingJobEarlyStoppingType {early!r} must be Off or Auto")
@@ -303,9 +334,4 @@ def parse(request: Mapping) -> TuningRequest:
                                      f"MaxResource {max_resource}")
     elif config.get("StrategyConfig"):
         raise TuningRequestError(f"StrategyConfig is for the Hyperband strategy only (this job's is {strategy})")
-    seed = config.get("RandomSeed")
-    return TuningRequest(
-        strategy=strategy, max_jobs=max_jobs, max_parallel=max_parallel, objective_type=objective_type,
-        objective_metric=metric, ranges=ranges, early_stopping=early, training_definition=definition,
-        static_hyperparameters=static, seed=None if seed is None else int(seed),
-        min_resource=min_resource, max_resource=max_resource, metric_definitions=metric_definitions)
+    return early, min_resource, max_resource
