@@ -11,7 +11,7 @@ against the parameters and the properties of the steps before it, and then:
 - Tuning: a hyperparameter tuning job (``tuning_step.py``), its trials training jobs run side
   by side on their share of the cores;
 - Condition: evaluates the conditions, and the branch not taken is NotExecuted;
-- RegisterModel: adds a model package to the local registry (``registry.py``);
+- RegisterModel: adds a model package to the local registry (``register_step.py``);
 - Fail: ends the execution as Failed with the step's ErrorMessage.
 
 Steps run one at a time (SageMaker would run independent steps in parallel; this DAG is a
@@ -31,7 +31,7 @@ from pathlib import Path
 from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from pipeline.local import inference_steps, tuning_step
+from pipeline.local import inference_steps, register_step, tuning_step
 from pipeline.local.dag import caching, interpreter, preflight, stubs
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
@@ -298,7 +298,7 @@ class PipelineRunner:
                 record.detail = _condition_detail(node, outcome, account)
                 record.status = SUCCEEDED
             elif node.type == STEP_REGISTER_MODEL:
-                self._register(node, record)
+                register_step.register(self, node, record)
             elif node.type == inference_steps.STEP_MODEL:
                 inference_steps.create_model(self, node, record)
             elif node.type == inference_steps.STEP_TRANSFORM:
@@ -461,47 +461,3 @@ class PipelineRunner:
             self.say(f"    retrying {node.name} in {delay:g}s (retry {done + 1}"
                      + (f" of {policy['MaxAttempts']}" if policy.get("MaxAttempts") else "") + ")")
             self.options.sleep(delay)
-
-    # --- registration --------------------------------------------------------------------------
-    def _register(self, node: StepNode, record: StepRecord) -> None:
-        args = interpreter.evaluate(node.body.get("Arguments", {}), self.ctx)
-        containers = (args.get("InferenceSpecification") or {}).get("Containers") or []
-        if not containers or not containers[0].get("ModelDataUrl"):
-            raise ExpressionError("RegisterModel: InferenceSpecification.Containers[0].ModelDataUrl is missing")
-        model_url = containers[0]["ModelDataUrl"]
-        if not self.storage.exists(model_url):
-            raise ExpressionError(f"RegisterModel: model artifact {model_url} does not exist")
-        statistics = ((args.get("ModelMetrics") or {}).get("ModelQuality") or {}).get("Statistics") or {}
-        metrics_uri = statistics.get("S3Uri")
-        metrics = None
-        if metrics_uri:
-            try:
-                metrics = json.loads(self.storage.read_bytes(metrics_uri))
-            except (StorageError, ValueError) as error:
-                raise ExpressionError(f"RegisterModel: model metrics {metrics_uri}: {error}") from error
-        group = args.get("ModelPackageGroupName")
-        if not group:
-            raise ExpressionError("RegisterModel: ModelPackageGroupName is missing")
-        # A training step served from the cache hands on the model an earlier execution
-        # registered: the same artifact is the same model, not a new version (--no-cache
-        # trains a new model, and so registers one).
-        same = [p for p in self.registry.list(group) if p.model_data_url == model_url]
-        package = same[-1] if same else self.registry.register(
-            group=group, approval_status=args.get("ModelApprovalStatus", "PendingManualApproval"),
-            model_data_url=model_url, region=self.options.region, account=self.account,
-            created=timestamp(), request=args, metrics_uri=metrics_uri, metrics=metrics,
-            execution_id=self.execution_id)
-        record.properties = {
-            "ModelPackageArn": package.arn,
-            "ModelPackageGroupName": package.group,
-            "ModelPackageVersion": package.version,
-            "ModelApprovalStatus": package.approval_status,
-            "ModelPackageStatus": "Completed",
-            "CreationTime": package.created,
-        }
-        record.detail = f"{package.group} v{package.version} ({package.approval_status})" + (
-            f" {package.primary_metric()}" if package.primary_metric() else "") + (
-            f", registered by {package.execution_id}: the same model (--no-cache trains a new one)"
-            if same else "")
-        record.status = SUCCEEDED
-
