@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 from sagemaker.workflow.pipeline import Pipeline
 
-from pipeline.definition.session import OfflinePipelineSession
+from pipeline.definition.session import OfflinePipelineSession, sdk_blind_to_mlflow
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.evaluate import evaluate_step
 from pipeline.definition.steps.gate import accuracy_gate
@@ -53,6 +53,15 @@ __all__ = [
 ]
 
 
+class _OfflinePipeline(Pipeline):
+    """The SDK's Pipeline, building its definition with the SDK blind to MLFLOW_TRACKING_URI
+    (``session.sdk_blind_to_mlflow``: the step arguments run the estimators' fit() here)."""
+
+    def definition(self) -> str:
+        with sdk_blind_to_mlflow():
+            return super().definition()
+
+
 def get_pipeline(
     settings: Settings | None = None,
     parameter_overrides: Mapping[str, object] | None = None,
@@ -65,7 +74,7 @@ def get_pipeline(
     train = tune_step(ctx, preprocess) if ctx.settings.tune_jobs else train_step(ctx, preprocess)
     evaluate = evaluate_step(ctx, preprocess, train)
     check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel (+ batch) | AccuracyTooLow
-    return Pipeline(
+    return _OfflinePipeline(
         name=ctx.settings.pipeline_name,
         parameters=list(ctx.params.values()),
         steps=[preprocess, train, evaluate, check_accuracy],

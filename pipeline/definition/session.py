@@ -8,7 +8,10 @@ from disk and send telemetry. trainpipe uploads code itself (content-addressed, 
 from __future__ import annotations
 
 import json
+import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import boto3
 import sagemaker.utils
@@ -41,6 +44,25 @@ if not getattr(sagemaker.utils.validate_sagemaker_config, "trainpipe_wrapped", F
     sagemaker.utils.validate_sagemaker_config = _validate_each_config_once(
         sagemaker.utils.validate_sagemaker_config
     )
+
+
+# MLflow's own variable (mlflow.set_tracking_uri also sets it for child processes).
+MLFLOW_TRACKING_URI = "MLFLOW_TRACKING_URI"
+
+
+@contextmanager
+def sdk_blind_to_mlflow() -> Iterator[None]:
+    """The SDK's ``EstimatorBase.fit`` forces ``wait=True`` when ``MLFLOW_TRACKING_URI`` is set
+    and network isolation is on (sagemaker/estimator.py, to forward the job's metrics), even in
+    a PipelineSession: building the definition then waits on a training job that was never
+    created, with describe_training_job against AWS. A definition starts no job, so while the
+    SDK builds one the variable is hidden from it (trainpipe's own tracking reads it before)."""
+    saved = os.environ.pop(MLFLOW_TRACKING_URI, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[MLFLOW_TRACKING_URI] = saved
 
 
 class OfflinePipelineSession(PipelineSession):

@@ -108,3 +108,21 @@ def test_a_pretrained_architecture_without_weights_says_what_trains_and_how_to_g
         "mobilenet_v2 where there is internet, then pass --init-model-uri (docs/model.md)"]
     weighted = trainpipe("definition", "-p", "ModelArchitecture=mobilenet_v2", "--init-model-uri", "s3://b/init/")
     assert weighted.returncode == 0 and "note:" not in weighted.stderr
+
+
+def test_a_tracking_server_in_the_environment_does_not_make_the_sdk_wait_on_a_job(monkeypatch):
+    # SDK v2's fit() forces wait=True when MLFLOW_TRACKING_URI is set and network isolation is
+    # on, so the build called describe_training_job against AWS (a user pointing MLflow at a
+    # server, or mlflow.set_tracking_uri in the same process, which sets the variable).
+    import os
+
+    env = {**os.environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}
+    result = subprocess.run([sys.executable, "-m", "pipeline", "definition", "-p", "Epochs=3"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout)["Steps"]
+    from pipeline.definition.build import build_definition
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    assert build_definition()["Steps"]
+    assert os.environ["MLFLOW_TRACKING_URI"] == "http://127.0.0.1:9"  # given back after the build

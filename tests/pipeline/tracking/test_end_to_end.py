@@ -97,7 +97,7 @@ def test_the_evaluation_run_has_its_metrics_and_the_confusion_matrix(tracked):
     assert children[D.STEP_CONDITION].data.tags[R.TAG_OUTCOME] == "true"
 
 
-def test_the_registered_model_loads_back_and_answers_a_row(tracked):
+def test_the_registered_model_loads_back_and_answers_a_row(tracked, monkeypatch):
     import mlflow.pyfunc
 
     from pipeline.data.default import digits_csv
@@ -108,6 +108,8 @@ def test_the_registered_model_loads_back_and_answers_a_row(tracked):
     (version,) = client.search_model_versions(f"name='{group}'")
     assert version.run_id == register.info.run_id
     assert version.tags[R.TAG_MODEL_PACKAGE] == register.data.tags[R.TAG_MODEL_PACKAGE]
+    # set_tracking_uri also sets MLFLOW_TRACKING_URI for child processes: given back after the test.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", client.tracking_uri)
     mlflow.set_tracking_uri(client.tracking_uri)
     model = mlflow.pyfunc.load_model(f"models:/{group}/{version.version}")
     row = [float(v) for v in digits_csv().decode().splitlines()[1].split(",")[:-1]]
