@@ -43,10 +43,12 @@ def test_the_notebook_runs_top_to_bottom_locally(tmp_path):
     shown = [outputs_of(c) for c in cells]
     assert "image/svg+xml" in shown[1]  # the DAG
     assert "image/png" in shown[4]  # the training curves
-    assert "text/html" in shown[3] and "text/html" in shown[5] and "text/html" in shown[8]
-    assert "image/png" in shown[6]  # the confusion matrix
+    # The default run is not tuned, and the tuning cell says so (a tuned run plots its trials).
+    assert "this run was not tuned" in "".join(o.get("text", "") for o in cells[5].outputs)
+    assert "text/html" in shown[3] and "text/html" in shown[6] and "text/html" in shown[9]
+    assert "image/png" in shown[7]  # the confusion matrix
     # The default run is a table: no misclassified images, and the cell says so.
-    assert "no misclassified images to show" in "".join(o.get("text", "") for o in cells[7].outputs)
+    assert "no misclassified images to show" in "".join(o.get("text", "") for o in cells[8].outputs)
     assert "image/png" in shown[-1]  # trainpipe advise's plot
     printed = "".join(o.get("text", "") for o in cells[3].outputs if o.get("name") == "stdout")
     assert "execution: Succeeded" in printed
