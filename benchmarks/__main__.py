@@ -7,7 +7,7 @@ Each benchmark runs as its own process (a crash or a leaked thread stays there),
 is echoed and kept, and its ``RESULT <name> <value> target <target>`` lines are collected
 into the summary table. The hand-written analysis (what was tried, what limits a target)
 is ``benchmarks/notes.md``; P1's full settings sweep (too slow for make bench) is
-``benchmarks/training/p1_explore.txt``, written by ``python -m benchmarks.training.p1_local_scaling --explore``.
+``benchmarks/training/scaling/p1_explore.txt``, written by ``python -m benchmarks.training.scaling.p1_local_scaling --explore``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ COMMAND = "make bench   # = .venv/bin/python -m benchmarks"
 # name -> (module, arguments, what it measures). Sizes are chosen so that the whole run
 # stays near 30 minutes on the 2-core reference machine (29 on 2026-11-26).
 BENCHMARKS = {
-    "p1": ("benchmarks.training.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
-    "p1cnn": ("benchmarks.training.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
+    "p1": ("benchmarks.training.scaling.p1_local_scaling", [], "P1 local distributed training (2 ranks vs 1 process and vs the best single process)"),
+    "p1cnn": ("benchmarks.training.scaling.p1_local_scaling", ["--workload", "cnn", "--quick", "--epochs", "3", "--repeats", "1"],
               "P1 on the CNN workload (small_cnn, digits PNGs decoded in tf.data): 2 ranks vs 1 process and vs the best single process"),
     "image_input": ("benchmarks.input.image_input", ["--repeats", "3"],
                     "Image input pipeline (decode + augment) images/s vs the small_cnn step's demand"),
@@ -38,7 +38,7 @@ BENCHMARKS = {
                         "(JPEG q90/q95, raw pixels) over the original bytes"),
     "p2": ("benchmarks.input.p2_pipe_reader", ["--replicate", "32", "--repeats", "6"],
            "P2 Pipe reader vs TFRecordDataset, File channel"),
-    "p3": ("benchmarks.training.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
+    "p3": ("benchmarks.training.scaling.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
     "p4": ("benchmarks.input.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
     "mfu": ("benchmarks.training.mfu", ["--repeats", "2"],
             "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
@@ -47,9 +47,9 @@ BENCHMARKS = {
     "published_gpu": ("benchmarks.advisor.published_gpu", [],
                       "GPU compute ceiling (advise's GPU types) vs NVIDIA's published single-GPU TF rows it "
                       "was not calibrated on: error per row, worst and median (a computation, no timing)"),
-    "p6": ("benchmarks.training.p6_namespaces", ["--repeats", "5"],
+    "p6": ("benchmarks.training.scaling.p6_namespaces", ["--repeats", "5"],
            "P6 per-host /opt/ml and hostname (namespaces) vs relocated paths, per job"),
-    "growth": ("benchmarks.training.growth", [], "Growth of P1-P3 with data size (plot)"),
+    "growth": ("benchmarks.training.scaling.growth", [], "Growth of P1-P3 with data size (plot)"),
     "images": ("benchmarks.input.image_processing", [],
                "Image tree processing: images/s and peak memory vs data size (1,250 to 20,000 images)"),
     "tables": ("benchmarks.input.tables", [],
@@ -67,7 +67,7 @@ BENCHMARKS = {
     "tuning": ("benchmarks.training.tuning", ["--trials", "8", "--epochs", "3"],
                "Tuning (issue 37): run --local --tune on the digits: the best trial's test accuracy vs the default "
                "settings', 8 trials 2 at a time vs one after another, trial-epochs early stopping saved"),
-    "mirrored_probe": ("benchmarks.training.mirrored_probe", [],
+    "mirrored_probe": ("benchmarks.training.probes.mirrored_probe", [],
                        "MultiWorkerMirrored: one allreduce inside a step-shaped loop vs alone (issue 25: where "
                        "mirrored loses to Horovod on the small CNN)"),
     "transform": ("benchmarks.serving.transform", [],
@@ -144,9 +144,9 @@ def write_report(outputs: dict[str, tuple[int, str, float]], total: float, info:
         out += [f"### {what}", "",
                 f"`.venv/bin/python -m {module}{' ' + ' '.join(args) if args else ''}`: "
                 f"{seconds:.0f} s, exit {code}", "", "```", text.rstrip(), "```", ""]
-        if name == "growth" and (HERE / "training" / "growth.png").exists():
-            out += ["![growth](benchmarks/training/growth.png)", ""]
-    explore = HERE / "p1_explore.txt"
+        if name == "growth" and (HERE / "training" / "scaling" / "growth.png").exists():
+            out += ["![growth](benchmarks/training/scaling/growth.png)", ""]
+    explore = HERE / "training" / "scaling" / "p1_explore.txt"
     if explore.exists():
         out += ["## P1 settings sweep (`--explore`, not part of make bench)", "",
                 "Every setting tried for P1, from the run named on the first line (its own "

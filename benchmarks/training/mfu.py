@@ -44,7 +44,7 @@ from training_entry.contract import DEFAULT_STEPS_PER_EXECUTION as DEFAULT_SPE
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
-PROBE = HERE / "matmul_probe.py"
+PROBE = HERE / "probes" / "matmul_probe.py"
 TRAIN_VARIANTS = HERE / "train_variants.py"
 BATCH = 32  # per rank; one process runs 2 x BATCH (P1's fair comparison: same global batch)
 # name -> (architecture, image size, head only, hyperparameters, epochs)

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> None:
     """The ``trainpipe`` console script: ``main``, then exit without the interpreter's final
     garbage collection walking every object the SDK and the runner made (~1 s of each
-    command; benchmarks/training/p3_runner_overhead.py). ``gc.freeze`` moves them out of its reach."""
+    command; benchmarks/training/scaling/p3_runner_overhead.py). ``gc.freeze`` moves them out of its reach."""
     code = main()
     sys.stdout.flush()
     gc.freeze()

@@ -1,5 +1,5 @@
 """Reuse a definition built before: importing the SageMaker SDK and building the definition
-take ~2 s of every ``trainpipe run --local`` (benchmarks/training/p3_runner_overhead.py), for a JSON
+take ~2 s of every ``trainpipe run --local`` (benchmarks/training/scaling/p3_runner_overhead.py), for a JSON
 document that only changes when its inputs do.
 
 The key covers everything the definition depends on: the build settings, the parameter

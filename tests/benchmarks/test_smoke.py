@@ -31,7 +31,7 @@ def run(module: str, *args: str, work: Path, timeout: float = 300) -> dict[str, 
 
 
 def test_p1_local_scaling(tmp_path):
-    found = run("benchmarks.training.p1_local_scaling", "--quick", "--replicate", "1", "--epochs", "2",
+    found = run("benchmarks.training.scaling.p1_local_scaling", "--quick", "--replicate", "1", "--epochs", "2",
                 "--repeats", "1", work=tmp_path)
     assert {"p1_local_scaling", "p1_local_scaling_naive", "p1_end_to_end_ratio",
             "p1_vs_best_single_process", "p1_samples_per_s_best_single_process"} <= set(found)
@@ -45,7 +45,7 @@ def test_p2_pipe_reader(tmp_path):
 
 
 def test_p3_runner_overhead(tmp_path):
-    found = run("benchmarks.training.p3_runner_overhead", "--repeats", "1", "-p", "Epochs=1", "-p", "WarmupEpochs=0",
+    found = run("benchmarks.training.scaling.p3_runner_overhead", "--repeats", "1", "-p", "Epochs=1", "-p", "WarmupEpochs=0",
                 "-p", "AccuracyThreshold=0",
                 work=tmp_path)
     assert {"p3_runner_overhead_share", "p3_pipeline_wall_s"} <= set(found)
@@ -70,7 +70,7 @@ def test_growth_from_recorded_figures(tmp_path):
         (figures / f"p3-x{r}.json").write_text(json.dumps({
             "records": 1797 * r, "wall": 20.0 + r, "inside": 18.0 + r, "outside": 2.0, "share": 0.1}))
     plot = tmp_path / "growth.png"
-    found = run("benchmarks.training.growth", "--sizes", "1,2", "--plot", str(plot), work=tmp_path)
+    found = run("benchmarks.training.scaling.growth", "--sizes", "1,2", "--plot", str(plot), work=tmp_path)
     assert {"growth_p1_tuned_1x2_fit_r2", "growth_p2_pipe_fit_r2", "growth_p3_pipeline_fit_r2"} <= set(found)
     assert plot.stat().st_size > 0
 
@@ -93,12 +93,12 @@ def test_image_processing(tmp_path):
 
 
 def test_p6_namespaces(tmp_path):
-    found = run("benchmarks.training.p6_namespaces", "--repeats", "1", work=tmp_path)
+    found = run("benchmarks.training.scaling.p6_namespaces", "--repeats", "1", work=tmp_path)
     assert {"p6_processing_ratio", "p6_training_ratio"} <= set(found)
 
 
 def test_p1_cnn_workload_and_image_input(tmp_path):
-    found = run("benchmarks.training.p1_local_scaling", "--workload", "cnn", "--quick", "--epochs", "2",
+    found = run("benchmarks.training.scaling.p1_local_scaling", "--workload", "cnn", "--quick", "--epochs", "2",
                 "--repeats", "1", work=tmp_path, timeout=600)
     assert {"p1_cnn_local_scaling", "p1_cnn_samples_per_s_one_process", "p1_cnn_end_to_end_ratio",
             "p1_cnn_vs_best_single_process"} <= set(found)
@@ -113,6 +113,6 @@ def test_mfu_mlp_and_a_before_after_variant(tmp_path):
 
 
 def test_mirrored_probe(tmp_path):
-    found = run("benchmarks.training.mirrored_probe", "--floats", "1", "--matmuls", "1", "--repeats", "1", work=tmp_path)
+    found = run("benchmarks.training.probes.mirrored_probe", "--floats", "1", "--matmuls", "1", "--repeats", "1", work=tmp_path)
     assert {"mirrored_allreduce_bare_ms_one_float", "mirrored_allreduce_in_step_ms_one_float",
             "mirrored_allreduce_in_step_vs_bare_one_float"} <= set(found)

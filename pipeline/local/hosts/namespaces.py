@@ -120,7 +120,7 @@ def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE) -
 
 # As root, util-linux's unshare and mount do the same as this file's main() in a few
 # milliseconds, where a Python start costs 50-150 ms per host on a busy machine
-# (benchmarks/training/p6_namespaces.py). The hostname is written through /proc: no hostname binary.
+# (benchmarks/training/scaling/p6_namespaces.py). The hostname is written through /proc: no hostname binary.
 _SHELL_ENTER = ('mount --bind "$1" "$5" && printf %s "$2" > /proc/sys/kernel/hostname'
                 ' && { [ -z "$4" ] || mount --bind "$4" /etc/hosts; } && cd "$3" && shift 5 && exec "$@"')
 # A POSIX shell (dash is Debian's /bin/sh) drops, when it execs, every variable whose name is

@@ -4,7 +4,7 @@ Open MPI picks the transport between two ranks from its node map: ranks on one n
 shared memory (the vader BTL), ranks on two nodes TCP. With one Open MPI node (daemon) per
 simulated host, the default pipeline's layout (2 hosts x 1 rank) paid a TCP round trip per
 Horovod cycle, and on a busy machine trained at 0.1-0.6x one process where the same two
-ranks on one host held ~1x (``benchmarks/training/p1_local_scaling.py``, BENCHMARKS.md). So the
+ranks on one host held ~1x (``benchmarks/training/scaling/p1_local_scaling.py``, BENCHMARKS.md). So the
 runner starts every rank on one node and preloads a small PMPI library into each
 (``_mpi_split_shim.c``): MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), where Horovod and other
 MPI programs learn who is "local", splits by simulated host instead, so

@@ -3,7 +3,7 @@
 SageMaker gives every host its own instance, and on GPU hosts each rank spends its time on
 its GPU. The local runner puts every rank of every simulated host on this machine's cores,
 where the runner's plain ``mpirun -np 2`` of our training entrypoint ran at 0.24-0.37x the
-samples/s of one process (benchmarks/training/p1_local_scaling.py; BENCHMARKS.md has the figures).
+samples/s of one process (benchmarks/training/scaling/p1_local_scaling.py; BENCHMARKS.md has the figures).
 The settings below took it to 0.93-1.10x. They only work together; each one's share, as
 "tuned without it" (2 ranks on 2 cores, ratio to one process, --explore sweep):
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.training import p1_local_scaling as p1
+from benchmarks.training.scaling import p1_local_scaling as p1
 from pipeline.local.hosts import tuning
 from training_entry.contract import TF_DATA_THREADS_ENV
 

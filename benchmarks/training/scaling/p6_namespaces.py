@@ -8,7 +8,7 @@ MPI training job of a trivial script (each host's Open MPI daemon is started in 
 namespaces). Figures: the median wall time of each, the ratio namespaces / relocated, and
 the difference in milliseconds.
 
-    .venv/bin/python -m benchmarks.training.p6_namespaces [--repeats 5]
+    .venv/bin/python -m benchmarks.training.scaling.p6_namespaces [--repeats 5]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ steps per call, interleaved ``--repeats`` times:
 collective costs more inside a step than alone. Best of the repetitions (noise only slows).
 Horovod's counterpart is the advisor probe's step-shaped loop (``benchmarks/advisor/advisor_probe.py``).
 
-    .venv/bin/python -m benchmarks.training.mirrored_probe [--floats 1 94538] [--matmuls 20] [--repeats 4]
+    .venv/bin/python -m benchmarks.training.probes.mirrored_probe [--floats 1 94538] [--matmuls 20] [--repeats 4]
 """
 
 from __future__ import annotations
@@ -95,10 +95,9 @@ def worker(index: int, ports: list[int], floats: int, matmuls: int, repeats: int
 def measure(floats: int, matmuls: int, repeats: int) -> dict:
     ports = _free_ports(2)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    argv = [sys.executable, "-m", "benchmarks.training.mirrored_probe", "--floats", str(floats), "--matmuls", str(matmuls),
+    argv = [sys.executable, "-m", "benchmarks.training.probes.mirrored_probe", "--floats", str(floats), "--matmuls", str(matmuls),
             "--repeats", str(repeats), "--ports", *map(str, ports), "--worker"]
-    cwd = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    procs = [subprocess.Popen([*argv, str(i)], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    procs = [subprocess.Popen([*argv, str(i)], cwd=h.REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
@@ -108,7 +107,7 @@ def measure(floats: int, matmuls: int, repeats: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.training.mirrored_probe", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.probes.mirrored_probe", description=__doc__.splitlines()[0])
     parser.add_argument("--floats", type=int, nargs="+", default=[1, 94538],
                         help="allreduced floats (94538: the small CNN's gradients)")
     parser.add_argument("--matmuls", type=int, default=20, help="256x256 matmuls per step")

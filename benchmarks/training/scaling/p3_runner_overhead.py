@@ -12,7 +12,7 @@ children itself). Everything else is the runner: Python and SDK start-up, buildi
 interpreting the definition, staging inputs, packing and uploading outputs, registering
 the model, and noticing that a child ended.
 
-    .venv/bin/python -m benchmarks.training.p3_runner_overhead [--replicate 1] [--repeats 2] [-p Epochs=3]
+    .venv/bin/python -m benchmarks.training.scaling.p3_runner_overhead [--replicate 1] [--repeats 2] [-p Epochs=3]
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def run_pipeline(replicate: int, parameters: list[str], workdir: Path) -> dict:
     if replicate != 1:
         extra = ["-p", f"InputDataUri={upload_digits(workdir, replicate)}"]
     spans_file = workdir / "spans.json"
-    command = [h.PYTHON, "-m", "benchmarks.training.p3_runner_overhead", "--child", str(spans_file),
+    command = [h.PYTHON, "-m", "benchmarks.training.scaling.p3_runner_overhead", "--child", str(spans_file),
                "run", "--local", "--no-cache", "--quiet", "--workdir", str(workdir),
                *extra, *[a for p in parameters for a in ("-p", p)]]
     started = time.time()
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--child":
         return child(argv[1:])
-    parser = argparse.ArgumentParser(prog="benchmarks.training.p3_runner_overhead", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.scaling.p3_runner_overhead", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=1, help="digits copies (1797 records each)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("-p", dest="parameters", action="append", default=[],

@@ -43,9 +43,9 @@ the transport between the ranks, without the training around it. ``tcp_2x1`` and
 ``allreduce_2x1_tcp`` are the 2x1 launch as it was before ``pipeline.local.hosts.shared_memory``:
 one Open MPI node per simulated host, so TCP over loopback between the hosts.
 
-    .venv/bin/python -m benchmarks.training.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 5]
-    .venv/bin/python -m benchmarks.training.p1_local_scaling --explore     # every setting tried (~10 min)
-    .venv/bin/python -m benchmarks.training.p1_local_scaling --workload cnn --quick   # small_cnn on the digits PNGs
+    .venv/bin/python -m benchmarks.training.scaling.p1_local_scaling [--replicate 16] [--epochs 4] [--repeats 5]
+    .venv/bin/python -m benchmarks.training.scaling.p1_local_scaling --explore     # every setting tried (~10 min)
+    .venv/bin/python -m benchmarks.training.scaling.p1_local_scaling --workload cnn --quick   # small_cnn on the digits PNGs
 
 ``--workload cnn``: the same comparison on the image path (``small_cnn`` at 32x32, PNG
 decode + augmentation per record in tf.data), RESULT names prefixed ``p1_cnn``.
@@ -67,8 +67,8 @@ from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
 HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
-VARIANTS = HERE / "train_variants.py"
-ALLREDUCE_PROBE = HERE / "allreduce_probe.py"
+VARIANTS = HERE.parent / "train_variants.py"
+ALLREDUCE_PROBE = HERE.parent / "probes" / "allreduce_probe.py"
 THREADS_1 = {name: "1" for name in tuning.THREAD_ENVS}
 # Workload -> hyperparameters added to every run (the MLP's are the harness defaults).
 WORKLOADS = {
@@ -201,7 +201,7 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
 
 
 def _arguments(argv: list[str] | None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
-    parser = argparse.ArgumentParser(prog="benchmarks.training.p1_local_scaling", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.scaling.p1_local_scaling", description=__doc__.splitlines()[0])
     parser.add_argument("--replicate", type=int, default=16, help="digits copies (1797 records each)")
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--batch", type=int, default=32, help="per-rank batch B")
@@ -396,7 +396,7 @@ if __name__ == "__main__":
         with contextlib.redirect_stdout(Tee()):
             code = main()
         stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-        text = (f"# {stamp}: .venv/bin/python -m benchmarks.training.p1_local_scaling "
+        text = (f"# {stamp}: .venv/bin/python -m benchmarks.training.scaling.p1_local_scaling "
                 f"{' '.join(sys.argv[1:])}\n" + buffer.getvalue())
         if "--only" in sys.argv and EXPLORE_OUTPUT.exists():
             text = EXPLORE_OUTPUT.read_text().rstrip() + "\n\n" + text

@@ -12,7 +12,7 @@ between consecutive sizes; ``linearity`` is the marginal cost of the 4x->16x ste
 1x->4x step (1.0 = linear, above = worse than linear; meaningless where the fixed costs and
 the noise dwarf the per-record cost, as for the whole pipeline on a few MB).
 
-    .venv/bin/python -m benchmarks.training.growth [--sizes 1,4,16]
+    .venv/bin/python -m benchmarks.training.scaling.growth [--sizes 1,4,16]
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def describe(label: str, records: list[int], seconds: list[float]) -> tuple[floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks.training.growth", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks.training.scaling.growth", description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,4,16", help="digits copies, comma separated")
     parser.add_argument("--epochs", type=int, default=4, help="P1 epochs (as P1's own run)")
     parser.add_argument("--plot", type=Path, default=PLOT, help=f"where the PNG goes (default {PLOT.name})")
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             path.unlink()
 
     from benchmarks.input import p2_pipe_reader
-    from benchmarks.training import p1_local_scaling, p3_runner_overhead
+    from benchmarks.training.scaling import p1_local_scaling, p3_runner_overhead
 
     h.say(f"Growth over digits x {', '.join(map(str, sizes))}")
     p1 = {r: figures("p1", r, lambda r: p1_local_scaling.main(
