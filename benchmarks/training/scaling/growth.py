@@ -5,7 +5,7 @@ bench`` are reused, not measured again). P1's points are its time in the trainin
 the epochs after the first (the first traces the graph: a fixed cost that moves by tenths
 of a second between launches and hid the per-record cost at x1 and x4, R^2 0.03 and 0.39 in
 one run), best-of-n over ``P1_REPEATS`` interleaved repetitions where this script measures
-them (noise only slows a run down; P1's own run at x16 has 5). Time should grow linearly with the
+them (noise only slows a run down; P1's own run at x16 has 3 in make bench). Time should grow linearly with the
 records: for each curve the script fits ``seconds = fixed + per_record x records`` and
 prints the fit's R^2 (1.0 = on a straight line) and the *marginal* cost per 1000 records
 between consecutive sizes; ``linearity`` is the marginal cost of the 4x->16x step over the
@@ -27,7 +27,7 @@ from benchmarks import harness as h
 
 PLOT = Path(__file__).resolve().parent / "growth.png"
 # P1 repetitions per point this script measures itself (each ~6 s of jobs at x1 and x4).
-P1_REPEATS = 3
+P1_REPEATS = 2
 
 
 def figures(name: str, replicate: int, run) -> dict:
