@@ -16,7 +16,7 @@ MPI. Everything else stays out, in particular:
 - ``TF_CONFIG``: it switches TensorFlow into multi-worker mode; only a job kind sets it, per
   host, after this scrub (and a request's Environment may, as on SageMaker);
 - ``PYTHONPATH``, ``PYTHONHOME``, ``PYTHONUSERBASE``, ``VIRTUAL_ENV``, ``PIP_*``: the job's Python
-  is laid out by its job environment (``pipeline/local/jobs/environment.py``).
+  is laid out by its job environment (``pipeline/local/jobs/environments/environment.py``).
 """
 
 from __future__ import annotations

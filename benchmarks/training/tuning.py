@@ -41,7 +41,7 @@ from pathlib import Path
 from benchmarks import harness as h
 from pipeline.definition.build import STEP_EVALUATE
 from pipeline.definition.build import STEP_TUNE as STEP
-from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+from pipeline.local.jobs.tuning.hyperparameter_tuning import TRIALS_FILE
 
 
 def trainpipe(*args: str) -> subprocess.CompletedProcess:

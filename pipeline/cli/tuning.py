@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.local.jobs.hyperparameter_tuning import DESCRIPTION_FILE, SUMMARIES_KEY
+from pipeline.local.jobs.tuning.hyperparameter_tuning import DESCRIPTION_FILE, SUMMARIES_KEY
 from pipeline.workdir import HELP as WORKDIR_HELP
 from pipeline.workdir import resolve_workdir
 

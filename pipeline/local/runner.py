@@ -62,8 +62,8 @@ from pipeline.local.jobs.failures import CLIENT_ERROR
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
-from pipeline.local.jobs.sdk_v3 import check_launch, code_for_image_check
-from pipeline.local.jobs.training_v3 import job_class
+from pipeline.local.jobs.v3.sdk_v3 import check_launch, code_for_image_check
+from pipeline.local.jobs.v3.training_v3 import job_class
 from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError

@@ -1,4 +1,4 @@
-"""The runner's Tuning step (SageMaker's ``TuningStep``): a ``jobs/hyperparameter_tuning.py``
+"""The runner's Tuning step (SageMaker's ``TuningStep``): a ``jobs/tuning/hyperparameter_tuning.py``
 job, whose trials are training jobs of this run.
 
 Its properties are what SageMaker gives a later step: the DescribeHyperParameterTuningJob
@@ -18,9 +18,12 @@ from pipeline.errors import UserError
 from pipeline.local.dag import interpreter
 from pipeline.local.dag.interpreter import STEP_TUNING, ExpressionError  # noqa: F401 (the runner's)
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
-from pipeline.local.jobs import hyperparameter_ranges
-from pipeline.local.jobs.hyperparameter_tuning import HyperparameterTuningJob, tuning_job_name
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS, account_of
+from pipeline.local.jobs.tuning import hyperparameter_ranges
+from pipeline.local.jobs.tuning.hyperparameter_tuning import (
+    HyperparameterTuningJob,
+    tuning_job_name,
+)
 
 
 def check(nodes, ctx) -> None:

@@ -266,8 +266,8 @@ def chief_series(folder: Path | None) -> dict[str, list[dict]]:
 def _tuning(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end: int) -> None:
     """The tuning step's run: its objective's best value; each trial a run nested under it
     (the trial's hyperparameters, every epoch's metrics, its objective, how it ended), read
-    from the tuning job's ``trials.json`` (pipeline/local/jobs/hyperparameter_tuning.py)."""
-    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+    from the tuning job's ``trials.json`` (pipeline/local/jobs/tuning/hyperparameter_tuning.py)."""
+    from pipeline.local.jobs.tuning.hyperparameter_tuning import TRIALS_FILE
 
     payload.metrics += [(k, float(v), end, 0) for k, v in step.metrics.items()]
     best = ((step.properties or {}).get("BestTrainingJob") or {}).get("TrainingJobName")

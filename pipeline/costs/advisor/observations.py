@@ -272,7 +272,7 @@ def local_manifest(workdir: Path | None, properties: dict) -> dict | None:
 def training_steps(doc: dict) -> list[dict]:
     """An execution's training steps, and each trial of a Tuning step (``--tune``) as one: every
     trial is a training job with the advisor's metrics, on the cores its slot had."""
-    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+    from pipeline.local.jobs.tuning.hyperparameter_tuning import TRIALS_FILE
 
     found = []
     for step in doc.get("steps") or []:

@@ -134,7 +134,7 @@ def known_request(node: StepNode, ctx: Context) -> dict:
 def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check) -> None:
     """A training step whose launch cannot be determined (no sagemaker_program; SDK v3
     sm_drivers files that name nothing runnable) is refused now, not after a step ran.
-    ``check(request, storage, where)`` is the jobs' reader (``jobs/sdk_v3.check_launch``)."""
+    ``check(request, storage, where)`` is the jobs' reader (``jobs/v3/sdk_v3.check_launch``)."""
     for node in nodes:
         if node.type == STEP_TRAINING:
             check(known_request(node, ctx), storage, f"step {node.name}")
@@ -142,7 +142,7 @@ def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check)
 
 def job_code(node: StepNode, ctx: Context, storage: Storage, v3_code=None) -> image_check.JobCode | None:
     """The code the image check reads of a step: SDK v3 ModelTrainer jobs through ``v3_code``
-    (``jobs/sdk_v3.code_for_image_check``: the code channel, sourcecode.json's script and
+    (``jobs/v3/sdk_v3.code_for_image_check``: the code channel, sourcecode.json's script and
     requirements), the rest as image_check reads them."""
     if node.type == STEP_TRAINING and v3_code is not None:
         code = v3_code(known_request(node, ctx), storage, f"step {node.name}")

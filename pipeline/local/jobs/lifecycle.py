@@ -31,8 +31,8 @@ from pipeline.local.hosts.processes import (
     stop_reason,
 )
 from pipeline.local.jobs import contract
-from pipeline.local.jobs import environment as job_environment
-from pipeline.local.jobs.environment import JobEnvironment
+from pipeline.local.jobs.environments import environment as job_environment
+from pipeline.local.jobs.environments.environment import JobEnvironment
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
     CLIENT_ERROR,
@@ -50,7 +50,7 @@ POLL_SECONDS = 0.05
 _PYTHON_NAMES = re.compile(r"^python(3(\.\d+)?)?$")
 # Where a job's hosts' home directories are, under the job's folder.
 HOMES = "home"
-# Jobs' environments (``environment.py``), cached between jobs: under the workdir.
+# Jobs' environments (``environments/environment.py``), cached between jobs: under the workdir.
 ENVIRONMENTS = "job-environments"
 # The literal container base in a job's code, outside a comment line.
 _NAMES_OPT_ML = re.compile(r"^(?!\s*#).*?" + re.escape(namespaces.CONTAINER_BASE) + r"(?![\w.-])",
@@ -171,7 +171,7 @@ class JobResult:
 class LocalJob:
     kind = "Job"
 
-    image_uri = ""  # the request's image: which job environment (``environment.py``)
+    image_uri = ""  # the request's image: which job environment (``environments/environment.py``)
 
     def __init__(self, request: dict, name: str, storage: Storage, job_dir: Path, *,
                  region: str = "us-east-1", echo: bool = True, stream=None,

@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.local.jobs import environment as job_environment
 from pipeline.local.jobs import transform_records as tr
-from pipeline.local.jobs.environment import JobEnvironment
+from pipeline.local.jobs.environments import environment as job_environment
+from pipeline.local.jobs.environments.environment import JobEnvironment
 from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, INTERNAL_ERROR, JobFailure
 from pipeline.local.jobs.lifecycle import (
     ENVIRONMENTS,

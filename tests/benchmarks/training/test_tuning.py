@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from benchmarks.training import tuning
-from pipeline.local.jobs import hyperparameter_ranges as hr
+from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
 
 
 def test_the_benchmarks_runs_are_ours_with_random_and_the_early_stopping_asked():

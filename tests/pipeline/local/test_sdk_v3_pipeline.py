@@ -160,7 +160,7 @@ def test_our_training_entrypoint_runs_as_a_v3_mpi_job(tmp_path):
     train.py`, v3's environment), with the warning's fix so the 2 ranks span both instances.
     About a minute: the one TensorFlow run of these tests."""
     from pipeline.definition.bundles import training_bundle
-    from pipeline.local.jobs.training_v3 import job_class
+    from pipeline.local.jobs.v3.training_v3 import job_class
     from tests.training_entry.helpers import make_splits
 
     storage = LocalStorage(tmp_path / "store")

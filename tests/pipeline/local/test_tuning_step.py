@@ -25,12 +25,12 @@ from pipeline.definition.build import STEP_TUNE, build_definition
 from pipeline.local import tuning_step
 from pipeline.local.dag import interpreter
 from pipeline.local.hosts import namespaces
-from pipeline.local.jobs import hyperparameter_ranges as hr
-from pipeline.local.jobs import hyperparameter_tuning as ht
+from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
+from pipeline.local.jobs.tuning import hyperparameter_tuning as ht
 from pipeline.settings import Settings
 
 from .helpers import leftover_processes
-from .jobs.test_hyperparameter_ranges import REQUEST, changed
+from .jobs.tuning.test_hyperparameter_ranges import REQUEST, changed
 
 REPO = Path(__file__).resolve().parents[3]
 BUCKET = "sdk-bucket"

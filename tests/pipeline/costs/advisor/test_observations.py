@@ -173,7 +173,7 @@ def test_each_completed_trial_of_a_tuning_step_is_a_training_run_on_its_slots_co
     """--tune: every trial is a training job; advise reads each completed one, with its own
     batch size and the cores the tuning job gave it (not the machine's)."""
     from pipeline.costs.advisor.observations import training_steps
-    from pipeline.local.jobs.hyperparameter_tuning import TRIALS_FILE
+    from pipeline.local.jobs.tuning.hyperparameter_tuning import TRIALS_FILE
 
     def trial(name, status, batch, cpus):
         return {"name": name, "status": status, "cpus": cpus, "seconds": 12.5, "job_dir": str(tmp_path / name),

@@ -10,7 +10,7 @@ import sys
 
 from pipeline.definition.build import STEP_EVALUATE, STEP_TRAIN, STEP_TUNE, build_definition
 from pipeline.definition.schema_check import check_definition
-from pipeline.local.jobs import hyperparameter_ranges
+from pipeline.local.jobs.tuning import hyperparameter_ranges
 from pipeline.settings import Settings
 from tests.pipeline.definition.test_definition import steps_by_name
 from training_entry import contract as training

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.local.jobs.environment import find_python
+from pipeline.local.jobs.environments.environment import find_python
 from tests import readme_record
 
 REPO = Path(__file__).resolve().parents[4]

@@ -1,5 +1,5 @@
 """A job's Python: a venv over the runner's in which its pip installs land, cached per image
-and requirements; trainpipe's own venv never changes (pipeline/local/jobs/environment.py)."""
+and requirements; trainpipe's own venv never changes (pipeline/local/jobs/environments/environment.py)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import UserError
-from pipeline.local.jobs import environment as job_env
-from pipeline.local.jobs import interpreters
+from pipeline.local.jobs.environments import environment as job_env
+from pipeline.local.jobs.environments import interpreters
 from pipeline.local.jobs.training import TrainingJob
 from tests import readme_record
 from tests.pipeline.local.helpers import BUCKET, put_code, training_request

@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from pipeline.local.jobs import hyperparameter_ranges as hr
+from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
 
 REQUEST = {
     "HyperParameterTuningJobConfig": {

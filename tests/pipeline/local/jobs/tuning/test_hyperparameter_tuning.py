@@ -6,8 +6,8 @@ from __future__ import annotations
 import optuna
 import pytest
 
-from pipeline.local.jobs import hyperparameter_ranges as hr
-from pipeline.local.jobs import hyperparameter_tuning as ht
+from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
+from pipeline.local.jobs.tuning import hyperparameter_tuning as ht
 
 from .test_hyperparameter_ranges import changed
 

@@ -68,7 +68,7 @@ from pipeline.errors import UserError
 
 # Which Python a job runs, and what its code tells before it runs: interpreters.py (re-exported
 # here, where the jobs and the tests have always found them).
-from pipeline.local.jobs.interpreters import (  # noqa: F401
+from pipeline.local.jobs.environments.interpreters import (  # noqa: F401
     HEAVY_FRAMEWORKS,
     IMAGE_ENVIRONMENTS_ENV,
     IMAGE_PYTHON_ENV,
@@ -117,7 +117,7 @@ def _slug(image_uri: str) -> str:
 _ALWAYS = ("pip", "setuptools", "pkg_resources")
 _GUARD_SOURCE = '''"""trainpipe: this job imports what its image holds, not trainpipe's own packages.
 
-Written by trainpipe (pipeline/local/jobs/environment.py) into this job's own environment and
+Written by trainpipe (pipeline/local/jobs/environments/environment.py) into this job's own environment and
 run by the .pth next to it at start-up: a top-level module that would come from trainpipe's
 site-packages, and that the image's record, the requirements or the code's own pip install
 do not provide, fails as it would in the image.

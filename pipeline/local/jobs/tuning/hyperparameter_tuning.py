@@ -39,10 +39,10 @@ from pathlib import Path
 
 from pipeline.local.hosts.processes import stop_reason
 from pipeline.local.hosts.tuning import usable_cpus
-from pipeline.local.jobs import hyperparameter_ranges as hr
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
 from pipeline.local.jobs.logs import Sink, now_iso
 from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
 from pipeline.local.store.private import private_dir, write_private
 
 POLL_SECONDS = 0.2

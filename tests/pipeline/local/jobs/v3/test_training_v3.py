@@ -3,7 +3,7 @@
 The launch contract is read from the files written by ``sdk_pipelines/v3.py`` in v3's format;
 the user scripts are small plain-Python ones (no TensorFlow): each takes a second or two, the
 MPI ones a few more (their job environment installs mpi4py from the code's requirements, as
-v3's ``python -m mpi4py`` needs). Run: ``.venv/bin/pytest -q tests/pipeline/local/jobs/test_training_v3.py``.
+v3's ``python -m mpi4py`` needs). Run: ``.venv/bin/pytest -q tests/pipeline/local/jobs/v3/test_training_v3.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 
 from pipeline.local.hosts import mpi as local_mpi
 from pipeline.local.jobs import failures as job_failures
-from pipeline.local.jobs import sdk_v3, training_v3
-from pipeline.local.jobs.sdk_v3 import LaunchUndetermined, read_launch
+from pipeline.local.jobs.v3 import sdk_v3, training_v3
+from pipeline.local.jobs.v3.sdk_v3 import LaunchUndetermined, read_launch
 from tests import readme_record
 from tests.pipeline.local.helpers import BUCKET, put_objects
 from tests.pipeline.local.sdk_pipelines import v3

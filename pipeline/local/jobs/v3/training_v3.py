@@ -17,7 +17,8 @@ from pipeline.local.hosts import mpi
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.lifecycle import arn
-from pipeline.local.jobs.sdk_v3 import (
+from pipeline.local.jobs.training import TrainingJob, extract_sourcedir
+from pipeline.local.jobs.v3.sdk_v3 import (
     CODE_CHANNEL,
     COMMAND,
     DRIVERS_CHANNEL,
@@ -36,7 +37,6 @@ from pipeline.local.jobs.sdk_v3 import (
     script_arguments,
     torchrun_command,
 )
-from pipeline.local.jobs.training import TrainingJob, extract_sourcedir
 from training_entry.contract import BASE_DIR_ENV
 
 

@@ -1,0 +1,1 @@
+"""Tests of pipeline/local/jobs/v3/."""
