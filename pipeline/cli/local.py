@@ -252,7 +252,10 @@ def run_local(args, settings, overrides, values, local_data) -> int:
         copy_local_data(storage, local_data, _say)
         place_code_and_data(storage, settings, values, _say)
 
-    return execute(args, settings, storage, definition, settings.pipeline_name, {}, prepare=prepare)
+    # A job's failure names these files as the user gave them, not their copies in the store.
+    sources = {uri: path for path, uri in local_data.values()}
+    return execute(args, settings, storage, definition, settings.pipeline_name, {}, prepare=prepare,
+                   local_sources=sources)
 
 
 def run_definition_file(args, settings) -> int:
@@ -266,12 +269,12 @@ def run_definition_file(args, settings) -> int:
     return execute(args, settings, storage, definition, name, parameters, prepare=None)
 
 
-def execute(args, settings, storage, definition, pipeline_name, parameters, prepare) -> int:
+def execute(args, settings, storage, definition, pipeline_name, parameters, prepare,
+            local_sources: dict | None = None) -> int:
     """Run one execution of ``definition``; print the summary; the exit code."""
     from pipeline.local import artifacts
-    from pipeline.local.execution import STOPPED, SUCCEEDED, summary_table
+    from pipeline.local.execution import SUCCEEDED, summary_table
     from pipeline.local.hosts.namespaces import mode_line
-    from pipeline.local.jobs.failures import in_user_terms, parameter_terms
     from pipeline.local.runner import PipelineRunner, RunOptions
     from pipeline.tracking import target as tracking_target
     from pipeline.tracking.logger import Tracker
@@ -283,7 +286,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
         use_cache=not args.no_cache, execution_parameters=parameters,
-        stub_unsupported=args.stub_unsupported, tracker=tracker))
+        stub_unsupported=args.stub_unsupported, tracker=tracker, local_sources=dict(local_sources or {})))
     print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
     # SIGTERM and SIGHUP (the terminal closed) stop the run as Ctrl-C does: the jobs'
     # processes live in sessions of their own, and only this process can end them.
@@ -318,9 +321,25 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     if record.status == SUCCEEDED:
         say(f"Execution {record.execution_id} Succeeded")
         return 0
-    # The last line: a refusal about a hyperparameter names the -p parameter that set it.
+    return say_why(record, definition)
+
+
+def say_why(record, definition) -> int:
+    """A run that did not succeed: the log of the step that failed, then, on the last line,
+    the one place the reason is said (the live line and the summary leave it out): its first
+    line, a refusal about a hyperparameter naming the -p parameter that set it."""
+    from pipeline.local.execution import FAILED, STOPPED
+    from pipeline.local.jobs.failures import in_user_terms, parameter_terms
+
+    failed = next((s for s in record.steps if s.status in (FAILED, STOPPED) and s.job_dir), None)
+    log = Path(failed.job_dir) / "job.log" if failed is not None else None
+    if log is not None and log.is_file():
+        _say(f"full log:      {log}")
     reason = in_user_terms(str(record.failure_reason), parameter_terms(definition))
-    print(f"Execution {record.execution_id} {record.status}: {reason}", file=sys.stderr, flush=True)
+    first, *more = reason.splitlines() or [""]
+    if more:
+        first += f" (and {len(more)} more line(s) in {log or Path(record.run_dir) / 'execution.json'})"
+    print(f"Execution {record.execution_id} {record.status}: {first}", file=sys.stderr, flush=True)
     return EXIT_STOPPED if record.status == STOPPED else EXIT_FAILED
 
 

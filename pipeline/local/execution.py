@@ -303,8 +303,8 @@ def summary_table(record: ExecutionRecord) -> str:
             details.append(step.detail)
         if step.attempts > 1:
             details.append(f"{step.attempts} attempts")
-        if step.failure_reason and step.status != SUCCEEDED:
-            details.append(step.failure_reason.splitlines()[0][:160])
+        # A failed step's reason is the run's last line (and `status --local`'s failure line),
+        # said once, not here too.
         rows.append((step.name, step.type, step.status, _fmt_duration(step.duration), "; ".join(details)))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = []

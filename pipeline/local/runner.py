@@ -58,7 +58,7 @@ from pipeline.local.execution import (
     timestamp,
 )
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
-from pipeline.local.jobs.failures import CLIENT_ERROR
+from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
 from pipeline.local.jobs.processing import ProcessingJob
@@ -84,6 +84,9 @@ class RunOptions:
     # What to do with step types the runner cannot execute (stubs.py): None refuses them.
     stub_unsupported: str | None = None
     tracker: object | None = None  # pipeline/tracking's Tracker (the CLI's); never raises
+    # {s3:// prefix: local file or folder} the CLI copied into the store (-p InputDataUri=~/x):
+    # a job's failure names the user's file, not its copy (failures.in_user_paths).
+    local_sources: dict[str, Path] = field(default_factory=dict)
 
 
 def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
@@ -166,8 +169,11 @@ class PipelineRunner:
         """Local paths given to s3:// parameters go into the store; then every location the
         definition reads that is known now must be there (``preflight.py``): malformed or
         missing ones are one error, all listed, before the first job."""
+        given = dict(self.parameters)
         placed = preflight.place_local_parameters(self.definition, self.nodes, self.parameters,
                                                   self.storage, self.say)
+        self.options.local_sources.update({uri: preflight.local_path_of(given[name])
+                                           for name, uri in placed.items()})
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
         # Each job's imports against its image's record: one line, before any step runs.
@@ -237,8 +243,8 @@ class PipelineRunner:
                 if ok:
                     self.say(f"==> {node.name}: {current.status}"
                              + (f" ({current.detail})" if current.detail else ""))
-                else:
-                    self.say(f"==> {node.name}: {current.status}: {current.failure_reason}")
+                else:  # why: once, on the run's last line
+                    self.say(f"==> {node.name}: {current.status}")
                     self.record.finish(current.status if current.status == STOPPED else FAILED,
                                        current.failure_reason if node.type == STEP_FAIL
                                        else f"step {node.name} failed: {current.failure_reason}")
@@ -390,7 +396,10 @@ class PipelineRunner:
             self.ctx.properties[node.name] = result.description
             return True
         record.status = FAILED
-        record.failure_reason = result.failure_reason
+        # The step's FailureReason (its properties) stays SageMaker's; the record's names the
+        # user's input files where the job named their container copies.
+        record.failure_reason = result.failure_reason and in_user_paths(
+            result.failure_reason, result.description, self.storage, self.options.local_sources, result.job_dir)
         return False
 
     def _cost(self, node: StepNode, description: dict, meter: accounting.LocalMeter) -> dict:

@@ -9,6 +9,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pipeline.local.hosts.processes import EXTERNAL_SIGNALS, signal_name
+from pipeline.local.store.channels import relative_key
+from pipeline.local.store.storage import S3Uri, join_uri
+from training_entry.contract import CONTAINER_BASE_DIR, INPUT_DATA_DIR
 from training_entry.failure import split_where
 
 # SageMaker: how much of the container's failure reason file the job keeps.
@@ -136,3 +139,77 @@ def in_user_terms(reason: str, terms: Mapping[str, str]) -> str:
             lambda m, p=parameter: f"-p {p}" + (f"={m['value']}" if m["value"] is not None else ""),
             reason)
     return reason
+
+
+# A path in a reason: up to a space, a quote or a closing bracket ("No such file or directory:
+# '/opt/ml/input/data/train/x.csv'", "... in /opt/ml/processing/input/data/x.csv, row 3").
+_PATH_END = r"[^\s'\"`,;()\[\]]*"
+
+
+def input_folders(description: Mapping) -> dict[str, str]:
+    """{container folder: S3Uri} of a job's inputs, from its Describe*Job document (its
+    request, evaluated): a training channel's ``/opt/ml/input/data/<channel>`` and a
+    processing input's ``LocalPath``. Pipe channels are FIFOs: no file of theirs is named."""
+    folders = {}
+    for channel in description.get("InputDataConfig") or []:
+        source = (channel.get("DataSource") or {}).get("S3DataSource") or {}
+        mode = channel.get("InputMode") or description.get("AlgorithmSpecification", {}).get("TrainingInputMode")
+        if source.get("S3Uri") and mode != "Pipe":
+            # SageMaker: File and FastFile channels land in /opt/ml/input/data/<channel>.
+            folders[f"{INPUT_DATA_DIR}/{channel['ChannelName']}"] = source["S3Uri"]
+    for processing_input in description.get("ProcessingInputs") or []:
+        source = processing_input.get("S3Input") or {}
+        if source.get("S3Uri") and source.get("LocalPath"):
+            folders[source["LocalPath"].rstrip("/")] = source["S3Uri"]
+    return folders
+
+
+def object_of(uri: str, relative: str, storage) -> str:
+    """The object a file ``relative`` below an input's folder was copied from
+    (``channels.relative_key`` backwards); for a file no object made (the script's own
+    guess), where an object of that name would be."""
+    for path in (storage.list(uri) if storage is not None else []):
+        key = S3Uri.parse(path).key
+        if relative_key(S3Uri.parse(uri).key, key) == relative:
+            return path
+    return join_uri(uri, relative) if relative else uri
+
+
+def in_user_paths(reason: str, description: Mapping, storage=None,
+                  sources: Mapping[str, Path] | None = None, job_dir: Path | None = None) -> str:
+    """``reason`` with each input file it names by its container path
+    (``/opt/ml/input/data/train/x.csv``) named as the user knows it: the ``s3://`` object it
+    was copied from, or the local file ``run --local`` copied into the store (``sources``:
+    {s3:// prefix: local path}). Where namespaces are off, a host's tree is
+    ``<job_dir>/hosts/<host>``, and its paths are read the same way."""
+    # {folder below /opt/ml: S3Uri}, the longest first (.../data/train before .../data/t).
+    below = {folder[len(CONTAINER_BASE_DIR):]: uri for folder, uri in input_folders(description).items()
+             if folder.startswith(CONTAINER_BASE_DIR + "/")}
+    if not below:
+        return reason
+    bases = [re.escape(CONTAINER_BASE_DIR)]
+    if job_dir is not None:
+        bases.append(re.escape(str(Path(job_dir) / "hosts")) + r"/algo-\d+")
+    folders = "|".join(re.escape(f) for f in sorted(below, key=len, reverse=True))
+    pattern = re.compile(rf"(?:{'|'.join(bases)})(?P<folder>{folders})(?:/(?P<rest>{_PATH_END}))?(?![\w.-])")
+
+    def user_path(match: re.Match) -> str:
+        try:
+            found = object_of(below[match["folder"]], match["rest"] or "", storage)
+        except (ValueError, OSError):  # a malformed URI, an unreachable store: as it was
+            return match[0]
+        return local_source(found, sources or {}) or found
+
+    return pattern.sub(user_path, reason)
+
+
+def local_source(uri: str, sources: Mapping[str, Path]) -> str | None:
+    """The user's local file or folder that ``uri`` is the store's copy of, if any."""
+    for prefix, local in sources.items():
+        prefix = prefix.rstrip("/")
+        if uri.rstrip("/") == prefix:
+            return str(local)
+        if uri.startswith(prefix + "/"):
+            local = Path(local)
+            return str(local / uri[len(prefix) + 1:]) if local.is_dir() else str(local)
+    return None

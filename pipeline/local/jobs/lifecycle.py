@@ -354,7 +354,10 @@ class LocalJob:
         with interrupts_deferred() as late:
             end = time.time()
             if reason:
-                self.note(f"{status}: {reason}")
+                # The terminal gets the reason once, on the last line of whoever ran the job
+                # (run --local, train --local, a tuning job's trial line); the log keeps it here.
+                self.sink.line(f"[{self.name}] {status}: {reason}", echo=False)
+                self.note(f"{status} after {end - start:.1f}s")
             else:
                 self.note(f"{status} in {end - start:.1f}s"
                           + "".join(f" (warning: {w})" for w in self.warnings))

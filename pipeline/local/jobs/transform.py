@@ -251,8 +251,10 @@ class TransformJob:
         finally:
             for instance in instances:
                 instance.stop()
-        if reason:
-            self.say(f"Failed: {reason}")
+        if reason:  # the runner's last line says why; the log keeps it here
+            with open(self.log, "a") as f:
+                f.write(f"Failed: {reason}\n")
+            self.echo(f"Failed after {time.time() - start:.1f}s")
         return self._result(status, reason, failure_type, start)
 
     def _result(self, status: str, reason: str | None, failure_type: str | None, start: float) -> JobResult:

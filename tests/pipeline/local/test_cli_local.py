@@ -5,13 +5,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from pipeline.cli import local as cmd
 from pipeline.cli.main import main
 from pipeline.local.store.registry import Registry
+from pipeline.local.store.storage import LocalStorage
+
+from .helpers import (
+    BUCKET,
+    processing_input,
+    processing_request,
+    put_code,
+    put_script,
+    training_request,
+)
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -157,3 +170,77 @@ def test_bad_train_local_input_creates_nothing(tmp_path, capsys, bad, message):
     # No job folder, no request.json, no object uploaded (the store is <workdir>/store).
     assert not (workdir / "jobs").exists()
     assert [p for p in workdir.rglob("*") if p.is_file()] == []
+
+
+# --- A job's own failure, said once (issue 36) ------------------------------------------------
+# A user's processing script that fails on a row of its input, naming the file by the path it
+# read (its container copy), and a training script that writes SageMaker's failure file.
+FAILING_PREPARE = """
+    import pathlib
+    for path in sorted(pathlib.Path("/opt/ml/processing/input/rows").rglob("*.csv")):
+        raise ValueError(f"row 3 of {path} has 2 fields, expected 3")
+"""
+FAILING_TRAIN = """
+    import os, sys
+    channel = os.environ["SM_CHANNEL_TRAIN"]
+    print("reading", channel, flush=True)
+    with open("/opt/ml/output/failure", "w") as failure:
+        failure.write(f"label 'cat' in {channel}/rows.csv is not a number\\n(a second line)")
+    sys.exit(1)
+"""
+
+
+def failing_definition(tmp_path, step: str) -> Path:
+    rows = {"Get": "Parameters.Rows"}
+    if step == "Processing":
+        arguments = processing_request(f"s3://{BUCKET}/code/prepare/", "prepare.py",
+                                       inputs=[processing_input("rows", rows, "/opt/ml/processing/input/rows")])
+    else:
+        arguments = training_request(f"s3://{BUCKET}/code/train.tar.gz", program="train.py", channels=[
+            {"ChannelName": "train", "InputMode": "File", "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3DataDistributionType": "FullyReplicated", "S3Uri": rows}}}])
+    store = LocalStorage(tmp_path / "work" / "store")
+    put_script(store, f"s3://{BUCKET}/code/prepare/", "prepare.py", FAILING_PREPARE)
+    put_code(store, f"s3://{BUCKET}/code/train.tar.gz", {"train.py": FAILING_TRAIN})
+    path = tmp_path / "pipeline.json"
+    path.write_text(json.dumps({
+        "Version": "2020-12-01",
+        "Parameters": [{"Name": "Rows", "Type": "String", "DefaultValue": f"s3://{BUCKET}/rows/"}],
+        "Steps": [{"Name": "Prepare", "Type": step, "Arguments": arguments}]}))
+    return path
+
+
+@pytest.mark.parametrize("step, reason", [
+    ("Processing", "AlgorithmError: algo-1 exited with code 1: ValueError: row 3 of {rows} has 2 fields, expected 3"),
+    ("Training", "AlgorithmError: algo-1 exited with code 1: label 'cat' in {rows} is not a number "
+                 "(and 1 more line(s) in {log})"),
+])
+def test_a_job_s_own_failure_is_said_once_at_the_end_naming_the_user_s_file(tmp_path, step, reason):
+    """Through the CLI's process: the job's output (its traceback) is echoed, the live line
+    and the summary say only "Failed", the last lines are the step's full log and the reason,
+    which names the file the user gave (-p Rows=<local file>), not its /opt/ml copy."""
+    (tmp_path / "mine").mkdir()
+    rows = tmp_path / "mine" / "rows.csv"
+    rows.write_text("a,b,y\n1,2,dog\n3,cat\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(failing_definition(tmp_path, step)),
+         "--workdir", str(tmp_path / "work"), "--tracking-uri", "off",
+         "-p", f"Rows={rows if step == 'Processing' else rows.parent}"],
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[3])
+    assert run.returncode == 1, run.stderr
+    out, err = run.stdout.splitlines(), run.stderr.splitlines()
+    log = Path(out[-1].removeprefix("full log:").strip())
+    assert out[-1].startswith("full log: ") and log.name == "job.log" and log.is_file(), out[-3:]
+    expected = reason.format(rows=rows, log=log)
+    assert err[-1].endswith(f": step Prepare failed: {expected}"), err[-1]
+    # Once: the reason's line is the last line only; the live line and the summary say Failed.
+    said = [line for line in out + err if "AlgorithmError" in line]
+    assert said == [err[-1]], said
+    assert "==> Prepare: Failed" in out
+    assert next(line for line in out if line.startswith("Prepare ")).split()[2] == "Failed"
+    assert [line for line in out if line.startswith("cost and carbon")] != [] and not any("TOTAL" in line for line in out)
+    if step == "Processing":  # the job's own output, its traceback, is still shown
+        assert any(line.endswith("ValueError: row 3 of /opt/ml/processing/input/rows/rows.csv has 2 fields, "
+                                 "expected 3") for line in out), out
+    # The log keeps the reason as SageMaker has it (the container path, every line).
+    assert "/opt/ml/" in log.read_text().rsplit("Failed: ", 1)[1]

@@ -4,6 +4,7 @@ once and correctly, with its own reason."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import pytest
@@ -14,6 +15,7 @@ from pipeline.local.jobs.failures import (
     INTERNAL_ERROR,
     FailureWatch,
     first_failure,
+    in_user_paths,
     in_user_terms,
     parameter_terms,
 )
@@ -113,8 +115,10 @@ def test_once_a_rank_has_failed_the_terminal_shows_only_its_output(local_storage
                                  f"is in {tmp_path / 'job' / 'logs'} and job.log"))
     after = terminal.lines[note + 1:]
     assert not [line for line in after if line.startswith(("[algo-1 rank 0]", "[mpirun]"))], after
-    assert after[-1] == f"[job] Failed: {result.failure_reason}"
+    # The reason is its caller's last line to say (issue 36: once); the job's log keeps it.
+    assert re.fullmatch(r"\[job\] Failed after [0-9.]+s", after[-1]), after[-1]
     log = (tmp_path / "job" / "job.log").read_text().splitlines()
+    assert f"[job] Failed: {result.failure_reason}" in log
     assert [line for line in log[log.index(terminal.lines[note]):] if line.startswith("[algo-1 rank 0] ")]
 
 
@@ -159,3 +163,41 @@ def test_hyperparameters_that_are_no_bare_parameter_have_no_term():
     definition = {"Steps": [{"Name": "T", "Type": "Training", "Arguments": request},
                             {"Name": "P", "Type": "Processing", "Arguments": request}]}
     assert parameter_terms(definition) == {"a": "A", "b": "B"}
+
+
+def test_a_reason_names_input_files_as_the_user_gave_them(local_storage, tmp_path):
+    """A container path of an input (a training channel, a processing input; under the
+    fallback, the host's own tree) becomes the object it was copied from, found by the
+    channel's own rule, and that object the user's local file where run --local copied it."""
+    local_storage.put_bytes(b"x", f"s3://{BUCKET}/data/train/part/a.csv")
+    local_storage.put_bytes(b"x", f"s3://{BUCKET}/one/model.tar.gz")
+    mine = tmp_path / "photos"
+    mine.mkdir()
+    description = {
+        "InputDataConfig": [
+            {"ChannelName": "train", "InputMode": "File",
+             "DataSource": {"S3DataSource": {"S3Uri": f"s3://{BUCKET}/data/train"}}},
+            {"ChannelName": "model", "DataSource": {"S3DataSource": {"S3Uri": f"s3://{BUCKET}/one/model.tar.gz"}}},
+            {"ChannelName": "stream", "InputMode": "Pipe",
+             "DataSource": {"S3DataSource": {"S3Uri": f"s3://{BUCKET}/stream/"}}}],
+        "ProcessingInputs": [{"S3Input": {"S3Uri": f"s3://{BUCKET}/up/photos-1a2b/",
+                                          "LocalPath": "/opt/ml/processing/input/data"}}]}
+    sources = {f"s3://{BUCKET}/up/photos-1a2b/": mine}
+
+    def said(reason, job_dir=None):
+        return in_user_paths(reason, description, local_storage, sources, job_dir)
+
+    assert said("No such file: '/opt/ml/input/data/train/part/a.csv'") == \
+        f"No such file: 's3://{BUCKET}/data/train/part/a.csv'"
+    assert said("cannot open /opt/ml/input/data/model/model.tar.gz, truncated") == \
+        f"cannot open s3://{BUCKET}/one/model.tar.gz, truncated"
+    assert said("no b.csv: /opt/ml/input/data/train/b.csv") == f"no b.csv: s3://{BUCKET}/data/train/b.csv"
+    assert said("bad image /opt/ml/processing/input/data/ants/x.gif") == f"bad image {mine}/ants/x.gif"
+    assert said("empty: /opt/ml/processing/input/data") == f"empty: {mine}"
+    job = tmp_path / "job"
+    assert said(f"open {job}/hosts/algo-2/input/data/train/part/a.csv", job) == \
+        f"open s3://{BUCKET}/data/train/part/a.csv"
+    # A FIFO, a folder that is no input's, a longer name that only starts like one: as they were.
+    for untouched in ("read /opt/ml/input/data/stream_0", "wrote /opt/ml/model/x.keras",
+                      "no /opt/ml/input/data/training/a.csv"):
+        assert said(untouched) == untouched
