@@ -30,7 +30,7 @@ from pipeline.costs.advisor.observations import (
 from pipeline.costs.advisor.recommend import Row, Workload, choose, duration, predict, table
 from pipeline.costs.prices import PriceBook
 from pipeline.errors import UserError
-from training_entry.input.records import KIND_IMAGE
+from training_entry.input.records import KIND_IMAGE, KIND_TABLE
 
 # What the advisor promises: its predicted samples/s within this of the runs it has seen, on
 # average (the report's "mean |error|"). P5 holds the model to 0.10 on held-out runs and
@@ -197,8 +197,9 @@ def _fit_measured(report: Report, groups: dict[str, list[Observation]], workdir:
 def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list[str],
                     latest: Observation, workdir: Path) -> None:
     """Instance types asked for without a run of their own: a CPU type predicted from the
-    local model; a GPU type, for an image workload of a known architecture, from its two
-    ceilings (``gpus.py``); otherwise a line saying what to do."""
+    local model; a GPU type, for an image or table workload, from its two ceilings
+    (``gpus.py``, either one alone where the other cannot be given, with why); otherwise a
+    line saying what to do."""
     out = report.lines
     local = candidates.get("local")
     for itype in instance_types:
@@ -225,31 +226,36 @@ def _add_unmeasured(report: Report, candidates: Candidates, instance_types: list
 
 def _gpu_candidate(report: Report, candidates: Candidates, itype: str, platform: Platform,
                    latest: Observation, workdir: Path) -> bool:
-    """A GPU type predicted from the workload's latest local run: images/s per GPU the lower
-    of the compute and input ceilings (both printed with their sources, then the binding one
-    and what lifts it); the step model adds the allreduce over the type's links. False where
-    the workload is not one the ceilings know (tables, an unknown architecture)."""
+    """A GPU type predicted from the workload's latest local run: samples/s per GPU the lower
+    of the compute and input ceilings (both printed with their sources, or why one cannot be
+    given, then the binding one and what lifts it); the step model adds the allreduce over the
+    type's links. An image run's compute ceiling needs an architecture whose FLOPs are
+    counted, a table's MLP its parameter count; a model of the user's own has no count, and
+    its input ceiling alone bounds the GPU. False where neither ceiling is known."""
     workload = latest.workload
-    if workload.kind != KIND_IMAGE or workload.architecture not in gpus.FAMILY:
+    if workload.kind not in (KIND_IMAGE, KIND_TABLE):
         return False
-    size = int(workload.shape.split("x")[0])
+    table = workload.kind == KIND_TABLE
+    size = None if table or not workload.shape[:1].isdigit() else int(workload.shape.split("x")[0])
+    unit = "rows" if table else "images"
     precision = gpus.AMP if latest.mixed_precision else gpus.FP32
     rate, rate_source = input_rate.per_core(workdir, latest, size)
-    ceiling = gpus.ceilings(itype, workload.architecture, size, precision, rate, rate_source)
+    ceiling = gpus.ceilings(itype, workload.architecture, size, precision, rate, rate_source,
+                            parameters=latest.parameters, unit=unit)
     if ceiling is None or ceiling.per_gpu is None:
         return False
     spec = f"{ceiling.gpus} GPU(s), {ceiling.cores_per_gpu:g} cores per GPU"
     out = report.lines
     out.append(f"  {itype} ({spec}): predicted from the {workload.label} runs here, before any job on it:")
-    out.append(f"    compute ceiling {ceiling.compute:,.0f} images/s per GPU: {ceiling.compute_source}"
+    out.append(f"    compute ceiling {ceiling.compute:,.0f} {unit}/s per GPU: {ceiling.compute_source}"
                if ceiling.compute is not None else f"    compute ceiling unknown: {ceiling.compute_source}")
-    out.append(f"    input ceiling   {ceiling.input:,.0f} images/s per GPU: {ceiling.input_source} "
+    out.append(f"    input ceiling   {ceiling.input:,.0f} {unit}/s per GPU: {ceiling.input_source} "
                "(a core there assumed as fast as one here)"
                if ceiling.input is not None else f"    input ceiling unknown: {ceiling.input_source}")
     out.append(f"    {itype}: {ceiling.fix(latest.resized_records)}")
     candidates[itype] = (StepModel(per_sample=1.0 / ceiling.per_gpu, fixed=0.0, parallelism=1.0,
                                    parameters=latest.parameters, fp16_allreduce=latest.fp16_allreduce,
-                                   notes=[f"{itype}: images/s per GPU from its ceilings (gpus.py), "
+                                   notes=[f"{itype}: {unit}/s per GPU from its ceilings (gpus.py), "
                                           "no overlap of the allreduce assumed"]), platform)
     return True
 

@@ -157,6 +157,7 @@ class Ceilings:
     compute_source: str
     input: float | None  # images/s per GPU
     input_source: str
+    unit: str = "images"  # a table's: rows
 
     @property
     def per_gpu(self) -> float | None:
@@ -171,28 +172,34 @@ class Ceilings:
 
     def fix(self, resized_records: bool = False) -> str:
         """Which ceiling binds and what would lift it, in words (``resized_records``: the
-        records already hold the images at the training size)."""
+        records already hold the images at the training size; a table's never need it)."""
+        unit = f"{self.unit}/s per GPU"
         if self.binding == "input":
             short = self.compute / self.input
-            return (f"the input binds ({self.input:,.0f} < {self.compute:,.0f} images/s per GPU): the GPU "
+            return (f"the input binds ({self.input:,.0f} < {self.compute:,.0f} {unit}): the GPU "
                     f"waits on the CPUs. Lift it with a type giving more cores per GPU ({self.cores_per_gpu:g} "
                     f"here; {short:.1f}x as many would feed it) or fewer GPUs per instance"
-                    + ("" if resized_records else ", or records at the training size (-p ImageRecords=resized: "
-                       "decoding costs per stored pixel)"))
+                    + ("" if resized_records or self.unit != "images" else
+                       ", or records at the training size (-p ImageRecords=resized: decoding costs per stored pixel)"))
         if self.binding == "compute":
             spare = self.input / self.compute
-            return (f"the GPU's compute binds ({self.compute:,.0f} < {self.input:,.0f} images/s per GPU; the "
+            return (f"the GPU's compute binds ({self.compute:,.0f} < {self.input:,.0f} {unit}; the "
                     f"cores could feed {spare:.1f}x this): a faster GPU lifts it, or mixed precision "
                     "(--mixed-precision mixed_float16) where the run trained in fp32")
         return "one ceiling is unknown: the other bounds it from above"
 
 
-def compute_ceiling(architecture: str, image_size: int, gpu: str, precision: str,
-                    calibration: Calibration | None = None) -> tuple[float | None, str]:
-    """Images/s one ``gpu`` trains ``architecture`` at ``image_size`` px, and its source."""
-    if architecture not in FAMILY:
-        return None, f"no FLOPs count for {architecture} (known: {', '.join(FAMILY)})"
+def compute_ceiling(architecture: str, image_size: int | None, gpu: str, precision: str,
+                    calibration: Calibration | None = None, parameters: int | None = None) -> tuple[float | None, str]:
+    """Images/s one ``gpu`` trains ``architecture`` at ``image_size`` px (a table's MLP: rows/s
+    from its ``parameters``), and its source."""
     calibration = calibration or calibrate([r for r in PUBLISHED if is_calibration(r)])
+    if architecture == DENSE:
+        return dense_ceiling(parameters, gpu, precision, calibration)
+    if architecture not in FAMILY or not image_size:
+        return None, (f"no FLOPs count for {architecture}: a model of your own is not rebuilt from its run, and "
+                      f"the counts kept are of the architectures trainpipe builds ({', '.join([*FAMILY, DENSE])})"
+                      if architecture not in FAMILY else "the run's image size is not recorded")
     family, why = FAMILY[architecture]
     flops = (SMALL_CNN_FLOPS_32 * (image_size / 32) ** 2 if architecture == "small_cnn"
              else FLOPS_224[architecture] * (image_size / 224) ** 2)
@@ -206,20 +213,41 @@ def compute_ceiling(architecture: str, image_size: int, gpu: str, precision: str
                   f"(calibrated on DeepLearningExamples' TensorFlow rows; efficiency {why}{own})")
 
 
+DENSE = "mlp"  # the table model: dense layers only
+
+
+def dense_ceiling(parameters: int | None, gpu: str, precision: str,
+                  calibration: Calibration) -> tuple[float | None, str]:
+    """Rows/s one ``gpu`` trains a dense network of ``parameters`` trainable weights: 6 FLOPs
+    per weight per row (flops.py's count of a dense network: 2N forward, 4N backward) over the
+    GPU's peak at ResNet-50's utilisation. An upper bound: a table's MLP is far too small to
+    fill a GPU, whose per-step kernel launches then bind first (not modelled)."""
+    if not parameters:
+        return None, "the run's parameter count is not recorded"
+    flops = 6 * parameters
+    util = calibration.utilisation[(PEAKS[gpu][0], precision)]
+    return util * peak(gpu, precision) / flops, (
+        f"{flops / 1e6:.3g} MFLOP/row (6 x {parameters:,} trainable parameters, flops.py's count of a dense "
+        f"network) over {gpu}'s {peak(gpu, precision) / 1e12:g} TFLOP/s {precision} at ResNet-50's {util:.1%} "
+        "utilisation: an upper bound, a model this small does not fill a GPU (per-step launches bind first)")
+
+
 # small_cnn (training_entry/model/architectures.py) at 32 px, 10 classes: `python -m
 # benchmarks.training.flops --architecture small_cnn --image-size 32` (training FLOPs per sample).
 SMALL_CNN_FLOPS_32 = 62.30e6
 
 
-def ceilings(instance_type: str, architecture: str, image_size: int, precision: str,
-             input_per_core: float | None, input_source: str) -> Ceilings | None:
-    """Both ceilings for one GPU of ``instance_type``; None for a type without GPUs or figures."""
+def ceilings(instance_type: str, architecture: str, image_size: int | None, precision: str,
+             input_per_core: float | None, input_source: str, parameters: int | None = None,
+             unit: str = "images") -> Ceilings | None:
+    """Both ceilings for one GPU of ``instance_type``; None for a type without GPUs or figures.
+    ``unit``: what a sample is ("rows" for a table)."""
     spec = hardware.instance(instance_type)
     if spec is None or not spec.gpus or spec.gpu not in PEAKS:
         return None
     cores_per_gpu = spec.vcpus / 2 / spec.gpus  # vCPU = hyperthread
-    compute, compute_source = compute_ceiling(architecture, image_size, spec.gpu, precision)
+    compute, compute_source = compute_ceiling(architecture, image_size, spec.gpu, precision, parameters=parameters)
     feed = input_per_core * cores_per_gpu if input_per_core else None
     return Ceilings(instance_type, spec.gpus, cores_per_gpu, compute, compute_source, feed,
-                    (f"{input_per_core:.0f} images/s per core ({input_source}) x {cores_per_gpu:g} cores per GPU"
-                     if input_per_core else input_source))
+                    (f"{input_per_core:.0f} {unit}/s per core ({input_source}) x {cores_per_gpu:g} cores per GPU"
+                     if input_per_core else input_source), unit)

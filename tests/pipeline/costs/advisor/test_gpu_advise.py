@@ -72,6 +72,10 @@ def photo_workdir(tmp_path_factory) -> Path:
     write_run(wd, "cnn", **steps, parameters=94538, start="2026-11-01T10:00:00.000+00:00",
               workload={"architecture": "small_cnn", "kind": "image", "image_size": 128, "records": 11,
                         "train_uri": f"s3://bucket/{TRAIN_KEY}"})
+    # A model of the user's own (a model file): no FLOPs count is kept with its run.
+    write_run(wd, "mine", **steps, parameters=120_000, start="2026-10-30T10:00:00.000+00:00",
+              workload={"architecture": "custom", "kind": "image", "image_size": 128, "records": 11,
+                        "train_uri": f"s3://bucket/{TRAIN_KEY}"})
     write_run(wd, "resnet", **steps, parameters=23_500_000, start="2026-11-02T10:00:00.000+00:00",
               workload={"architecture": "resnet50", "kind": "image", "image_size": 224, "records": 11,
                         "mixed_precision": "mixed_float16", "train_uri": f"s3://bucket/{TRAIN_KEY}"})
@@ -125,3 +129,49 @@ def test_resnet50_in_mixed_precision_on_a_single_gpu_type(photo_workdir):
     assert f"    ml.p4d.24xlarge: {binding} (" in out
     compute_g5, _, _, _ = _ceilings(out, "ml.g5.xlarge")
     assert compute_g5 < compute  # an A10G's 125 FP16 TFLOP/s against an A100's 312
+
+
+def test_a_model_of_ones_own_gets_the_input_ceiling_and_says_why_no_compute_one(photo_workdir):
+    out = advise(photo_workdir, "--workload", "custom")
+    for itype in ("ml.g5.xlarge", "ml.p4d.24xlarge"):
+        block = out.split(f"  {itype} (")[1]
+        assert "    compute ceiling unknown: no FLOPs count for custom: a model of your own is not rebuilt " \
+            "from its run" in block
+        assert re.search(r"    input ceiling +[\d,]+ images/s per GPU: \d+ images/s per core \(measured here", block)
+        assert f"    {itype}: one ceiling is unknown: the other bounds it from above" in block
+    rows = [line for line in out.splitlines() if line.startswith("  ml.p4d.24xlarge ")]
+    assert rows and "n/a" not in rows[0]  # priced from the input ceiling, an upper bound
+
+
+def test_a_table_run_gets_a_dense_compute_ceiling_and_its_rows_parse_rate(tmp_path):
+    from pipeline.data.default import DIGITS_FILENAME, digits_csv
+    from pipeline.local.jobs.contract import relocate
+    from processing import contract as processing
+
+    base = tmp_path / "processing"
+    raw = Path(relocate(processing.RAW_DATA_DIR, base))
+    raw.mkdir(parents=True)
+    (raw / DIGITS_FILENAME).write_bytes(digits_csv())
+    subprocess.run([sys.executable, "-m", "processing.preprocess", "--instance-count", "1",
+                    "--processes-per-host", "1"], check=True, cwd=REPO, capture_output=True,
+                   env={**os.environ, "SAGEMAKER_BASE_DIR": str(base), "PYTHONPATH": str(REPO)})
+    wd = tmp_path / "wd"
+    output = wd / "store" / "bucket" / "trainpipe/tables/PreprocessData/output"
+    for name in ("train", processing.OUTPUT_MANIFEST):  # the records and their manifest, as a run leaves them
+        shutil.copytree(relocate(processing.OUTPUT_DIRS[name], base), output / name)
+    write_run(wd, "digits", hosts=1, ppn=1, batch=32, step_seconds=[1.0, 0.01, 0.01], cpu_seconds=[0.01] * 3,
+              parameters=17_226, workload={"architecture": "mlp", "kind": "table", "num_features": 64,
+                                           "records": 1437, "train_uri": f"s3://bucket/{output.relative_to(wd / 'store' / 'bucket')}/train"})
+    out = advise(wd)
+    assert "advising for: mlp on table 64 features" in out
+    block = out.split("  ml.p4d.24xlarge (")[1]
+    # 6 x 17,226 = 103,356 FLOPs a row over the A100's 156 TFLOP/s TF32 at ResNet-50's utilisation.
+    compute = float(re.search(r"compute ceiling ([\d,]+) rows/s per GPU: 0.103 MFLOP/row \(6 x 17,226 "
+                              r"trainable parameters", block)[1].replace(",", ""))
+    assert compute == pytest.approx(909 * 23.20e9 / 103_356, rel=0.01)  # = the TF32 ResNet-50 row's FLOP/s
+    assert "an upper bound, a model this small does not fill a GPU" in block
+    found = re.search(r"input ceiling +([\d,]+) rows/s per GPU: (\d+) rows/s per core \(measured here on "
+                      r"digits's \d+ train shard\(s\), rows parsed, 1 core\) x 6 cores per GPU", block)
+    assert found, block
+    assert float(found[1].replace(",", "")) == pytest.approx(6 * float(found[2]), rel=0.01)
+    assert "    ml.p4d.24xlarge: the input binds (" in block and "ImageRecords" not in block

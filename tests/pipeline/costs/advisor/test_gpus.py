@@ -67,6 +67,23 @@ def test_the_lower_ceiling_binds_and_the_line_says_what_lifts_it():
     assert G.ceilings("ml.c5.xlarge", "resnet50", 224, G.FP32, 300.0, "m") is None  # no GPU
 
 
+def test_a_tables_mlp_gets_a_dense_ceiling_from_its_parameters_and_a_custom_model_a_reason():
+    # 6 FLOPs per weight per row: 10,000 weights -> 60,000 FLOPs a row. A100 TF32 at ResNet-50's
+    # utilisation (909 x 23.20e9 FLOP/s achieved) -> 909 x 23.20e9 / 6e4 = 351,480 rows/s.
+    rows, source = G.compute_ceiling(G.DENSE, None, "A100", G.FP32, parameters=10_000)
+    assert rows == pytest.approx(909 * 23.20e9 / 6e4)
+    assert "0.06 MFLOP/row (6 x 10,000 trainable parameters" in source and "an upper bound" in source
+    assert G.compute_ceiling(G.DENSE, None, "A100", G.FP32)[0] is None  # no parameter count recorded
+    # A model of the user's own: no count, and the line says why.
+    none, why = G.compute_ceiling("custom", 128, "A100", G.AMP)
+    assert none is None and why.startswith("no FLOPs count for custom: a model of your own is not rebuilt")
+    # Both ceilings in rows for a table; the input binds here (2 cores x 1,000 rows/s per core).
+    table = G.ceilings("ml.g5.xlarge", G.DENSE, None, G.FP32, 1000.0, "measured", parameters=10_000, unit="rows")
+    assert table.input == pytest.approx(2000) and table.binding == "input"
+    assert "rows/s per GPU" in table.fix() and "ImageRecords" not in table.fix()
+    assert table.input_source == "1000 rows/s per core (measured) x 2 cores per GPU"
+
+
 def test_small_cnn_flops_match_the_benchmark_count():
     """The one FLOPs figure cheap enough to recount here (the others: see FLOPS_SOURCE)."""
     from benchmarks.training.flops import count_in_subprocess
