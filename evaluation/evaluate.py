@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from evaluation import images, report, tables
+from evaluation import images, report, tables, tracking
 from evaluation.metrics import Scores
 from training_entry import archives
 from training_entry.contract import container_path
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             report_exit_message("evaluate", "bad arguments; usage: python -m evaluation.evaluate [--batch-size N]")
         return int(e.code or 0)
     try:
-        evaluate(args.batch_size)
+        document = evaluate(args.batch_size)
     except EvaluationError as e:
         report_exit_message("evaluate", str(e))
         return 1
@@ -386,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         report_exit_message("evaluate", f"unexpected error in evaluate: {type(e).__name__}: {e}")
         return 1
+    # MLflow, on SageMaker with `definition --tracking-uri`: never fails the evaluation.
+    tracking.log_evaluation(document, container_path(report.OUTPUT_DIR))
     return 0
 
 

@@ -41,7 +41,7 @@ from contextlib import contextmanager
 import numpy as np
 import tensorflow as tf
 
-from processing import columns_step, contract, images
+from processing import columns_step, contract, images, tracking
 from processing.layout import load_given_tables, split_order
 from processing.rawdata import (
     DataError,
@@ -354,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         report_exit_message("preprocess", f"unexpected error in preprocess: {type(e).__name__}: {e}")
         return 1
+    # MLflow, on SageMaker with `definition --tracking-uri`: never fails the step.
+    tracking.log_data_summary()
     return 0
 
 

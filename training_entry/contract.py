@@ -182,10 +182,14 @@ HOROVOD_CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
 # --- MLflow tracking on SageMaker (``trainpipe definition --tracking-uri``) -------------------
 # The pipeline execution the job belongs to: its run is a child of that execution's run.
 TRACKING_EXECUTION_ENV = "TRAINPIPE_EXECUTION_ID"
+# The step a job runs as (its run's tag TRACKING_TAG_STEP): a processing container has no
+# name of its own in its environment, and `track sync --execution-arn` matches steps by it.
+TRACKING_STEP_ENV = "TRAINPIPE_STEP_NAME"
 # The run tags both sides set (pipeline/tracking logs local runs, training_entry/tracking.py
 # the cloud job's own): an execution's runs are found by them.
 TRACKING_TAG_EXECUTION = "trainpipe.execution_id"
 TRACKING_TAG_JOB = "trainpipe.job_name"
+TRACKING_TAG_STEP = "trainpipe.step"
 TRACKING_TAG_PARENT = "mlflow.parentRunId"  # MLflow's: the run this one is nested under
 
 # --- Metrics: the log line rank 0 prints once per epoch, and the regexes that read it -------

@@ -281,7 +281,8 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
 
     say = _say
     workdir = Path(args.workdir)
-    tracking = tracking_target.resolve(settings.tracking_uri, workdir)  # MLflow (pipeline/tracking)
+    # MLflow (pipeline/tracking); an SDK v3 definition's MlflowConfig names a target of its own.
+    tracking = tracking_target.resolve(settings.tracking_uri, workdir, definition=definition)
     tracker = Tracker(tracking, workdir, storage, say) if tracking else None
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
@@ -398,6 +399,10 @@ def train_job(args: argparse.Namespace) -> int:
     from pipeline.local.jobs.training import OUTPUT_ARCHIVE
 
     settings = settings_from_args(args)
+    if args.setting_tracking_uri:  # MLflow logs pipeline executions; one job is none (nor silently ignored)
+        raise UserError(f"--tracking-uri {args.setting_tracking_uri}: `trainpipe train --local` runs one job outside "
+                        f"any pipeline and logs nothing to MLflow; run it as a pipeline step "
+                        f"(`trainpipe run --local --tracking-uri ...`), or leave the flag out")
     storage = make_storage(args, settings.region)
     spec = TrainSpec(
         entry_point=args.entry_point, source_dir=args.source_dir, instances=args.instances,

@@ -84,27 +84,33 @@ def user_model_path(model_file: str) -> str:
 def training_bundle(model_file: str | None = None, tracking_uri: str | None = None) -> Bundle:
     """``model_file``: the user's model (a build setting), shipped as ``user_model_path``;
     ``tracking_uri``: the MLflow packages the job needs to log there, as requirements.txt."""
-    from pipeline.tracking import jobs as tracking
-
     files = _package_files("training_entry")
     files[TRAINING_ENTRY] = files[f"training_entry/{TRAINING_ENTRY}"]
     if model_file:
         files[user_model_path(model_file)] = Path(model_file).read_bytes()
-    if tracking_uri:
+    return Bundle("training", _with_requirements(files, tracking_uri), module=None)
+
+
+def _with_requirements(files: dict[str, bytes], tracking_uri: str | None) -> dict[str, bytes]:
+    from pipeline.tracking import jobs as tracking
+
+    if tracking_uri:  # the entrypoint installs it when it logs (training_entry/tracking.py)
         files[tracking.REQUIREMENTS_FILE] = tracking.requirements(tracking_uri)
-    return Bundle("training", files, module=None)
+    return files
 
 
-def processing_bundle() -> Bundle:
+def processing_bundle(tracking_uri: str | None = None) -> Bundle:
     files = {**_package_files("processing"), **_package_files("training_entry")}
-    return Bundle("processing", files, module=f"processing.{Path(PROCESSING_ENTRY).stem}")
+    return Bundle("processing", _with_requirements(files, tracking_uri),
+                  module=f"processing.{Path(PROCESSING_ENTRY).stem}")
 
 
-def evaluation_bundle() -> Bundle:
+def evaluation_bundle(tracking_uri: str | None = None) -> Bundle:
     files = {**_package_files("evaluation"), **_package_files("training_entry")}
-    return Bundle("evaluation", files, module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
+    return Bundle("evaluation", _with_requirements(files, tracking_uri),
+                  module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
 
 
 def all_bundles(model_file: str | None = None, tracking_uri: str | None = None) -> dict[str, Bundle]:
-    return {b.name: b for b in (processing_bundle(), training_bundle(model_file, tracking_uri),
-                                evaluation_bundle())}
+    return {b.name: b for b in (processing_bundle(tracking_uri), training_bundle(model_file, tracking_uri),
+                                evaluation_bundle(tracking_uri))}

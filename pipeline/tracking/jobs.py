@@ -1,19 +1,23 @@
 """What the SageMaker jobs get when the definition is built with ``--tracking-uri``: they log
-to MLflow from inside their containers (``training_entry/tracking.py``), so the URI must be one
-a job can reach, and the job must be allowed to reach it. No MLflow import here.
+to MLflow from inside their containers (``training_entry/tracking.py``; the processing and
+evaluation entrypoints through it), so the URI must be one a job can reach, and the job must
+be allowed to reach it. No MLflow import here.
 
 - ``MLFLOW_TRACKING_URI``, ``MLFLOW_EXPERIMENT_NAME`` (the pipeline's name, as local runs use)
   and ``TRAINPIPE_EXECUTION_ID`` (the execution, which groups the jobs' runs under one parent
-  run) in the training job's environment;
-- ``requirements.txt`` in the training code: ``mlflow-skinny``, and ``sagemaker-mlflow`` where
+  run) in the training, preprocessing and evaluation jobs' environments, and the processing
+  jobs' ``TRAINPIPE_STEP_NAME`` (their runs' names);
+- ``requirements.txt`` in each job's code: ``mlflow-skinny``, and ``sagemaker-mlflow`` where
   the URI is a SageMaker tracking server ARN (the plugin that resolves it and signs requests).
+  The training toolkit installs it before the script; the processing entrypoints install it
+  themselves, only when the variables say to log (training_entry/tracking.ensure_mlflow).
 """
 
 from __future__ import annotations
 
 from pipeline.errors import UserError
 from pipeline.tracking.target import is_tracking_arn
-from training_entry.contract import TRACKING_EXECUTION_ENV
+from training_entry.contract import TRACKING_EXECUTION_ENV, TRACKING_STEP_ENV
 
 REQUIREMENTS_FILE = "requirements.txt"
 # The SageMaker TensorFlow training toolkit pip-installs the code's requirements.txt first.
@@ -35,10 +39,11 @@ def check(uri: str, network_isolation: bool) -> None:
             f"or a VPC endpoint)")
 
 
-def environment(uri: str, pipeline_name: str, execution_id) -> dict:
-    """The training job's environment (``execution_id``: the SDK's execution variable)."""
+def environment(uri: str, pipeline_name: str, execution_id, step: str | None = None) -> dict:
+    """A job's environment (``execution_id``: the SDK's execution variable; ``step``: the
+    step a processing job runs as, its run's name: its container has no job name to use)."""
     return {"MLFLOW_TRACKING_URI": uri, "MLFLOW_EXPERIMENT_NAME": pipeline_name,
-            TRACKING_EXECUTION_ENV: execution_id}
+            TRACKING_EXECUTION_ENV: execution_id, **({TRACKING_STEP_ENV: step} if step else {})}
 
 
 def requirements(uri: str | None) -> bytes | None:

@@ -168,7 +168,7 @@ class ExecutionLog:
         if self.entry.get("run_id"):
             return self.entry["run_id"]
         payload = R.parent_run(record)
-        experiment = self.experiment_id(record.pipeline_name)
+        experiment = self.experiment_id(self.target.experiment or record.pipeline_name)
         run = self.client.create_run(experiment, start_time=payload.start_ms, tags=payload.tags,
                                      run_name=payload.name)
         self._log_values(run.info.run_id, payload)

@@ -1,9 +1,10 @@
 """Where an execution's MLflow runs go, decided before the run starts (no MLflow import here).
 
-First match wins: ``--tracking-uri``, then ``MLFLOW_TRACKING_URI`` (MLflow's own variable, so
-a team's existing setting just works), then the embedded store in the workdir. ``off`` as the
-flag, or ``TRAINPIPE_TRACKING=off`` in the environment (a CI that tests other things; the test
-suite), logs nothing.
+First match wins: ``--tracking-uri``, then the definition's own ``MlflowConfig`` (SDK v3's
+``Pipeline(mlflow_config=...)``: a SageMaker tracking server ARN and an experiment name), then
+``MLFLOW_TRACKING_URI`` (MLflow's own variable, so a team's existing setting just works), then
+the embedded store in the workdir. ``off`` as the flag, or ``TRAINPIPE_TRACKING=off`` in the
+environment (a CI that tests other things; the test suite), logs nothing.
 
 The embedded store is SQLite (``<workdir>/mlflow.db``, artifacts in ``<workdir>/mlartifacts``),
 not MLflow's ``file:`` store: MLflow 3 refuses a ``file:`` store unless
@@ -15,12 +16,15 @@ comes with the full ``mlflow`` package the project installs.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from pipeline.errors import UserError
 
 ENV_VAR = "MLFLOW_TRACKING_URI"
 SWITCH_ENV_VAR = "TRAINPIPE_TRACKING"
@@ -32,6 +36,16 @@ UI_DEFAULT = "http://127.0.0.1:5000"
 # A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
 ARN_PREFIX = "arn:aws"
 ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
+ARN_PLUGIN = "sagemaker-mlflow"  # the package; it resolves these ARNs and signs the requests
+ARN_PLUGIN_MODULE = "sagemaker_mlflow"
+# SDK v3: Pipeline(mlflow_config=MlflowConfig(mlflow_resource_arn=, mlflow_experiment_name=))
+# writes {"MlflowConfig": {"MlflowResourceArn": ..., "MlflowExperimentName": ...}} at the
+# definition's top, null without one (aws/sagemaker-python-sdk a24812666,
+# sagemaker-mlops/src/sagemaker/mlops/workflow/pipeline.py: Pipeline.definition(),
+# _convert_mlflow_config_to_request). SageMaker logs the execution there; run locally, so do we.
+DEFINITION_CONFIG = "MlflowConfig"
+DEFINITION_ARN = "MlflowResourceArn"
+DEFINITION_EXPERIMENT = "MlflowExperimentName"
 HELP = (f"MLflow: where runs are logged. run --local: an http(s):// tracking server, a SageMaker "
         f"tracking server ARN, or any MLflow tracking URI; '{OFF}' logs nothing (default: ${ENV_VAR}, "
         f"else the embedded SQLite store <workdir>/{EMBEDDED_DB}; none with {SWITCH_ENV_VAR}={OFF}). "
@@ -44,6 +58,7 @@ class Target:
     uri: str  # an MLflow tracking URI
     embedded: bool  # the SQLite store in the workdir
     artifact_location: str | None = None  # the embedded store's artifact root (file:// URI)
+    experiment: str | None = None  # the experiment to log to (default: the pipeline's name)
 
     @property
     def is_server(self) -> bool:
@@ -76,16 +91,43 @@ def is_tracking_arn(uri: str) -> bool:
     return uri.startswith(ARN_PREFIX) and any(f":{s}/" in uri for s in ARN_SERVICES)
 
 
-def resolve(flag: str | None, workdir: Path, environ: Mapping[str, str] = os.environ) -> Target | None:
-    """The target, or None when tracking is off."""
+def resolve(flag: str | None, workdir: Path, environ: Mapping[str, str] = os.environ,
+            definition: Mapping | None = None) -> Target | None:
+    """The target, or None when tracking is off. ``definition``: the one run, whose
+    ``MlflowConfig`` (SDK v3) names a target of its own."""
     if flag is None and environ.get(SWITCH_ENV_VAR, "").strip().lower() == OFF:
         return None
+    if flag is None:
+        configured = from_definition(definition)
+        if configured is not None:
+            return configured
     uri = flag if flag is not None else environ.get(ENV_VAR) or None
     if uri is not None and uri.strip().lower() == OFF:
         return None
     if uri is None:
         return embedded(workdir)
     return Target(uri=uri.strip(), embedded=False)
+
+
+def from_definition(definition: Mapping | None) -> Target | None:
+    """The target an SDK v3 definition's ``MlflowConfig`` names, or None without one. Refused
+    in one line, before any step, where this machine cannot log to it."""
+    config = (definition or {}).get(DEFINITION_CONFIG)
+    if not isinstance(config, Mapping) or not config.get(DEFINITION_ARN):
+        return None
+    arn, experiment = config[DEFINITION_ARN], config.get(DEFINITION_EXPERIMENT)
+    fix = f"or pass --tracking-uri URL|{OFF} to log elsewhere or not at all"
+    if not isinstance(arn, str) or not isinstance(experiment, (str, type(None))):
+        raise UserError(f"the definition's {DEFINITION_CONFIG} is {dict(config)}: a pipeline variable where "
+                        f"trainpipe reads a fixed ARN and experiment name; {fix}")
+    if not is_tracking_arn(arn):
+        raise UserError(f"the definition's {DEFINITION_CONFIG}.{DEFINITION_ARN} {arn!r} is not a SageMaker "
+                        f"MLflow tracking server ARN; {fix}")
+    if importlib.util.find_spec(ARN_PLUGIN_MODULE) is None:
+        raise UserError(f"the definition's {DEFINITION_CONFIG} logs to the SageMaker MLflow tracking server "
+                        f"{arn}, which this machine reaches only through the {ARN_PLUGIN} plugin (not "
+                        f"installed) and AWS credentials: pip install {ARN_PLUGIN}, {fix}")
+    return Target(uri=arn, embedded=False, experiment=experiment or None)
 
 
 def embedded(workdir: Path) -> Target:

@@ -48,7 +48,7 @@ def test_a_server_that_cannot_be_reached_is_one_line(environ, capsys):
     assert JobRun.start({}, {**environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"}) is None
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("warning: MLflow tracking at http://127.0.0.1:9 failed (")
-    assert line.endswith("the training goes on without it")
+    assert line.endswith("the job goes on without it")
 
 
 @pytest.mark.slow

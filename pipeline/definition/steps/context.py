@@ -108,7 +108,7 @@ class BuildContext:
             encrypt_inter_container_traffic=True,
         )
 
-    def processor(self, instance_count, bundle_name: str) -> Processor:
+    def processor(self, instance_count, bundle_name: str, step: str) -> Processor:
         bundle = self.bundles[bundle_name]
         return Processor(
             image_uri=self.processing_image,
@@ -117,13 +117,25 @@ class BuildContext:
             instance_type=self.params[P.PROCESSING_INSTANCE_TYPE],
             # SageMaker: the bundle is copied to CODE_DIR; run its module from there.
             entrypoint=["python3", "-m", bundle.module],
-            env={"PYTHONPATH": processing.CODE_DIR},
+            env={"PYTHONPATH": processing.CODE_DIR, **self.tracking_environment(step)},
             volume_kms_key=self.settings.kms_key_id,
             output_kms_key=self.settings.kms_key_id,
             network_config=self.network(),
             sagemaker_session=self.session,
             base_job_name=f"{self.settings.pipeline_name}-{bundle_name}",
         )
+
+    def tracking_environment(self, step: str | None = None) -> dict:
+        """MLflow (``--tracking-uri``): what a job needs to log its own run from SageMaker
+        (pipeline/tracking/jobs.py); empty without it."""
+        from pipeline.tracking import jobs as tracking
+
+        settings = self.settings
+        if not settings.tracking_uri:
+            return {}
+        tracking.check(settings.tracking_uri, settings.network_isolation)
+        return tracking.environment(settings.tracking_uri, settings.pipeline_name,
+                                    ExecutionVariables.PIPELINE_EXECUTION_ID, step)
 
     def code_input(self, bundle_name: str) -> ProcessingInput:
         return ProcessingInput(

@@ -20,7 +20,7 @@ def evaluate_step(
     evaluation_report = PropertyFile(
         name=report.PROPERTY_FILE_NAME, output_name=report.OUTPUT_NAME, path=report.REPORT_FILE
     )
-    step_args = ctx.processor(1, "evaluation").run(
+    step_args = ctx.processor(1, "evaluation", STEP_EVALUATE).run(
         inputs=[
             ctx.code_input("evaluation"),
             ProcessingInput(

@@ -13,7 +13,7 @@ from processing import contract as processing
 
 def preprocess_step(ctx: BuildContext) -> ProcessingStep:
     params = ctx.params
-    step_args = ctx.processor(params[P.PROCESSING_INSTANCE_COUNT], "processing").run(
+    step_args = ctx.processor(params[P.PROCESSING_INSTANCE_COUNT], "processing", STEP_PREPROCESS).run(
         inputs=[
             ctx.code_input("processing"),
             ProcessingInput(

@@ -77,16 +77,6 @@ def _distribution(ctx: BuildContext) -> dict:
     }
 
 
-def _tracking_environment(settings: Settings) -> dict | None:
-    from pipeline.tracking import jobs as tracking
-
-    if not settings.tracking_uri:
-        return None
-    tracking.check(settings.tracking_uri, settings.network_isolation)
-    return tracking.environment(settings.tracking_uri, settings.pipeline_name,
-                                ExecutionVariables.PIPELINE_EXECUTION_ID)
-
-
 def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
     """``checkpoints``: False for a tuning job's trials, which must not resume each other's."""
     settings, params = ctx.settings, ctx.params
@@ -136,7 +126,7 @@ def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
         checkpoint_local_path=training.CHECKPOINT_DIR if checkpoints else None,
         enable_network_isolation=settings.network_isolation,
         # MLflow: the job logs its own run (training_entry/tracking.py) where --tracking-uri says.
-        environment=_tracking_environment(settings),
+        environment=ctx.tracking_environment() or None,
         encrypt_inter_container_traffic=True,
         volume_kms_key=settings.kms_key_id,
         output_kms_key=settings.kms_key_id,

@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from training_entry.contract import BASE_DIR_ENV, CONTAINER_BASE_DIR
+from training_entry.contract import BASE_DIR_ENV, CONTAINER_BASE_DIR, TRACKING_EXECUTION_ENV
 
 FRAMEWORK_PREFIX = "sagemaker_"
 
@@ -254,9 +254,17 @@ def write_processing_tree(
             Path(relocate(local, base_dir)).mkdir(parents=True, exist_ok=True)
 
 
+def request_environment(environment: Mapping[str, str] | None) -> dict[str, str]:
+    """The request's ``Environment`` map as a local job gets it: all but the MLflow execution
+    variable (``definition --tracking-uri``). With it the job logs its own run from inside
+    (training_entry/tracking.py), as on SageMaker; run locally, the runner already logs every
+    step from outside (pipeline/tracking), so the job stands down: each step logged once."""
+    return {k: str(v) for k, v in (environment or {}).items() if k != TRACKING_EXECUTION_ENV}
+
+
 def processing_environment(base_dir: Path, environment: Mapping[str, str] | None) -> dict[str, str]:
     """The job's ``Environment`` map, container paths moved under ``base_dir``."""
-    env = {k: relocate(str(v), base_dir) for k, v in (environment or {}).items()}
+    env = {k: relocate(v, base_dir) for k, v in request_environment(environment).items()}
     # PYTHONPATH-like values may list several container paths.
     for key, value in list(env.items()):
         if ":" in value and CONTAINER_BASE_DIR in value:

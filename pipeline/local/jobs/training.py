@@ -257,7 +257,7 @@ class TrainingJob(LocalJob):
         base = self.container_base(host)
         env = self.environment(host)
         # SageMaker: the platform sets the request's Environment map in the container.
-        env.update({k: str(v) for k, v in (self.request.get("Environment") or {}).items()})
+        env.update(contract.request_environment(self.request.get("Environment")))
         env.update(contract.training_environment(
             base, current_host=host, hosts=self.hosts, instance_type=self.instance_type,
             hyperparameters=self.hyperparameters,

@@ -27,6 +27,8 @@ TRAIN = """
     base = pathlib.Path(os.environ["SAGEMAKER_BASE_DIR"])
     mode = os.environ.get("SM_HP_MODE", "ok")
     print("training started", flush=True)
+    # What the chief's own MLflow run needs (training_entry/tracking.py): none, run locally.
+    print("execution variable:", os.environ.get("TRAINPIPE_EXECUTION_ID"), flush=True)
     if mode.startswith("wait:"):
         release, deadline = pathlib.Path(mode[5:]), time.time() + 120
         while not release.exists() and time.time() < deadline:

@@ -1,5 +1,6 @@
-"""`trainpipe definition|upsert --tracking-uri`: what the SageMaker training job gets to log to
-MLflow itself, and the URIs it could not log to, refused in one line before anything is built."""
+"""`trainpipe definition|upsert --tracking-uri`: what the SageMaker training, preprocessing and
+evaluation jobs get to log to MLflow themselves, and the URIs they could not log to, refused in
+one line before anything is built."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.definition import build as D
 from pipeline.definition.build import build_definition
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, all_bundles
 from pipeline.errors import UserError
@@ -40,10 +42,30 @@ def test_the_training_job_gets_the_uri_the_experiment_the_execution_and_its_requ
     assert wanted == ["mlflow-skinny", "sagemaker-mlflow"] if plugin else wanted == ["mlflow-skinny"]
 
 
+def test_the_processing_jobs_get_the_variables_their_step_and_their_requirements():
+    settings = Settings(tracking_uri=ARN, network_isolation=False)
+    definition = build_definition(settings, {})
+    bundles = all_bundles(settings.model_file, settings.tracking_uri)
+    for name, bundle in ((D.STEP_PREPROCESS, "processing"), (D.STEP_EVALUATE, "evaluation")):
+        (step,) = [s for s in definition["Steps"] if s["Name"] == name]
+        environment = step["Arguments"]["Environment"]
+        assert environment == {
+            "PYTHONPATH": "/opt/ml/processing/input/code", "MLFLOW_TRACKING_URI": ARN,
+            "MLFLOW_EXPERIMENT_NAME": settings.pipeline_name, "TRAINPIPE_STEP_NAME": name,
+            "TRAINPIPE_EXECUTION_ID": {"Get": "Execution.PipelineExecutionId"}}
+        # requirements.txt at the code's root (/opt/ml/processing/input/code), where
+        # training_entry/tracking.ensure_mlflow looks: the folder above its package.
+        assert bundles[bundle].files[jobs.REQUIREMENTS_FILE].decode().split() == ["mlflow-skinny", "sagemaker-mlflow"]
+        assert "training_entry/tracking.py" in bundles[bundle].files
+
+
 def test_without_tracking_the_definition_and_code_are_unchanged():
-    step = training_step(build_definition(Settings(), {}))
+    definition = build_definition(Settings(), {})
+    step = training_step(definition)
     assert "Environment" not in step["Arguments"] or not step["Arguments"]["Environment"]
-    assert jobs.REQUIREMENTS_FILE not in all_bundles()["training"].files
+    for step in definition["Steps"]:
+        assert not {"MLFLOW_TRACKING_URI", "TRAINPIPE_EXECUTION_ID"} & set(step["Arguments"].get("Environment") or {})
+    assert not any(jobs.REQUIREMENTS_FILE in b.files for b in all_bundles().values())
 
 
 def test_a_store_on_this_machine_or_network_isolation_is_refused_in_one_line():

@@ -34,3 +34,36 @@ def test_the_ui_command_and_run_links(tmp_path):
     managed = T.Target(arn, embedded=False)
     assert managed.is_arn and managed.is_server
     assert "create-presigned-mlflow-tracking-server-url --tracking-server-name team" in managed.ui_command()
+
+
+# --- SDK v3's Pipeline(mlflow_config=...) ---------------------------------------------------
+# What v3 writes at the definition's top (aws/sagemaker-python-sdk a24812666,
+# sagemaker-mlops/src/sagemaker/mlops/workflow/pipeline.py: Pipeline.definition() puts
+# "MlflowConfig": _convert_mlflow_config_to_request(self.mlflow_config), null without one).
+ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
+V3_CONFIG = {"MlflowResourceArn": ARN, "MlflowExperimentName": "digits-team"}
+
+
+def test_a_v3_definitions_mlflow_config_is_the_target_after_the_flag(tmp_path, monkeypatch):
+    definition = {"Version": "2020-12-01", "MlflowConfig": V3_CONFIG, "Steps": []}
+    env = {T.ENV_VAR: "http://team-server:5000"}
+    # Where the plugin that reaches an ARN is installed (this venv has none: see the CLI test).
+    monkeypatch.setattr(T.importlib.util, "find_spec", lambda name: object() if name == T.ARN_PLUGIN_MODULE else None)
+    target = T.resolve(None, tmp_path, env, definition)
+    assert (target.uri, target.experiment, target.embedded) == (ARN, "digits-team", False)
+    assert T.resolve("http://127.0.0.1:5001", tmp_path, env, definition).uri == "http://127.0.0.1:5001"
+    assert T.resolve(None, tmp_path, {T.SWITCH_ENV_VAR: "off"}, definition) is None
+    # v3 without mlflow_config: null, and the usual order.
+    assert T.resolve(None, tmp_path, env, {**definition, "MlflowConfig": None}).uri == "http://team-server:5000"
+
+
+def test_a_v3_mlflow_config_this_machine_cannot_log_to_is_refused_in_one_line(tmp_path):
+    import pytest
+
+    from pipeline.errors import UserError
+
+    with pytest.raises(UserError, match=r"pass --tracking-uri URL\|off") as refused:
+        T.resolve(None, tmp_path, {}, {"MlflowConfig": {**V3_CONFIG, "MlflowResourceArn": {"Get": "Parameters.Arn"}}})
+    assert "a pipeline variable" in str(refused.value)
+    with pytest.raises(UserError, match="is not a SageMaker MLflow tracking server ARN"):
+        T.resolve(None, tmp_path, {}, {"MlflowConfig": {**V3_CONFIG, "MlflowResourceArn": "http://x"}})
