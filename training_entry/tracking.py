@@ -36,8 +36,8 @@ JOB_NAME_ENV = "TRAINING_JOB_NAME"  # SageMaker sets it in every training contai
 REQUIREMENTS_FILE = "requirements.txt"  # pipeline/tracking/jobs.py writes it into the code
 # The MLflow calls below, as IAM names them for a SageMaker tracking server (sagemaker-mlflow:*):
 # exactly what infra/template.yaml grants the execution role (tests/infra holds them equal).
-MLFLOW_ACTIONS = ("GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "LogBatch",
-                  "UpdateRun")
+MLFLOW_ACTIONS = ("GetExperimentByName", "CreateExperiment", "SearchRuns", "CreateRun", "GetRun",
+                  "LogBatch", "UpdateRun")
 # A server that is down must cost the job seconds, not MLflow's default minutes of retries.
 HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1",
                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}

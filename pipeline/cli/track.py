@@ -10,6 +10,13 @@ was down or slow), from trainpipe's own records.
         store DIR/mlflow.db; --tracking-uri sends them all there. Nothing is logged twice.
         The store flags say where the run's s3:// objects are (as `run --local` was given them).
         Exit 0 when everything is logged, 1 when a target still cannot be reached.
+
+    trainpipe track sync --execution-arn ARN [--tracking-uri URI]
+        A SageMaker execution (`definition|upsert --tracking-uri`): its jobs log their own
+        runs; this logs what no job can, under the same execution's run: each Condition
+        step's outcome and each RegisterModel step's model package as a version of the
+        registered model named as its group, and the execution's end. To --tracking-uri,
+        else $MLFLOW_TRACKING_URI. Nothing twice: run it again at any time.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ def register(subparsers) -> None:
                                formatter_class=argparse.RawDescriptionHelpFormatter)
     add_storage_arguments(sync)
     sync.add_argument("--execution", metavar="ID", help="only this execution")
+    sync.add_argument("--execution-arn", metavar="ARN",
+                      help="a SageMaker pipeline execution: log its condition and registration steps")
     sync.add_argument("--tracking-uri", metavar="URI", help=HELP)
     sync.set_defaults(func=run_sync)
 
@@ -50,9 +59,35 @@ def _target_of(run_dir: Path, args, workdir: Path):
     return T.resolve(args.tracking_uri, workdir)
 
 
+def sync_cloud(args: argparse.Namespace) -> int:
+    import os
+
+    from pipeline.cloud.aws import Clients
+    from pipeline.tracking import target as T
+    from pipeline.tracking.cloud_sync import region_of, sync_cloud_execution
+    from pipeline.tracking.logger import client_for, quiet
+
+    region = region_of(args.execution_arn)
+    uri = args.tracking_uri or os.environ.get(T.ENV_VAR)
+    if not uri or uri.strip().lower() == T.OFF:
+        raise UserError(f"--execution-arn: give the tracking server its jobs log to (--tracking-uri URI "
+                        f"or ${T.ENV_VAR}), as `trainpipe definition --tracking-uri` was given it")
+    target = T.Target(uri=uri.strip(), embedded=False)
+    with quiet():
+        done, missing = sync_cloud_execution(Clients(region).sagemaker, args.execution_arn, target, client_for(target))
+    if missing:  # the execution's end is still logged; the steps wait for a later run of this
+        print(f"execution {args.execution_arn}: {missing}; its condition and registration steps are not logged")
+    print(f"execution {args.execution_arn}: " + (f"logged {', '.join(done)}" if done else "already logged"))
+    return 1 if missing else 0
+
+
 def run_sync(args: argparse.Namespace) -> int:
     from pipeline.tracking.logger import quiet, sync_execution
 
+    if args.execution_arn:
+        if args.execution:
+            raise UserError("--execution names a local execution, --execution-arn a SageMaker one: give one")
+        return sync_cloud(args)
     workdir = Path(args.workdir)
     if args.execution:
         run_dir = workdir / "runs" / args.execution

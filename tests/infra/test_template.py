@@ -205,7 +205,7 @@ def test_jobs_pull_the_training_image_and_only_ci_pushes_it(template):
     assert base["Resource"]["Fn::Sub"].endswith(":${DeepLearningImagesAccount}:repository/tensorflow-training")
 
 
-def test_the_mlflow_policy_grants_the_training_jobs_calls_on_the_named_server_only(template):
+def test_the_mlflow_policy_grants_the_jobs_calls_on_the_named_server_only(template):
     from training_entry.tracking import MLFLOW_ACTIONS
 
     policy = template["Resources"]["ExecutionRoleLogsToMlflow"]
@@ -216,5 +216,6 @@ def test_the_mlflow_policy_grants_the_training_jobs_calls_on_the_named_server_on
     logs, jobs = policy["Properties"]["PolicyDocument"]["Statement"]
     assert sorted(logs["Action"]) == sorted(f"sagemaker-mlflow:{a}" for a in MLFLOW_ACTIONS)
     assert logs["Resource"]["Fn::Sub"].endswith(":mlflow-tracking-server/${MlflowTrackingServerName}")
-    assert jobs["Action"] == "sagemaker:CreateTrainingJob"
-    assert jobs["Resource"]["Fn::Sub"].endswith(":training-job/pipelines-*")
+    assert jobs["Action"] == ["sagemaker:CreateTrainingJob", "sagemaker:CreateProcessingJob"]
+    assert [r["Fn::Sub"].rsplit(":", 1)[1] for r in jobs["Resource"]] == ["training-job/pipelines-*",
+                                                                          "processing-job/pipelines-*"]
