@@ -73,8 +73,18 @@ def sync_cloud(args: argparse.Namespace) -> int:
         raise UserError(f"--execution-arn: give the tracking server its jobs log to (--tracking-uri URI "
                         f"or ${T.ENV_VAR}), as `trainpipe definition --tracking-uri` was given it")
     target = T.Target(uri=uri.strip(), embedded=False)
-    with quiet():
-        done, missing = sync_cloud_execution(Clients(region).sagemaker, args.execution_arn, target, client_for(target))
+    if target.is_arn:
+        T.from_definition({T.DEFINITION_CONFIG: {T.DEFINITION_ARN: target.uri}})  # the plugin, or one line
+    try:
+        with quiet():
+            done, missing = sync_cloud_execution(Clients(region).sagemaker, args.execution_arn, target,
+                                                 client_for(target))
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 (the tracking server: one line, as for local executions)
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        print(f"execution {args.execution_arn}: cannot log to {target.uri}: {first}; run this again when it answers")
+        return 1
     if missing:  # the execution's end is still logged; the steps wait for a later run of this
         print(f"execution {args.execution_arn}: {missing}; its condition and registration steps are not logged")
     print(f"execution {args.execution_arn}: " + (f"logged {', '.join(done)}" if done else "already logged"))
