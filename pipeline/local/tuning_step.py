@@ -97,7 +97,8 @@ def run_tuning(runner, node, record: StepRecord) -> bool:
         record.detail = (f"best of {len(result.trials)} trials: {best['TrainingJobName']} "
                          f"{objective['MetricName']}={objective['Value']:g} "
                          f"({', '.join(f'{k}={v}' for k, v in best['TunedHyperParameters'].items())})"
-                         + (f"; {counters['Stopped']} stopped early" if counters["Stopped"] else ""))
+                         + (f"; {counters['Stopped']} stopped early" if counters["Stopped"] else "")
+                         + (f"; ended before its last trial: {result.ended_early}" if result.ended_early else ""))
         record.status = SUCCEEDED
         if keyed is not None:
             runner.cache.store(keyed[0], node.name, runner.execution_id, result.description, keyed[1])

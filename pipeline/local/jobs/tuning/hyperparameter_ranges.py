@@ -48,6 +48,12 @@ OBJECTIVE_HYPERPARAMETER = "_tuning_objective_metric"
 # SageMaker: BestTrainingJob and TrainingJobSummaries are what DescribeHyperParameterTuningJob
 # and ListTrainingJobsForHyperParameterTuningJob return; the resource limit per job.
 MAX_TRAINING_JOBS_LIMIT = 500
+# SageMaker's bounds (botocore's service model): ResourceLimits.MaxRuntimeInSeconds,
+# BestObjectiveNotImproving.MaxNumberOfTrainingJobsNotImproving, RetryStrategy.MaximumRetryAttempts.
+MAX_RUNTIME_BOUNDS = (120, 15768000)
+MIN_NOT_IMPROVING = 3
+RETRY_BOUNDS = (1, 30)
+CONVERGENCE_ENABLED, CONVERGENCE_DISABLED = "Enabled", "Disabled"
 
 
 class TuningRequestError(UserError):
@@ -101,6 +107,11 @@ class TuningRequest:
     min_resource: int | None = None  # Hyperband
     max_resource: int | None = None
     metric_definitions: tuple = field(default=())
+    max_runtime: int | None = None  # ResourceLimits.MaxRuntimeInSeconds
+    target_value: float | None = None  # TuningJobCompletionCriteria.TargetObjectiveMetricValue
+    max_not_improving: int | None = None  # BestObjectiveNotImproving.MaxNumberOfTrainingJobsNotImproving
+    complete_on_convergence: bool = False  # ConvergenceDetected.CompleteOnConvergence
+    max_retries: int = 0  # the training definition's RetryStrategy.MaximumRetryAttempts
 
     @property
     def maximize(self) -> bool:
@@ -205,7 +216,7 @@ def parse(request: Mapping) -> TuningRequest:
     max_jobs, max_parallel = _resource_limits(config, strategy, ranges)
     early, min_resource, max_resource = _early_stopping(config, strategy)
     seed = config.get("RandomSeed")
-    return TuningRequest(
+    return TuningRequest(**_completion(config, definition),
         strategy=strategy, max_jobs=max_jobs, max_parallel=max_parallel, objective_type=objective_type,
         objective_metric=metric, ranges=ranges, early_stopping=early, training_definition=definition,
         static_hyperparameters=static, seed=None if seed is None else int(seed),
@@ -312,6 +323,41 @@ def _resource_limits(config: Mapping, strategy: str, ranges: tuple[Range, ...]) 
             f"ResourceLimits.MaxParallelTrainingJobs={max_parallel} is more than MaxNumberOfTrainingJobs="
             f"{max_jobs}; give max_parallel_jobs <= max_jobs")
     return max_jobs, max_parallel
+
+
+def _bounded_int(value, what: str, low: int, high: int | None = None) -> int:
+    number = _positive_int(value, what)
+    if number < low or (high is not None and number > high):
+        within = f"between {low} and {high}" if high is not None else f"at least {low}"
+        raise TuningRequestError(f"{what}={number} must be {within} (SageMaker's limits)")
+    return number
+
+
+def _completion(config: Mapping, definition: Mapping) -> dict:
+    """When the job ends before its last trial (the run time, the completion criteria), and
+    how often a trial that failed on the runner's side is tried again."""
+    found: dict = {}
+    runtime = (config.get("ResourceLimits") or {}).get("MaxRuntimeInSeconds")
+    if runtime is not None:
+        found["max_runtime"] = _bounded_int(runtime, "ResourceLimits.MaxRuntimeInSeconds", *MAX_RUNTIME_BOUNDS)
+    criteria = config.get("TuningJobCompletionCriteria") or {}
+    if criteria.get("TargetObjectiveMetricValue") is not None:
+        found["target_value"] = _number(criteria["TargetObjectiveMetricValue"],
+                                        "TuningJobCompletionCriteria.TargetObjectiveMetricValue")
+    not_improving = (criteria.get("BestObjectiveNotImproving") or {}).get("MaxNumberOfTrainingJobsNotImproving")
+    if not_improving is not None:
+        found["max_not_improving"] = _bounded_int(
+            not_improving, "BestObjectiveNotImproving.MaxNumberOfTrainingJobsNotImproving", MIN_NOT_IMPROVING)
+    convergence = (criteria.get("ConvergenceDetected") or {}).get("CompleteOnConvergence")
+    if convergence is not None:
+        if convergence not in (CONVERGENCE_ENABLED, CONVERGENCE_DISABLED):
+            raise TuningRequestError(f"ConvergenceDetected.CompleteOnConvergence {convergence!r} must be "
+                                     f"{CONVERGENCE_ENABLED} or {CONVERGENCE_DISABLED}")
+        found["complete_on_convergence"] = convergence == CONVERGENCE_ENABLED
+    retries = (definition.get("RetryStrategy") or {}).get("MaximumRetryAttempts")
+    if retries is not None:
+        found["max_retries"] = _bounded_int(retries, "RetryStrategy.MaximumRetryAttempts", *RETRY_BOUNDS)
+    return found
 
 
 def _early_stopping(config: Mapping, strategy: str) -> tuple[str, int | None, int | None]:

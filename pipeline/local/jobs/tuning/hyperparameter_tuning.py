@@ -17,7 +17,12 @@ and checks it) drives an Optuna study, asked for each trial's values and told ea
 An epoch is one value of the objective metric: every line a trial prints that the objective's
 MetricDefinitions regex captures is reported to the study as the next step, while the trial
 runs. A stopped trial ends as SageMaker's do: TrainingJobStatus Stopped, its last objective
-value kept, no model.
+value kept, and the model its script saved (``trials.py``).
+
+The job ends before its last trial where ``MaxRuntimeInSeconds`` or a completion criterion says
+so (``completion.py``); a trial that failed on the runner's side runs again under its name, up
+to the training definition's ``RetryStrategy.MaximumRetryAttempts``; the job fails only where
+no trial succeeded (after five failed ones at most, as SageMaker's does).
 
 Cores: each of the parallel slots gets its own CPUs (``cpu_slots``); a trial's thread sets its
 affinity to them before its job starts, so its processes inherit it and the runner's thread
@@ -26,23 +31,22 @@ rule (``hosts/tuning.py``) divides the slot's cores, not the machine's.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 import statistics
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.local.hosts.processes import stop_reason
 from pipeline.local.hosts.tuning import usable_cpus
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.lifecycle import arn
 from pipeline.local.jobs.logs import Sink, now_iso
-from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.jobs.tuning import completion
 from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
+from pipeline.local.jobs.tuning.trials import EarlyStop, Trial, TrialJob  # noqa: F401 (EarlyStop: tests')
 from pipeline.local.store.private import private_dir, write_private
 
 POLL_SECONDS = 0.2
@@ -102,6 +106,8 @@ def strategy_line(request: hr.TuningRequest) -> str:
     if request.early_stopping == hr.EARLY_STOPPING_AUTO:
         text += (f"; early stopping Auto: a trial worse than the median of the earlier trials' "
                  f"running averages at the same epoch stops (once {MEDIAN_RULE_MIN_TRIALS} have reported)")
+    if request.complete_on_convergence:
+        text += "; " + completion.convergence_line()
     autos = [r.name for r in request.ranges if r.scaling == hr.AUTO and r.kind != hr.CATEGORICAL]
     if autos:
         text += f"; ScalingType Auto searched Linear: {', '.join(autos)}"
@@ -200,94 +206,13 @@ def make_study(request: hr.TuningRequest):
     return study
 
 
-# --- Trials ------------------------------------------------------------------------------------
-class EarlyStop(KeyboardInterrupt):
-    """Raised in a trial's job loop when the tuning job stops it: the job ends Stopped, with
-    ``reason`` as its reason."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TrialJob(TrainingJob):
-    """A training job the tuning job can stop between two polls."""
-
-    def __init__(self, *args, stop_event: threading.Event, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.stop_event = stop_event
-        self.stop_reason = "stopped by the tuning job"  # said before the event is set
-
-    def poll_hook(self) -> None:
-        super().poll_hook()
-        # SageMaker stops a running job only: one whose processes have all ended goes on to
-        # finish (its model is packed and kept).
-        if self.stop_event.is_set() and self.processes.running():
-            raise EarlyStop(self.stop_reason)
-
-
-@dataclass
-class Trial:
-    number: int  # 1-based, as in the name
-    name: str
-    values: dict[str, str]
-    study_trial: object
-    cpus: list[int]
-    job: TrialJob
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-    result: JobResult | None = None
-    error: str | None = None
-    created: float = field(default_factory=time.time)
-    reported: int = 0  # objective values reported to the study (epochs)
-    last_value: float | None = None
-    stop_reason: str | None = None  # why the tuning job stopped it
-
-    def run(self) -> None:
-        with contextlib.suppress(AttributeError, OSError):  # not Linux: the trial shares every core
-            os.sched_setaffinity(0, set(self.cpus))  # this thread: the job's processes inherit it
-        try:
-            self.result = self.job.run()
-        except JobStopped as stopped:
-            self.result = stopped.result
-        except BaseException as error:  # noqa: BLE001 - the trial's end, said in its summary
-            self.error = f"InternalServerError: {type(error).__name__}: {error}"
-
-    @property
-    def status(self) -> str:
-        if self.result is None:
-            return "Failed"
-        return self.result.status
-
-    def summary(self, tuning_name: str, request: hr.TuningRequest, region: str, account: str) -> dict:
-        """SageMaker: a HyperParameterTrainingJobSummary."""
-        doc = {
-            "TrainingJobName": self.name,
-            "TrainingJobArn": arn(region, account, "training-job", self.name),
-            "TuningJobName": tuning_name,
-            "CreationTime": now_iso(self.created),
-            "TrainingJobStatus": self.status,
-            "TunedHyperParameters": dict(self.values),
-            "ObjectiveStatus": "Succeeded" if self.last_value is not None else "Failed",
-        }
-        if self.result is not None:
-            doc["TrainingStartTime"] = now_iso(self.result.start)
-            doc["TrainingEndTime"] = now_iso(self.result.end)
-        if self.last_value is not None:
-            doc["FinalHyperParameterTuningJobObjectiveMetric"] = {
-                "Type": request.objective_type, "MetricName": request.objective_metric, "Value": self.last_value}
-        reason = self.stop_reason or self.error or (self.result.failure_reason if self.result else None)
-        if reason and self.status != "Completed":
-            doc["FailureReason"] = reason
-        return doc
-
-
 @dataclass
 class TuningResult:
     status: str  # Completed | Failed
     description: dict  # DescribeHyperParameterTuningJob + TrainingJobSummaries
     trials: list[Trial]
     failure_reason: str | None = None
+    ended_early: str | None = None  # the completion criterion that ended it before its last trial
 
 
 class HyperparameterTuningJob:
@@ -308,6 +233,9 @@ class HyperparameterTuningJob:
         self.log_dir = private_dir(Path(log_dir) if log_dir else self.job_root / name)
         self.sink = Sink(self.log_dir / "tuning-job.log", echo=echo, stream=stream)
         self.trials: list[Trial] = []
+        self.progress = completion.Progress(self.request)
+        self.ended: str | None = None  # why the job ended before its last trial
+        self.failed_early = False  # its first trials all failed (SageMaker's five attempts)
 
     def say(self, text: str) -> None:
         self.sink.line(f"[{self.name}] {text}")
@@ -328,9 +256,32 @@ class HyperparameterTuningJob:
         shown = ", ".join(f"{k}={v}" for k, v in values.items())
         self.say(f"trial {number}/{self.request.max_jobs} {name}: {shown} (cpu {','.join(map(str, cpus))}; "
                  f"log {job.log_path})")
-        trial.thread = threading.Thread(target=trial.run, name=f"trial-{name}", daemon=True)
-        trial.thread.start()
+        trial.start()
         return trial
+
+    def _retried(self, trial: Trial) -> bool:
+        """SageMaker: a training job that failed with an InternalServerError runs again under
+        its name, up to RetryStrategy.MaximumRetryAttempts; the script's own failures do not."""
+        if trial.stop_reason is not None or not trial.internal_failure or trial.attempts > self.request.max_retries:
+            return False
+        reason = trial.error or trial.result.failure_reason
+        trial.attempts += 1
+        self.say(f"trial {trial.number} failed ({reason}); retry {trial.attempts - 1} of "
+                 f"{self.request.max_retries} (RetryStrategy.MaximumRetryAttempts)")
+        trial.job = TrialJob(trial.job.request, trial.name, self.storage,
+                             self.job_root / f"{trial.name}-attempt-{trial.attempts}", region=self.region,
+                             echo=False, environments=self.environments, stop_event=trial.stop)
+        trial.result, trial.error, trial.reported, trial.last_value = None, None, 0, None
+        trial.start()
+        return True
+
+    def _stop_running(self, running: Mapping[int, Trial], reason: str) -> None:
+        """The tuning job ends: its running trials stop, each keeping its model."""
+        for trial in running.values():
+            if not trial.stop.is_set():
+                trial.stop_reason = f"stopped by {self.name}: {reason}"
+                trial.job.stop_reason = trial.stop_reason
+                trial.stop.set()
 
     def _feed(self, trial: Trial) -> None:
         """New objective values of a running trial go to the study; the pruner may stop it."""
@@ -389,6 +340,8 @@ class HyperparameterTuningJob:
             outcome = f"{trial.status if trial.status != 'Completed' else 'Failed'}: {reason}"
         value = "" if trial.last_value is None else f", {self.request.objective_metric}={trial.last_value:g}"
         self.say(f"trial {trial.number} {outcome}{value}")
+        scored = trial.status in ("Completed", "Stopped") and trial.error is None
+        self.progress.add(trial.last_value if scored else None, time.time())
 
     def run(self) -> TuningResult:
         start = time.time()
@@ -402,8 +355,8 @@ class HyperparameterTuningJob:
         free = list(range(parallel))
         running: dict[int, Trial] = {}
         try:
-            while len(self.trials) < self.request.max_jobs or running:
-                while free and len(self.trials) < self.request.max_jobs:
+            while (len(self.trials) < self.request.max_jobs and self.ended is None) or running:
+                while free and len(self.trials) < self.request.max_jobs and self.ended is None:
                     slot = free.pop(0)
                     running[slot] = self._start(study, distributions, slots[slot])
                 time.sleep(POLL_SECONDS)
@@ -411,10 +364,13 @@ class HyperparameterTuningJob:
                     self._feed(trial)
                     if not trial.thread.is_alive():
                         trial.thread.join()
+                        if self._retried(trial):
+                            continue
                         self._finish(study, trial)
                         del running[slot]
                         free.append(slot)
                         free.sort()
+                self._judge(time.time() - start, running)
         except KeyboardInterrupt:
             # Ctrl-C / SIGTERM reach the main thread: every running trial is stopped and waited for.
             for trial in running.values():
@@ -427,6 +383,18 @@ class HyperparameterTuningJob:
         self.sink.close()
         return result
 
+    def _judge(self, elapsed: float, running: Mapping[int, Trial]) -> None:
+        """Whether the job ends now: a completion criterion met, or its first trials all failed."""
+        if self.ended is not None:
+            return
+        if self.progress.first_attempts_failed():
+            self.ended, self.failed_early = completion.FIRST_ATTEMPTS_REASON, True
+        else:
+            self.ended = self.progress.reason(elapsed)
+        if self.ended is not None:
+            self.say(f"ends: {self.ended}" + (f"; stopping {len(running)} running trial(s)" if running else ""))
+            self._stop_running(running, self.ended)
+
     def _result(self, start: float, end: float) -> TuningResult:
         req = self.request
         summaries = [t.summary(self.name, req, self.region, self.account) for t in self.trials]
@@ -437,32 +405,37 @@ class HyperparameterTuningJob:
         scored.sort(key=lambda s: (-value(s) if req.maximize else value(s), s["TrainingJobStatus"] != "Completed"))
         ordered = scored + [s for s in summaries if s not in scored]
         best = next((s for s in scored if s["TrainingJobStatus"] == "Completed"), None)
-        counts = {status: sum(1 for t in self.trials if t.status == status) for status in ("Completed", "Stopped")}
         stopped = sum(1 for t in self.trials if t.stop_reason)
+        completed = len(self.trials) - stopped - sum(1 for t in self.trials if t.status == "Failed" or t.error)
+        # SageMaker: RetryableError counts the failures on its side (retried, if RetryStrategy
+        # allowed, and failed again); NonRetryableError the script's and the request's.
+        retryable = sum(1 for t in self.trials if not t.stop_reason and t.internal_failure)
         doc = {
             "HyperParameterTuningJobName": self.name,
             "HyperParameterTuningJobArn": arn(self.region, self.account, "hyper-parameter-tuning-job", self.name.lower()),
             "HyperParameterTuningJobConfig": self.raw.get("HyperParameterTuningJobConfig"),
             "TrainingJobDefinition": self.raw.get("TrainingJobDefinition"),
-            "HyperParameterTuningJobStatus": "Completed" if best else "Failed",
+            "HyperParameterTuningJobStatus": "Completed" if best and not self.failed_early else "Failed",
             "CreationTime": now_iso(start),
             "HyperParameterTuningEndTime": now_iso(end),
             "LastModifiedTime": now_iso(end),
             "TrainingJobStatusCounters": {
-                "Completed": counts["Completed"], "InProgress": 0, "RetryableError": 0,
-                "NonRetryableError": len(self.trials) - counts["Completed"] - stopped, "Stopped": stopped},
+                "Completed": completed, "InProgress": 0, "RetryableError": retryable,
+                "NonRetryableError": len(self.trials) - completed - stopped - retryable, "Stopped": stopped},
             "ObjectiveStatusCounters": {"Succeeded": len(scored), "Pending": 0,
                                         "Failed": len(summaries) - len(scored)},
             "ConsumedResources": {"RuntimeInSeconds": int(round(end - start))},
+            "TuningJobCompletionDetails": self.progress.details(),
             SUMMARIES_KEY: ordered,
         }
         failure = None
-        if best:
+        if best and not self.failed_early:
             doc["BestTrainingJob"] = best
         else:
             first = next((s.get("FailureReason") for s in summaries if s.get("FailureReason")), "no reason given")
-            failure = (f"no trial of {self.name} completed with the objective {req.objective_metric!r} "
-                       f"({len(self.trials)} ran); the first trial's failure: {first}")
+            failure = (completion.FIRST_ATTEMPTS_REASON if self.failed_early else
+                       f"no trial of {self.name} completed with the objective {req.objective_metric!r} "
+                       f"({len(self.trials)} ran)") + f"; the first trial's failure: {first}"
             doc["FailureReason"] = failure
         write_private(self.log_dir / DESCRIPTION_FILE, json.dumps(doc, indent=2, default=str))
         # Private, as each trial's description.json: the requests hold Environment and hyperparameters.
@@ -471,13 +444,13 @@ class HyperparameterTuningJob:
         if best:
             self.say(f"best: {best['TrainingJobName']} {req.objective_metric}="
                      f"{value(best):g} with " + ", ".join(f"{k}={v}" for k, v in best["TunedHyperParameters"].items()))
-        return TuningResult(doc["HyperParameterTuningJobStatus"], doc, list(self.trials), failure)
+        return TuningResult(doc["HyperParameterTuningJobStatus"], doc, list(self.trials), failure, self.ended)
 
     def _trial_record(self, trial: Trial) -> dict:
         return {
             "number": trial.number, "name": trial.name, "values": trial.values, "status": trial.status,
             "objective": trial.last_value, "epochs": trial.reported, "stopped_early": trial.stop_reason is not None,
-            "stop_reason": trial.stop_reason, "cpus": trial.cpus,
+            "stop_reason": trial.stop_reason, "cpus": trial.cpus, "attempts": trial.attempts,
             "seconds": trial.result.duration if trial.result else None,
             "job_dir": str(trial.job.job_dir),
             "description": trial.result.description if trial.result else None,

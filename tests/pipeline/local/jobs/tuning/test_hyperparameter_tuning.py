@@ -140,3 +140,116 @@ def test_a_trial_is_stopped_only_while_its_processes_run(tmp_path):
             job.poll_hook()
     finally:
         job.stop_children()
+
+
+# A trial script as AWS's examples write one, with what a stopped job needs: SageMaker sends
+# SIGTERM and uploads /opt/ml/model, so it saves its model there when told to stop. The first
+# run of lr=0.01 is killed from outside (SIGKILL, as the OOM killer would): the platform's
+# fault, which RetryStrategy retries. Weak trials run slowly: they are the ones still running
+# when a strong one reaches the target.
+TRIAL_SCRIPT = """
+import argparse, os, signal, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float)
+parser.add_argument("--epochs", type=int)
+parser.add_argument("--marker")
+args, _ = parser.parse_known_args()
+if args.lr == 0.01 and not os.path.exists(args.marker):
+    open(args.marker, "w").close()
+    os.kill(os.getpid(), signal.SIGKILL)
+model = os.path.join(os.environ["SM_MODEL_DIR"], "model.txt")
+
+def save(*_):
+    with open(model, "w") as f:
+        f.write(f"lr={args.lr}")
+    sys.exit(0)
+
+signal.signal(signal.SIGTERM, save)
+for epoch in range(1, args.epochs + 1):
+    print(f"acc={args.lr * 10 * epoch / args.epochs:.4f}", flush=True)
+    time.sleep(1.0 if args.lr > 0.05 else 4.0)
+save()
+"""
+
+
+def test_a_trial_is_retried_the_target_ends_the_job_and_a_stopped_trial_keeps_its_model(tmp_path):
+    """One small tuning job of real processes (seconds): Grid over lr, two at a time. Trial 1
+    (lr=0.01) is killed on its first run and retried under its name; trial 2 (lr=0.09) reaches
+    TargetObjectiveMetricValue=0.8, so the job ends Completed: trial 1, still running, is
+    stopped and keeps the model it saved on SIGTERM; trials 3 and 4 never start."""
+    import json
+    import tarfile
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"train.py": TRIAL_SCRIPT})
+    definition = training_request(code, program="train.py", output=f"s3://{BUCKET}/models",
+                                  metrics=[{"Name": "validation:accuracy", "Regex": "acc=([0-9.]+)"}],
+                                  hyperparameters={"epochs": 4, "marker": str(tmp_path / "killed-once")})
+    definition["StaticHyperParameters"] = definition.pop("HyperParameters")
+    definition["RetryStrategy"] = {"MaximumRetryAttempts": 1}
+    request = {
+        "HyperParameterTuningJobConfig": {
+            "Strategy": "Grid", "ResourceLimits": {"MaxParallelTrainingJobs": 2},
+            "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": "validation:accuracy"},
+            "ParameterRanges": {"CategoricalParameterRanges": [
+                {"Name": "lr", "Values": ["0.01", "0.09", "0.02", "0.03"]}]},
+            "TuningJobCompletionCriteria": {"TargetObjectiveMetricValue": 0.8}},
+        "TrainingJobDefinition": definition,
+    }
+    job = ht.HyperparameterTuningJob(request, "tune-1", storage, tmp_path / "jobs", echo=False)
+    result = job.run()
+
+    described = result.description
+    assert result.status == described["HyperParameterTuningJobStatus"] == "Completed"
+    assert result.ended_early == "TargetObjectiveMetricValue 0.8 reached (validation:accuracy=0.9)"
+    summaries = {s["TunedHyperParameters"]["lr"]: s for s in described["TrainingJobSummaries"]}
+    assert set(summaries) == {"0.01", "0.09"}  # the job ended before trials 3 and 4
+    assert described["BestTrainingJob"]["TrainingJobName"] == summaries["0.09"]["TrainingJobName"]
+    stopped = summaries["0.01"]
+    assert stopped["TrainingJobStatus"] == "Stopped"
+    assert stopped["FailureReason"].startswith("stopped by tune-1: TargetObjectiveMetricValue 0.8 reached")
+    assert described["TrainingJobStatusCounters"] == {"Completed": 1, "InProgress": 0, "RetryableError": 0,
+                                                      "NonRetryableError": 0, "Stopped": 1}
+    # The stopped trial scored its last epoch's value (0.1), which did not improve on 0.9.
+    assert described["TuningJobCompletionDetails"] == {"NumberOfTrainingJobsObjectiveNotImproving": 1}
+    log = (job.log_dir / "tuning-job.log").read_text()
+    assert "trial 1 failed (InternalServerError: " in log and "retry 1 of 1 (RetryStrategy" in log
+    (trial,) = [t for t in result.trials if t.name == stopped["TrainingJobName"]]
+    assert trial.attempts == 2 and trial.job.job_dir.name.endswith("-attempt-2")
+    # The stopped trial's model: what its script saved on SIGTERM, uploaded where SageMaker puts it.
+    model_uri = trial.result.description["ModelArtifacts"]["S3ModelArtifacts"]
+    assert model_uri == f"s3://{BUCKET}/models/{trial.name}/output/model.tar.gz"
+    local = tmp_path / "model.tar.gz"
+    storage.get_file(model_uri, local)
+    with tarfile.open(local) as tar:
+        assert tar.extractfile("model.txt").read() == b"lr=0.01"
+    assert json.loads((trial.job.job_dir / "description.json").read_text())["ModelArtifacts"]
+
+
+def test_a_job_whose_first_five_trials_fail_fails_as_sagemakers_does(tmp_path):
+    """A failed trial does not fail the job while another may succeed; five failed first
+    trials do (SageMaker's reason, word for word), and no further trial starts."""
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz",
+                    {"train.py": "import sys\nsys.exit('no data in the train channel')\n"})
+    definition = training_request(code, program="train.py", output=f"s3://{BUCKET}/models",
+                                  metrics=[{"Name": "validation:accuracy", "Regex": "acc=([0-9.]+)"}])
+    definition["StaticHyperParameters"] = definition.pop("HyperParameters")
+    request = changed(HyperParameterTuningJobConfig__ResourceLimits={"MaxNumberOfTrainingJobs": 8,
+                                                                     "MaxParallelTrainingJobs": 1},
+                      HyperParameterTuningJobConfig__TrainingJobEarlyStoppingType="Off",
+                      TrainingJobDefinition=definition)
+    result = ht.HyperparameterTuningJob(request, "tune-2", storage, tmp_path / "jobs", echo=False).run()
+    assert result.status == "Failed" and len(result.trials) == 5
+    assert result.failure_reason.startswith(
+        "No training job succeeded after 5 attempts. Please take a look at the training job failures to get "
+        "more details.; the first trial's failure: AlgorithmError: ")
+    assert "BestTrainingJob" not in result.description
+    assert result.description["TrainingJobStatusCounters"]["NonRetryableError"] == 5
