@@ -309,3 +309,49 @@ def test_the_job_log_says_what_stands_in_for_the_service():
     bayesian = ht.strategy_line(hr.parse(changed(HyperParameterTuningJobConfig__Strategy="Bayesian")))
     assert "Optuna's TPESampler (tree-structured Parzen estimator) stands in for SageMaker's Bayesian" in bayesian
     assert "early stopping Auto" in bayesian and "ScalingType Auto searched Linear: batch" in bayesian
+
+
+# --- SDK v3: HyperparameterTuner(model_trainer=...) ----------------------------------------------
+@pytest.mark.slow
+@needs_namespaces
+def test_a_v3_tuning_step_runs_unchanged(tmp_path):
+    """The request v3's tuner emits (``sdk_pipelines/v3.py``: its source file and commit): v2's
+    script-mode hyperparameters as plain strings, the source as a sourcedir.tar.gz it uploaded,
+    no sm_drivers. Two numpy trials of two epochs (a few seconds)."""
+    from pipeline.local.store.storage import LocalStorage
+
+    from .helpers import sourcedir
+    from .sdk_pipelines import v3
+
+    workdir = tmp_path / "work"
+    storage = LocalStorage(workdir / "store")
+    code = REPO / "tests/pipeline/local/sdk_pipelines/tuning_code/train.py"
+    submit = f"s3://{BUCKET}/source/source-1764201600/sourcedir.tar.gz"
+    storage.put_bytes(sourcedir({"train.py": code.read_text()}), submit)
+    train, _ = digits_split(tmp_path / "data")
+    arguments = v3.tuning_arguments(
+        submit_directory=submit, entry_script="train.py", output=f"s3://{BUCKET}/models",
+        train_uri={"Get": "Parameters.TrainData"}, hyperparameters={"epochs": 2, "epoch_seconds": 0.0},
+        ranges={"Continuous": [{"Name": "learning_rate", "MinValue": "0.01", "MaxValue": "1.0",
+                                "ScalingType": "Logarithmic"}],
+                "Categorical": [{"Name": "optimizer", "Values": ["sgd", "momentum"]}]},
+        objective="validation:accuracy", metric_regex=r"val_accuracy=([0-9.]+)", strategy="Random",
+        max_jobs=2, max_parallel_jobs=2)
+    definition = {"Version": "2020-12-01", "Metadata": {},
+                  "Parameters": [{"Name": "TrainData", "Type": "String", "DefaultValue": f"s3://{BUCKET}/train"}],
+                  "Steps": [{"Name": "Tune", "Type": "Tuning", "Arguments": arguments}]}
+    path = tmp_path / "v3-tuning.json"
+    path.write_text(json.dumps(definition))
+
+    done = trainpipe("run", "--local", "--definition", str(path), "--workdir", str(workdir),
+                     "-p", f"TrainData={train}")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    described = {s["name"]: s for s in execution_of(workdir)["steps"]}["Tune"]["properties"]
+    assert described["HyperParameterTuningJobStatus"] == "Completed"
+    summaries = described["TrainingJobSummaries"]
+    assert len(summaries) == 2 and all(s["TrainingJobStatus"] == "Completed" for s in summaries)
+    assert {s["TunedHyperParameters"]["optimizer"] for s in summaries} <= {"sgd", "momentum"}  # plain, as v3 sends
+    best = described["BestTrainingJob"]["TrainingJobName"]
+    assert storage.exists(f"s3://{BUCKET}/models/{best}/output/model.tar.gz")
+    request = json.loads(next((workdir / "runs").glob(f"*/jobs/{best}/request.json")).read_text())
+    assert request["HyperParameters"]["sagemaker_program"] == "train.py"

@@ -177,3 +177,42 @@ def transform_step(name: str, model_step_name: str, data: str, output: str) -> d
                            "ContentType": "text/csv", "SplitType": "Line"},
         "TransformOutput": {"S3OutputPath": output},
         "TransformResources": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1}}}
+
+
+# --- A TuningStep over a ModelTrainer, as SDK v3 emits it -------------------------------------------
+# aws/sagemaker-python-sdk at 3203e4996219799e7fcad214c7925ffd8594da1f:
+# sagemaker-train/src/sagemaker/train/tuner.py (HyperparameterTuner(model_trainer=...).tune():
+# _upload_source_code_and_configure_hyperparameters, _build_tuning_job_config,
+# _build_training_job_definition, _start_tuning_job under a PipelineSession) and
+# sagemaker-mlops/src/sagemaker/mlops/workflow/steps.py (TuningStep(step_args=tuner.tune(...)),
+# which drops the job name). v3's tuner does not use sm_drivers: it uploads the source_dir as a
+# sourcedir.tar.gz and sets v2's script-mode hyperparameters, as plain strings (to_string, not
+# JSON), like every static hyperparameter and categorical value (as_tuning_range).
+def tuning_arguments(*, submit_directory: str, entry_script: str, output: str, train_uri,
+                     hyperparameters: dict, ranges: dict, objective: str, metric_regex: str,
+                     strategy: str = "Bayesian", max_jobs: int = 2, max_parallel_jobs: int = 1,
+                     early_stopping_type: str = "Off", image: str = SKLEARN_IMAGE) -> dict:
+    static = {str(k): str(v) for k, v in hyperparameters.items()}
+    static.update({"sagemaker_program": entry_script, "sagemaker_submit_directory": submit_directory})
+    return {
+        "HyperParameterTuningJobConfig": {
+            "Strategy": strategy,
+            "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": objective},
+            "ResourceLimits": {"MaxNumberOfTrainingJobs": max_jobs, "MaxParallelTrainingJobs": max_parallel_jobs},
+            "ParameterRanges": {"IntegerParameterRanges": ranges.get("Integer", []),
+                                "ContinuousParameterRanges": ranges.get("Continuous", []),
+                                "CategoricalParameterRanges": ranges.get("Categorical", [])},
+            "TrainingJobEarlyStoppingType": early_stopping_type,
+        },
+        "TrainingJobDefinition": {
+            "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File",
+                                       "MetricDefinitions": [{"Name": objective, "Regex": metric_regex}]},
+            "RoleArn": ROLE,
+            "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {
+                "S3DataType": "S3Prefix", "S3Uri": train_uri, "S3DataDistributionType": "FullyReplicated"}}}],
+            "OutputDataConfig": {"S3OutputPath": output},
+            "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+            "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+            "StaticHyperParameters": static,
+        },
+    }
