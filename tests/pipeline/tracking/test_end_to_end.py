@@ -1,8 +1,9 @@
-"""End-to-end: trainpipe's own pipeline on the bundled digits (2 ranks, 4 epochs), run by
+"""End-to-end: trainpipe's own pipeline on the bundled digits (one rank, 4 epochs), run by
 `trainpipe run --local --tracking-uri` against a real `mlflow server` on 127.0.0.1, then read
 back through ``MlflowClient`` as a team would: the runs, the parameters, every epoch's metrics,
 the evaluation artifacts, and the registered model loaded back and answering a row. One run
-(about a minute on 2 cores) serves every test here. Slow:
+serves every test here; one rank, since what is logged is the chief's (the ranks' own lines are
+training_entry's tests). Slow:
 
     .venv/bin/pytest tests/pipeline/tracking -m slow
 """
@@ -30,7 +31,8 @@ pytestmark = [
 ]
 REPO = Path(__file__).resolve().parents[3]
 EPOCHS = 4
-FAST = ["-p", f"Epochs={EPOCHS}", "-p", "WarmupEpochs=1", "-p", "BaseLearningRate=0.01"]
+FAST = ["-p", f"Epochs={EPOCHS}", "-p", "WarmupEpochs=1", "-p", "BaseLearningRate=0.01",
+        "-p", "TrainingInstanceCount=1", "-p", "ProcessesPerHost=1"]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 from mlflow import MlflowClient
 
+from pipeline.cli.main import main
 from pipeline.local.runner import PipelineRunner, RunOptions
+from pipeline.tracking import jobs
 from pipeline.tracking import records as R
 from pipeline.tracking import target as T
 from pipeline.tracking.logger import (
@@ -62,8 +64,17 @@ def runs_of(client: MlflowClient, pipeline: str = "tracked"):
 @pytest.mark.slow
 def test_the_embedded_store_logs_every_step_with_no_server(step_code, tmp_path):
     target = T.resolve(None, tmp_path, {})  # neither flag nor MLFLOW_TRACKING_URI
-    record, out, tracker = run(step_code, tmp_path, small_definition(), target)
+    definition = small_definition()
+    # The training job as `definition --tracking-uri` builds it, for the same store: run
+    # locally, the runner logs the step and the job stands down (its chief would log a
+    # second run of it from inside: training_entry/tracking.py needs TRAINPIPE_EXECUTION_ID).
+    (train_step,) = [s for s in definition["Steps"] if s["Name"] == "Train"]
+    train_step["Arguments"]["Environment"] = jobs.environment(
+        target.uri, "tracked", {"Get": "Execution.PipelineExecutionId"})
+    record, out, tracker = run(step_code, tmp_path, definition, target)
     assert record.status == "Succeeded", out.getvalue()
+    job_log = "\n".join(p.read_text() for p in (Path(record.run_dir) / "jobs").rglob("*.log"))
+    assert "execution variable: None" in job_log and "training started" in job_log
     assert (tmp_path / T.EMBEDDED_DB).is_file()
     assert not any("MLflow" in line for line in out.lines())
     client = MlflowClient(target.uri)
@@ -147,7 +158,8 @@ def trainpipe(*args, **kwargs) -> subprocess.Popen:
 
 
 @pytest.mark.slow
-def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_gap(mlflow_server, tmp_path):
+def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_gap(mlflow_server, tmp_path,
+                                                                                    monkeypatch, capsys):
     workdir = tmp_path / "work"
     from pipeline.local.store.storage import LocalStorage
 
@@ -197,19 +209,21 @@ def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_
     assert set(by_name) == STEP_RUNS and len(children) == len(STEP_RUNS)  # nothing twice
     history = client.get_metric_history(by_name["Train"].info.run_id, "score")
     assert [m.value for m in history] == EPOCH_SCORES
+    # The commands below run in this process (main(), as `trainpipe` calls it): a new
+    # interpreter each would cost seconds of imports and check nothing more.
+    monkeypatch.delenv(T.ENV_VAR, raising=False)
+    capsys.readouterr()
     # Once more: nothing left to log, nothing logged twice.
-    again = subprocess.run([sys.executable, "-m", "pipeline", "track", "sync", "--workdir", str(workdir)],
-                           cwd=REPO, capture_output=True, text=True, timeout=120, env=env)
-    assert again.returncode == 0 and "already logged" in again.stdout
+    assert main(["track", "sync", "--workdir", str(workdir)]) == 0
+    assert "already logged" in capsys.readouterr().out
     assert len(runs_of(client, "tracked")[1]) == len(STEP_RUNS)
     # trainpipe executions --local shows the run's link.
-    listed = subprocess.run([sys.executable, "-m", "pipeline", "executions", "--local", "--workdir", str(workdir)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
     link = read_state(workdir / "runs" / execution_id)["targets"][mlflow_server.uri]["link"]
-    assert link in listed.stdout
-    status = subprocess.run([sys.executable, "-m", "pipeline", "status", "--local", "--workdir", str(workdir)],
-                            cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
-    assert f"mlflow run     {link}" in status.stdout, status.stdout
+    assert main(["executions", "--local", "--workdir", str(workdir)]) == 0
+    assert link in capsys.readouterr().out
+    assert main(["status", "--local", "--workdir", str(workdir)]) == 0
+    status = capsys.readouterr().out
+    assert f"mlflow run     {link}" in status, status
     from pipeline import notebook
 
     assert notebook.local_results(workdir).mlflow_run == link  # what the notebook prints
