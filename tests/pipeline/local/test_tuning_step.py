@@ -2,10 +2,10 @@
 ``trainpipe run --local --definition``: trials as training jobs, side by side on their share
 of the cores, the best trial's properties and ``get_top_model_s3_uri`` feeding an evaluation
 and a ModelStep; each bad request refused in one line before any trial; our own pipeline's
-``run --local --tune 6`` on the digits.
+``run --local --tune 3`` on the digits; SDK v3's tuner's request run the same way.
 
-Slow: the SDK pipeline (about 15 s: four numpy trials of six short epochs, an evaluation) and
-``--tune 6`` (six TensorFlow trials, about a minute on 2 cores). The refusals run the CLI on
+Slow: the SDK pipeline (about 15 s: four numpy trials of six short epochs, an evaluation), the
+v3 request (two numpy trials) and ``--tune 3`` (three TensorFlow trials of one epoch). The refusals run the CLI on
 definitions that never start a job (a couple of seconds each); the rest are unit tests.
 """
 
@@ -229,19 +229,21 @@ def test_a_bad_request_is_refused_before_any_trial(case, good_definition, tmp_pa
 # --- Our own pipeline: --tune N ----------------------------------------------------------------
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
-def test_our_pipeline_tunes_six_trials_on_the_digits(tmp_path):
-    """``trainpipe run --local --tune 6`` on the bundled digits: six TensorFlow trials (one
-    process each, three epochs: about a minute on 2 cores), the best one's model evaluated,
-    gated and registered; ``status`` lists the trials; a second run reuses the tuning job
-    (CacheConfig)."""
+def test_our_pipeline_tunes_on_the_digits(tmp_path):
+    """``trainpipe run --local --tune 3`` on the bundled digits: three TensorFlow trials, two at
+    a time (one process each, one epoch: the point is the wiring, not the search), the best
+    one's model evaluated, gated and registered; ``status`` lists the trials; a second run
+    reuses the tuning job (CacheConfig). The gate's threshold is 0: one epoch's accuracy is not
+    the question here."""
     workdir = tmp_path / "work"
-    done = trainpipe("run", "--local", "--tune", "6", "--workdir", str(workdir), "-p", "Epochs=3",
-                     "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.8")
+    args = ("--tune", "3", "--tune-parallel", "2", "--workdir", str(workdir), "-p", "Epochs=1",
+            "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0")
+    done = trainpipe("run", "--local", *args)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     steps = {s["name"]: s for s in execution_of(workdir)["steps"]}
     described = steps["TuneModel"]["properties"]
     summaries = described["TrainingJobSummaries"]
-    assert len(summaries) == 6 and "TrainModel" not in steps
+    assert len(summaries) == 3 and "TrainModel" not in steps
     best = described["BestTrainingJob"]["TrainingJobName"]
     assert summaries[0]["TrainingJobName"] == best
     assert set(summaries[0]["TunedHyperParameters"]) == {"base-learning-rate", "batch-size", "warmup-epochs"}
@@ -252,17 +254,16 @@ def test_our_pipeline_tunes_six_trials_on_the_digits(tmp_path):
     listed = trainpipe("models", "--workdir", str(workdir), "--json")
     (package,) = json.loads(listed.stdout)
     assert package["ModelDataUrl"] == model_input["S3Input"]["S3Uri"]
-    assert f"best of 6 trials: {best}" in done.stdout
-    assert "6 trial(s): " in done.stdout  # the cost counts every trial
+    assert f"best of 3 trials: {best}" in done.stdout
+    assert "3 trial(s): " in done.stdout  # the cost counts every trial
     status = trainpipe("status", "--local", "--workdir", str(workdir))
     assert status.returncode == 0, status.stderr
-    table = status.stdout.split("TuneModel: 6 trials\n", 1)[1].splitlines()
+    table = status.stdout.split("TuneModel: 3 trials\n", 1)[1].splitlines()
     assert table[0].split() == ["TRIAL", "base-learning-rate", "batch-size", "warmup-epochs", "val_accuracy",
                                 "STOPPED", "EARLY", "STATUS"]
-    assert sum("(best)" in row for row in table) == 1 and len(table) >= 8
+    assert sum("(best)" in row for row in table) == 1 and len(table) >= 1 + 3
     # Run again: the Tuning step's CacheConfig reuses this tuning job, no trial runs.
-    again = trainpipe("run", "--local", "--tune", "6", "--workdir", str(workdir), "-p", "Epochs=3",
-                      "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.8")
+    again = trainpipe("run", "--local", *args)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     runs = sorted((workdir / "runs").glob("*/execution.json"))
     cached = next(s for s in json.loads(runs[-1].read_text())["steps"] if s["name"] == "TuneModel")
