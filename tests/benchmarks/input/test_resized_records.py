@@ -15,8 +15,8 @@ REPO = Path(__file__).resolve().parents[3]
 @pytest.mark.slow
 def test_every_candidate_is_measured_and_the_ratio_reported():
     done = subprocess.run([sys.executable, "-m", "benchmarks.input.resized_records", "--photos", "4",
-                           "--seconds", "0.2", "--repeats", "1",
-                           "--accuracy-photos", "12", "--accuracy-epochs", "1", "--accuracy-size", "32"], cwd=REPO, capture_output=True, text=True,
+                           "--seconds", "0.05", "--repeats", "1",
+                           "--accuracy-photos", "6", "--accuracy-epochs", "1", "--accuracy-size", "32"], cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr
     for name in ("original", "jpeg90_224", "jpeg95_252", "jpeg90_252_fastidct", "processing_resized", "raw_252"):
