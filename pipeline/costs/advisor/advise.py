@@ -252,6 +252,11 @@ def _gpu_candidate(report: Report, candidates: Candidates, itype: str, platform:
     out.append(f"    input ceiling   {ceiling.input:,.0f} {unit}/s per GPU: {ceiling.input_source} "
                "(a core there assumed as fast as one here)"
                if ceiling.input is not None else f"    input ceiling unknown: {ceiling.input_source}")
+    if ceiling.input is None and table:
+        # A table MLP's compute ceiling is a loose upper bound (launch-bound long before it):
+        # alone, it would price a run at a fraction of what it will take.
+        out.append(f"    {itype}: not priced: for a table only the input ceiling says what a GPU will do")
+        return True
     out.append(f"    {itype}: {ceiling.fix(latest.resized_records)}")
     candidates[itype] = (StepModel(per_sample=1.0 / ceiling.per_gpu, fixed=0.0, parallelism=1.0,
                                    parameters=latest.parameters, fp16_allreduce=latest.fp16_allreduce,

@@ -175,3 +175,14 @@ def test_a_table_run_gets_a_dense_compute_ceiling_and_its_rows_parse_rate(tmp_pa
     assert found, block
     assert float(found[1].replace(",", "")) == pytest.approx(6 * float(found[2]), rel=0.01)
     assert "    ml.p4d.24xlarge: the input binds (" in block and "ImageRecords" not in block
+
+
+def test_a_table_run_whose_records_are_gone_is_not_priced_from_its_compute_bound_alone(tmp_path):
+    write_run(tmp_path, "gone", hosts=1, ppn=1, batch=32, step_seconds=[1.0, 0.01, 0.01], cpu_seconds=[0.01] * 3,
+              parameters=17_226, workload={"architecture": "mlp", "kind": "table", "num_features": 64,
+                                           "records": 1437, "train_uri": "s3://bucket/cleaned/train"})
+    out = advise(tmp_path)
+    block = out.split("  ml.g5.xlarge (")[1]
+    assert "    input ceiling unknown: input not measured: gone/TrainModel's train records are not in this workdir's store" in block
+    assert "    ml.g5.xlarge: not priced: for a table only the input ceiling says what a GPU will do" in block
+    assert not [line for line in out.splitlines() if line.startswith("  ml.g5.xlarge ") and "1x" in line]
