@@ -525,7 +525,7 @@ def test_the_folders_and_defaults_local_mode_states_are_the_code_s(tmp_path):
     made from the code's own names and values."""
     from argparse import Namespace
 
-    from pipeline.cli.local import make_storage
+    from pipeline.cli.local.commands import make_storage
     from pipeline.definition import parameters as P
     from pipeline.local.dag.preflight import LOCAL_INPUTS_PREFIX
     from pipeline.local.execution import RECORD_FILE

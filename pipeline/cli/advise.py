@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from pipeline.cli.cloud import _add_cost_arguments, cost_options
-from pipeline.cli.local import absolute_path
+from pipeline.cli.local.commands import absolute_path
 from pipeline.errors import UserError
 from pipeline.workdir import HELP as WORKDIR_HELP
 

@@ -21,7 +21,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from pipeline.cli import local_executions
+from pipeline.cli.local import executions as local_executions
 from pipeline.cli.options import (
     add_parameter_arguments,
     add_settings_arguments,

@@ -20,9 +20,9 @@ from pipeline.errors import UserError
 from pipeline.workdir import resolve_workdir
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
-COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local",
+COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local.commands",
                    "pipeline.cli.store", "pipeline.cli.advise", "pipeline.cli.init_weights",
-                   "pipeline.cli.serve", "pipeline.cli.track", "pipeline.cli.tuning")
+                   "pipeline.cli.serving.serve", "pipeline.cli.track", "pipeline.cli.tuning")
 
 
 def build_parser() -> argparse.ArgumentParser:

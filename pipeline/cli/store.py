@@ -22,7 +22,7 @@ import argparse
 import os
 from pathlib import Path
 
-from pipeline.cli.local import absolute_path, make_storage, storage_errors_are_user_errors
+from pipeline.cli.local.commands import absolute_path, make_storage, storage_errors_are_user_errors
 from pipeline.errors import UserError
 from pipeline.local.store.storage import LocalStorage, S3Uri, join_uri
 from pipeline.workdir import HELP as WORKDIR_HELP

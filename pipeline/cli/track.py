@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pipeline.cli.local import add_storage_arguments, make_storage
+from pipeline.cli.local.commands import add_storage_arguments, make_storage
 from pipeline.errors import UserError
 from pipeline.local import execution as ex
 from pipeline.settings import from_environment

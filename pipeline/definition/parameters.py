@@ -89,7 +89,7 @@ BATCH_INSTANCE_COUNT = "BatchInstanceCount"
 
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 # Parameters whose value is an s3:// location: `run --local` also takes a local path for them
-# (pipeline/cli/local.py copies it under local_upload_uri); elsewhere one must be s3://.
+# (pipeline/cli/local/data.py copies it under local_upload_uri); elsewhere one must be s3://.
 S3_URI_PARAMETERS = (INPUT_DATA_URI, BATCH_INPUT_URI)
 
 SPECS: tuple[ParameterSpec, ...] = (

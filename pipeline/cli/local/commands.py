@@ -37,9 +37,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-# -p values that name local files or folders, checked and copied into the store: local_data.py
-# (re-exported here, where the tests have always found them).
-from pipeline.cli.local_data import check_local_tree, copy_local_data, find_local_data  # noqa: F401
+# -p values that name local files or folders, checked and copied into the store: data.py.
+from pipeline.cli.local.data import copy_local_data, find_local_data
 from pipeline.cli.options import (
     add_parameter_arguments,
     add_settings_arguments,

@@ -26,8 +26,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from pipeline.cli import model_choice
-from pipeline.cli.local import absolute_path
+from pipeline.cli.local.commands import absolute_path
+from pipeline.cli.serving import model_choice
 from pipeline.errors import UserError
 from pipeline.local.store.registry import ModelPackage, Registry
 from pipeline.local.store.storage import LocalStorage, S3Uri

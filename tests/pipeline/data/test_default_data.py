@@ -96,7 +96,7 @@ def test_png_encoder_writes_what_a_decoder_reads_back_in_grey_and_rgb():
 
 
 def test_a_local_run_on_the_image_uri_finds_the_tree_in_its_store(tmp_path):
-    from pipeline.cli.local import place_code_and_data
+    from pipeline.cli.local.commands import place_code_and_data
     from pipeline.definition import parameters as P
     from pipeline.local.store.storage import LocalStorage
     from pipeline.settings import Settings

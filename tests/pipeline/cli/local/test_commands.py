@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import local as cmd
+from pipeline.cli.local import commands as cmd
 from pipeline.cli.main import main
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import LocalStorage
-
-from .helpers import (
+from tests.pipeline.local.helpers import (
     BUCKET,
     processing_input,
     processing_request,
@@ -226,7 +225,7 @@ def test_a_job_s_own_failure_is_said_once_at_the_end_naming_the_user_s_file(tmp_
         [sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(failing_definition(tmp_path, step)),
          "--workdir", str(tmp_path / "work"), "--tracking-uri", "off",
          "-p", f"Rows={rows if step == 'Processing' else rows.parent}"],
-        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[3])
+        capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[4])
     assert run.returncode == 1, run.stderr
     out, err = run.stdout.splitlines(), run.stderr.splitlines()
     log = Path(out[-1].removeprefix("full log:").strip())

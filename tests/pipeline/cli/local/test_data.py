@@ -1,6 +1,6 @@
 """A local file or folder given to an s3:// parameter (`run --local -p InputDataUri=~/photos/`):
 copied into the store once under a prefix named by its content, and said where
-(pipeline/cli/local.py); refused in one line where it cannot be used."""
+(pipeline/cli/local/data.py); refused in one line where it cannot be used."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.cli import local as cmd
+from pipeline.cli.local import data as local_data
 from pipeline.cli.main import main
 from pipeline.definition import parameters as P
 from pipeline.local.store.storage import LocalStorage
@@ -33,8 +33,8 @@ def test_a_local_folder_is_copied_once_under_a_prefix_named_by_its_content(tmp_p
 
     def place(value):
         overrides = {P.INPUT_DATA_URI: value, P.EPOCHS: "1"}
-        found = cmd.find_local_data(overrides, SETTINGS)
-        cmd.copy_local_data(store, found, said.append)
+        found = local_data.find_local_data(overrides, SETTINGS)
+        local_data.copy_local_data(store, found, said.append)
         return overrides
 
     overrides = place(f"{folder}/")
@@ -55,9 +55,9 @@ def test_a_local_file_is_copied_into_a_folder_of_its_own(tmp_path):
     table = tmp_path / "penguins.csv"
     table.write_text("a,label\n1,0\n")
     overrides = {P.INPUT_DATA_URI: str(table)}
-    found = cmd.find_local_data(overrides, SETTINGS)
+    found = local_data.find_local_data(overrides, SETTINGS)
     store = LocalStorage(tmp_path / "store")
-    cmd.copy_local_data(store, found, lambda line: None)
+    local_data.copy_local_data(store, found, lambda line: None)
     uri = overrides[P.INPUT_DATA_URI]
     assert uri.startswith("s3://my-bucket/trainpipe/uploads/penguins.csv-")
     assert store.list(uri) == [uri + "penguins.csv"]
@@ -65,7 +65,7 @@ def test_a_local_file_is_copied_into_a_folder_of_its_own(tmp_path):
 
 def test_s3_uris_and_other_parameters_are_left_alone(tmp_path):
     overrides = {P.INPUT_DATA_URI: "s3://b/data/", P.BATCH_SIZE: "8"}
-    assert cmd.find_local_data(overrides, SETTINGS) == {}
+    assert local_data.find_local_data(overrides, SETTINGS) == {}
     assert overrides == {P.INPUT_DATA_URI: "s3://b/data/", P.BATCH_SIZE: "8"}
 
 

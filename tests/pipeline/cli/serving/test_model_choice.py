@@ -1,4 +1,4 @@
-"""pipeline/cli/model_choice.py: which registered model ``serve`` and ``predict`` take when a
+"""pipeline/cli/serving/model_choice.py: which registered model ``serve`` and ``predict`` take when a
 workdir holds a table model and an image model (the README's tour trains both; issue 36).
 Driven through the CLI's process, as a user runs it."""
 
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipeline.cli.serve import resolve_model
+from pipeline.cli.serving.serve import resolve_model
 from pipeline.local.store.registry import Registry
 from tests import readme_record
-from tests.pipeline.cli.test_serve import _archive
+from tests.pipeline.cli.serving.test_serve import _archive
 from tests.serving.conftest import (
     IMAGE_CLASSES,
     TABLE_CLASSES,

@@ -1,4 +1,4 @@
-"""``trainpipe serve`` / ``predict`` (pipeline/cli/serve.py): which model, then the real thing."""
+"""``trainpipe serve`` / ``predict`` (pipeline/cli/serving/serve.py): which model, then the real thing."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from pipeline.cli import serve
 from pipeline.cli.main import main
-from pipeline.cli.serve import resolve_model
+from pipeline.cli.serving import serve
+from pipeline.cli.serving.serve import resolve_model
 from pipeline.errors import UserError
 from pipeline.local.store.registry import Registry
 from tests.serving.conftest import TABLE_CLASSES, free_port, save_table_model, start, stop

@@ -120,7 +120,7 @@ def test_the_same_pipeline_with_a_requirements_txt_runs(tmp_path):
 def test_our_own_default_pipeline_passes_its_own_image_check(tmp_path):
     """trainpipe's definition, as `run --local` stores its code: every job's code is judged
     against the record of the image the definition names, and none is refused."""
-    from pipeline.cli.local import place_code_and_data
+    from pipeline.cli.local.commands import place_code_and_data
     from pipeline.definition.build import build_definition
     from pipeline.local.dag import image_check, interpreter
     from pipeline.local.store.storage import LocalStorage

@@ -159,5 +159,5 @@ def test_ctrl_c_or_kill_of_the_runner_leaves_no_task_behind(tmp_path, strategy, 
         if job.poll() is None:
             job.kill()
             job.communicate()
-    assert job.returncode == 130, err[-2000:]  # Stopped (pipeline/cli/local.py EXIT_STOPPED)
+    assert job.returncode == 130, err[-2000:]  # Stopped (pipeline/cli/local/commands.py EXIT_STOPPED)
     assert _job_processes(mark) == {}, "processes of the job were left behind"

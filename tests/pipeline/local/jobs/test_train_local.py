@@ -1,5 +1,5 @@
 """`train --local`'s request builder: the channel argument grammar and hyperparameter encoding.
-(The command end to end is in test_cli_local.py.)"""
+(The command end to end is in tests/pipeline/cli/local/test_commands.py.)"""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""The commands that run on this machine: ``run --local``, ``train --local`` and ``models`` (``commands.py``), the ``-p`` local files they copy into the store (``data.py``), and ``status``/``executions --local`` (``executions.py``)."""
