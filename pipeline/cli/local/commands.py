@@ -431,8 +431,21 @@ def train_job(args: argparse.Namespace) -> int:
             print(f"warning: {warning}")
         print(f"Training job {job} Completed" + (" (with warnings)" if result.warnings else ""))
         return 0
-    print(f"Training job {job} {result.status}: {result.failure_reason}", file=sys.stderr)
+    print(f"Training job {job} {result.status}: {channel_terms(result, args.channel, storage)}", file=sys.stderr)
     return EXIT_STOPPED if result.status == "Stopped" else EXIT_FAILED
+
+
+def channel_terms(result, channels: list[str], storage) -> str:
+    """The job's reason, an input file it names by its /opt/ml copy named as the user gave
+    it: the local file of a ``--channel NAME=PATH``, or the s3:// object."""
+    from pipeline.local.jobs.failures import in_user_paths
+    from pipeline.local.jobs.train_local import parse_channel
+
+    given = dict(parse_channel(text)[:2] for text in channels)
+    sources = {c["DataSource"]["S3DataSource"]["S3Uri"]: Path(given[c["ChannelName"]])
+               for c in result.description.get("InputDataConfig") or []
+               if not str(given.get(c["ChannelName"], "s3://")).startswith("s3://")}
+    return in_user_paths(str(result.failure_reason), result.description, storage, sources, result.job_dir)
 
 
 # --- models ----------------------------------------------------------------------------------

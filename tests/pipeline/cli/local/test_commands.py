@@ -122,6 +122,22 @@ def test_train_local_failure_exits_non_zero_with_the_reason_last(tmp_path, capsy
                        "no data in SM_CHANNEL_TRAIN")
 
 
+def test_train_local_failure_names_the_channel_s_local_file_once(tmp_path, capsys):
+    """A script failing on a file of its channel: the last line names the user's file, not its
+    /opt/ml copy, and only the last line says why (issue 36)."""
+    script = tmp_path / "fail.py"
+    script.write_text("import os\nraise SystemExit(f\"no label in {os.environ['SM_CHANNEL_TRAIN']}/rows.csv\")\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.csv").write_text("a,b\n1,2\n")
+    code = main(["train", "--local", "--entry-point", str(script), "--workdir", str(tmp_path / "w"),
+                 "--job-name", "fail-2", "--channel", f"train={tmp_path / 'data'}"])
+    assert code == 1
+    captured = capsys.readouterr()
+    last = captured.err.strip().splitlines()[-1]
+    assert last == f"Training job fail-2 Failed: AlgorithmError: algo-1 exited with code 1: no label in {tmp_path}/data/rows.csv"
+    assert [line for line in (captured.out + captured.err).splitlines() if "AlgorithmError" in line] == [last]
+
+
 def test_train_local_refuses_sharding_more_hosts_than_objects(tmp_path, capsys):
     script = tmp_path / "noop.py"
     script.write_text("pass\n")
