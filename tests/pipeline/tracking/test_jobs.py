@@ -77,3 +77,23 @@ def test_a_store_on_this_machine_or_network_isolation_is_refused_in_one_line():
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"trainpipe definition: error: --tracking-uri {ARN}: the jobs run with "
                            "network isolation") and "--no-network-isolation" in line
+
+
+def test_the_jobs_code_passes_the_pre_run_image_check_with_tracking():
+    """The image check (pipeline/images/imports.py) finds nothing the images lack, for each
+    job's own image: the training toolkit installs requirements.txt before the script, but no
+    one does for a processing image, so the processing entrypoints are judged without it (they
+    import MLflow only after installing it, training_entry/tracking.ensure_mlflow)."""
+    from pipeline.images.imports import check_code
+
+    settings = Settings(tracking_uri=ARN, network_isolation=False)
+    steps = {s["Name"]: s["Arguments"] for s in build_definition(settings, {})["Steps"]}
+    images = {"processing": steps[D.STEP_PREPROCESS]["AppSpecification"]["ImageUri"],
+              "evaluation": steps[D.STEP_EVALUATE]["AppSpecification"]["ImageUri"],
+              "training": steps[D.STEP_TRAIN]["AlgorithmSpecification"]["TrainingImage"]}
+    for name, bundle in all_bundles(settings.model_file, settings.tracking_uri).items():
+        files = {path: data.decode() for path, data in bundle.files.items() if path.endswith(".py")}
+        entry = [bundle.module.replace(".", "/") + ".py"] if bundle.module else ["train.py"]
+        installed = bundle.files[jobs.REQUIREMENTS_FILE].decode() if name == "training" else None
+        verdict = check_code(files, images[name], installed, step=name, entry_points=entry)
+        assert verdict.record is not None and (verdict.refusal, verdict.warning) == (None, None), name
