@@ -57,6 +57,7 @@ from pipeline.local.execution import (
     reserve,
     timestamp,
 )
+from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
@@ -399,7 +400,8 @@ class PipelineRunner:
         # The step's FailureReason (its properties) stays SageMaker's; the record's names the
         # user's input files where the job named their container copies.
         record.failure_reason = result.failure_reason and in_user_paths(
-            result.failure_reason, result.description, self.storage, self.options.local_sources, result.job_dir)
+            result.failure_reason, result.description, self.storage, self.options.local_sources, result.job_dir,
+            container=namespaces.unavailable_reason() is None)
         return False
 
     def _cost(self, node: StepNode, description: dict, meter: accounting.LocalMeter) -> dict:

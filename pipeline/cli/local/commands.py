@@ -438,6 +438,7 @@ def train_job(args: argparse.Namespace) -> int:
 def channel_terms(result, channels: list[str], storage) -> str:
     """The job's reason, an input file it names by its /opt/ml copy named as the user gave
     it: the local file of a ``--channel NAME=PATH``, or the s3:// object."""
+    from pipeline.local.hosts.namespaces import unavailable_reason
     from pipeline.local.jobs.failures import in_user_paths
     from pipeline.local.jobs.train_local import parse_channel
 
@@ -445,7 +446,8 @@ def channel_terms(result, channels: list[str], storage) -> str:
     sources = {c["DataSource"]["S3DataSource"]["S3Uri"]: Path(given[c["ChannelName"]])
                for c in result.description.get("InputDataConfig") or []
                if not str(given.get(c["ChannelName"], "s3://")).startswith("s3://")}
-    return in_user_paths(str(result.failure_reason), result.description, storage, sources, result.job_dir)
+    return in_user_paths(str(result.failure_reason), result.description, storage, sources, result.job_dir,
+                         container=unavailable_reason() is None)
 
 
 # --- models ----------------------------------------------------------------------------------

@@ -176,18 +176,20 @@ def object_of(uri: str, relative: str, storage) -> str:
 
 
 def in_user_paths(reason: str, description: Mapping, storage=None,
-                  sources: Mapping[str, Path] | None = None, job_dir: Path | None = None) -> str:
+                  sources: Mapping[str, Path] | None = None, job_dir: Path | None = None,
+                  container: bool = True) -> str:
     """``reason`` with each input file it names by its container path
     (``/opt/ml/input/data/train/x.csv``) named as the user knows it: the ``s3://`` object it
     was copied from, or the local file ``run --local`` copied into the store (``sources``:
     {s3:// prefix: local path}). Where namespaces are off, a host's tree is
-    ``<job_dir>/hosts/<host>``, and its paths are read the same way."""
+    ``<job_dir>/hosts/<host>``, and its paths are read the same way; ``container`` False then
+    leaves /opt/ml itself alone (the machine's, not the job's: ``explain_missing_path`` says so)."""
     # {folder below /opt/ml: S3Uri}, the longest first (.../data/train before .../data/t).
     below = {folder[len(CONTAINER_BASE_DIR):]: uri for folder, uri in input_folders(description).items()
              if folder.startswith(CONTAINER_BASE_DIR + "/")}
-    if not below:
+    if not below or not (container or job_dir is not None):
         return reason
-    bases = [re.escape(CONTAINER_BASE_DIR)]
+    bases = [re.escape(CONTAINER_BASE_DIR)] if container else []
     if job_dir is not None:
         bases.append(re.escape(str(Path(job_dir) / "hosts")) + r"/algo-\d+")
     folders = "|".join(re.escape(f) for f in sorted(below, key=len, reverse=True))

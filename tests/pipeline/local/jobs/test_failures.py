@@ -184,8 +184,8 @@ def test_a_reason_names_input_files_as_the_user_gave_them(local_storage, tmp_pat
                                           "LocalPath": "/opt/ml/processing/input/data"}}]}
     sources = {f"s3://{BUCKET}/up/photos-1a2b/": mine}
 
-    def said(reason, job_dir=None):
-        return in_user_paths(reason, description, local_storage, sources, job_dir)
+    def said(reason, job_dir=None, container=True):
+        return in_user_paths(reason, description, local_storage, sources, job_dir, container)
 
     assert said("No such file: '/opt/ml/input/data/train/part/a.csv'") == \
         f"No such file: 's3://{BUCKET}/data/train/part/a.csv'"
@@ -197,6 +197,9 @@ def test_a_reason_names_input_files_as_the_user_gave_them(local_storage, tmp_pat
     job = tmp_path / "job"
     assert said(f"open {job}/hosts/algo-2/input/data/train/part/a.csv", job) == \
         f"open s3://{BUCKET}/data/train/part/a.csv"
+    # Without namespaces a literal /opt/ml is the machine's, not the job's: left as it is.
+    assert said(f"open {job}/hosts/algo-1/input/data/train/part/a.csv or /opt/ml/input/data/train/part/a.csv",
+                job, container=False) == f"open s3://{BUCKET}/data/train/part/a.csv or /opt/ml/input/data/train/part/a.csv"
     # A FIFO, a folder that is no input's, a longer name that only starts like one: as they were.
     for untouched in ("read /opt/ml/input/data/stream_0", "wrote /opt/ml/model/x.keras",
                       "no /opt/ml/input/data/training/a.csv"):
