@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline.local.hosts.processes import EXTERNAL_SIGNALS, signal_name
 from pipeline.local.store.channels import relative_key
-from pipeline.local.store.storage import S3Uri, join_uri
+from pipeline.local.store.storage import S3Uri, StorageError, join_uri
 from training_entry.contract import CONTAINER_BASE_DIR, INPUT_DATA_DIR
 from training_entry.failure import split_where
 
@@ -196,11 +196,13 @@ def in_user_paths(reason: str, description: Mapping, storage=None,
     pattern = re.compile(rf"(?:{'|'.join(bases)})(?P<folder>{folders})(?:/(?P<rest>{_PATH_END}))?(?![\w.-])")
 
     def user_path(match: re.Match) -> str:
+        rest = match["rest"] or ""
+        stop = rest[len(rest.rstrip(".")):]  # a sentence's full stop is not the file's
         try:
-            found = object_of(below[match["folder"]], match["rest"] or "", storage)
-        except (ValueError, OSError):  # a malformed URI, an unreachable store: as it was
+            found = object_of(below[match["folder"]], rest[:len(rest) - len(stop)], storage)
+        except (ValueError, OSError, StorageError):  # a malformed URI, an unreachable store: as it was
             return match[0]
-        return local_source(found, sources or {}) or found
+        return (local_source(found, sources or {}) or found) + stop
 
     return pattern.sub(user_path, reason)
 

@@ -191,7 +191,7 @@ def test_a_reason_names_input_files_as_the_user_gave_them(local_storage, tmp_pat
         f"No such file: 's3://{BUCKET}/data/train/part/a.csv'"
     assert said("cannot open /opt/ml/input/data/model/model.tar.gz, truncated") == \
         f"cannot open s3://{BUCKET}/one/model.tar.gz, truncated"
-    assert said("no b.csv: /opt/ml/input/data/train/b.csv") == f"no b.csv: s3://{BUCKET}/data/train/b.csv"
+    assert said("no /opt/ml/input/data/train/b.csv.") == f"no s3://{BUCKET}/data/train/b.csv."
     assert said("bad image /opt/ml/processing/input/data/ants/x.gif") == f"bad image {mine}/ants/x.gif"
     assert said("empty: /opt/ml/processing/input/data") == f"empty: {mine}"
     job = tmp_path / "job"
