@@ -23,8 +23,13 @@ Figures (RESULT lines):
 - ``tuning_early_stopping_epochs_saved``: the share of the sequential run's trial-epochs that
   the early run did not train, printed beside both runs' best objective (the same value when
   early stopping did not stop the best trial).
+- ``tuning_early_stopping_epochs_saved_cnn`` (only with ``--cnn-trials N``; ``make bench``
+  leaves it out: its two runs took 6.5 minutes on the loaded 2-core machine): the same share on
+  the digits as an image tree (``pipeline/data/default.py``), so the CNN
+  (``ModelArchitecture=auto`` picks small_cnn for images), N trials of ``--cnn-epochs`` epochs
+  one after another, early stopping Off then Auto (its own work directory).
 
-    .venv/bin/python -m benchmarks.training.tuning [--trials 8] [--epochs 3]
+    .venv/bin/python -m benchmarks.training.tuning [--trials 8] [--epochs 3] [--cnn-trials 4 --cnn-epochs 3 [--only-cnn]]
 """
 
 from __future__ import annotations
@@ -96,15 +101,44 @@ def best_objective(trials: list[dict]) -> float:
     return max(t["objective"] for t in trials if t["objective"] is not None)
 
 
+def early_stopping_on_images(trials: int, epochs: int, workdir: Path) -> None:
+    """Early stopping Off vs Auto on the CNN: the share of trial-epochs saved, both best objectives."""
+    from pipeline.data.default import export_digits_images
+
+    images = export_digits_images(workdir / "digits-images")
+    params = ["-p", f"InputDataUri={images}", "-p", f"Epochs={epochs}", "-p", "TrainingInstanceCount=1",
+              "-p", "AccuracyThreshold=0"]
+    h.say(f"early stopping on the CNN: {trials} trials of {epochs} epochs on the digits images, workdir {workdir}")
+    runs = {}
+    for early in ("Off", "Auto"):
+        trainpipe("run", "--local", *tuning_flags(trials, 1, early), "--workdir", str(workdir), *params)
+        runs[early] = latest_execution(workdir)
+    off, auto = trials_of(runs["Off"]), trials_of(runs["Auto"])
+    walls = {early: seconds(step_of(runs[early], STEP)) for early in runs}
+    stopped = sum(t["stopped_early"] for t in auto)
+    h.say(f"CNN trial-epochs: {epochs_trained(off)} without early stopping ({walls['Off']:.0f}s), "
+          f"{epochs_trained(auto)} with Auto ({walls['Auto']:.0f}s; {stopped} of {len(auto)} trials stopped); "
+          f"best objective {best_objective(off):.4f} without, {best_objective(auto):.4f} with")
+    h.result("tuning_early_stopping_epochs_saved_cnn", 1 - epochs_trained(auto) / epochs_trained(off),
+             f"> 0 at the same best objective ({best_objective(auto):.4f} vs {best_objective(off):.4f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--cnn-trials", type=int, default=0, help="N > 0: the CNN's early stopping runs too")
+    parser.add_argument("--cnn-epochs", type=int, default=3)
+    parser.add_argument("--only-cnn", action="store_true", help="the CNN's early stopping runs only")
     parser.add_argument("--workdir", type=Path, default=None,
                         help="default: a fresh folder under the benchmarks' scratch root")
     args = parser.parse_args(argv)
     params = ["-p", f"Epochs={args.epochs}", "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0"]
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="run-", dir=h.work_dir("tuning")))
+    if args.cnn_trials:
+        early_stopping_on_images(args.cnn_trials, args.cnn_epochs, workdir / "cnn")
+    if args.only_cnn:
+        return 0
     h.say(f"tuning benchmark: {args.trials} trials of {args.epochs} epochs, workdir {workdir}")
     runs = {}
     trainpipe("run", "--local", "--workdir", str(workdir), *params)
