@@ -1,8 +1,8 @@
 """A Tuning step's trials, nested under its step's run: the plain SDK v2 tuning pipeline
-(tests/pipeline/local/test_tuning_step.py, made smaller: two numpy trials of three short
-epochs at once, an evaluation) run by `trainpipe run --local --definition` with no tracking
-flag and no MLFLOW_TRACKING_URI, so into the embedded store in the workdir, and read back
-through ``MlflowClient``. Slow (a pipeline run)."""
+(tests/pipeline/local/test_tuning_step.py: four numpy trials of six short epochs, an
+evaluation) run by `trainpipe run --local --definition` with no tracking flag and no
+MLFLOW_TRACKING_URI, so into the embedded store in the workdir, and read back through
+``MlflowClient``. Slow (about 20 s on 2 cores)."""
 
 from __future__ import annotations
 
@@ -23,8 +23,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow
 def test_each_trial_is_a_run_nested_under_the_tuning_steps_run(tmp_path):
-    workdir, definition, _ = sdk_definition(tmp_path, max_jobs=2, max_parallel_jobs=2, epochs=3,
-                                            early_stopping_type="Off")
+    workdir, definition, _ = sdk_definition(tmp_path)
     train, test = digits_split(tmp_path / "data")
     env = {k: v for k, v in os.environ.items() if k not in (T.SWITCH_ENV_VAR, T.ENV_VAR)}
     done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
