@@ -66,3 +66,27 @@ def install() -> None:
         return result
 
     CaptureFixture.readouterr = readouterr
+
+
+class Session:
+    """The whole suite's own recording (``make test``): the tests the failure table names
+    already run in it, so test_readme.py (moved last by tests/conftest.py) reads what they
+    produced instead of running them a second time in a pytest of its own."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.collected: set[str] = set()
+        self.passed: set[str] = set()
+
+    def covers(self, target: str) -> bool:
+        """Every test ``target`` names (a test, its parameters, or a whole file) ran here and passed."""
+        mine = {n for n in self.collected
+                if n == target or n.startswith((target + "::", target + "["))}
+        return bool(mine) and mine <= self.passed
+
+    def produced(self) -> list[dict]:
+        with open(self.path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+SESSION: Session | None = None  # set by tests/conftest.py when the whole suite records
