@@ -599,6 +599,45 @@ def use_the_model_line(command: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # four whole pipeline runs: over the suite's 600 s on a busy machine
+def check_what_the_tour_line_did(line: str, done: subprocess.CompletedProcess, work: Path) -> None:
+    """What three of the tour's runs must have done, beyond exiting 0: the pipeline's own
+    end-to-end checks, made on the tour's runs rather than on runs of their own (minutes:
+    tests/pipeline/local/test_images_end_to_end.py's image-tree run is the tour's)."""
+    import tarfile
+
+    from pipeline.definition import build as D
+    from pipeline.local.store.registry import Registry
+
+    runs = sorted((work / "runs").iterdir())
+    steps = {s["name"]: s for s in json.loads((runs[-1] / "execution.json").read_text())["steps"]}
+    registered = Registry(work / "registry.sqlite").list()
+    if "TrainInputMode=Pipe" in line:
+        # 2 hosts x 2 processes, Pipe, ShardedByS3Key: each rank on its host, FIFOs cleaned
+        # up, the model registered (the second version: make run's table model is the first).
+        assert [p.version for p in registered] == [1, 2]
+        assert registered[-1].metrics["metrics"]["accuracy"]["value"] >= 0.9
+        assert steps[D.STEP_CONDITION]["properties"] == {"Outcome": True}
+        assert steps[D.STEP_FAIL]["status"] == "NotExecuted"
+        train = steps[D.STEP_TRAIN]
+        job = Path(train["job_dir"])
+        assert sorted(p.name for p in (job / "logs").glob("*.rank-*.log")) == [
+            "algo-1.rank-0.log", "algo-1.rank-1.log", "algo-2.rank-2.log", "algo-2.rank-3.log"]
+        assert "train Pipe/ShardedByS3Key" in (job / "job.log").read_text()
+        assert not list(job.glob("hosts/*/input/data/*_[0-9]*")), "Pipe FIFOs left behind"
+        model = work / "store" / train["properties"]["ModelArtifacts"]["S3ModelArtifacts"][5:]
+        with tarfile.open(model) as tar:
+            assert any(n.startswith("1/") and n.endswith("saved_model.pb") for n in tar.getnames())
+    elif "digits-images" in line:
+        assert [p.version for p in registered] == [1, 2, 3]
+        log = (Path(steps[D.STEP_TRAIN]["job_dir"]) / "job.log").read_text()
+        assert "model small_cnn on 32x32 images" in log, log[-2000:]
+    elif "--definition pipeline.json" in line:
+        # The definition make run interpreted, from its file: the same steps, run and registered.
+        assert [p.version for p in registered] == [1, 2, 3, 4]
+        assert all(steps[name]["status"] == "Succeeded"
+                   for name in (D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE, D.STEP_CONDITION))
+
+
 def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
     """Issue 36: every line of the tour, as written, in a fresh workdir and folder; then the
     next section's ``predict new-rows.csv digit.png`` with both kinds registered. ``make``
@@ -624,6 +663,7 @@ def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
             assert len(done.stderr.strip().splitlines()) == 1 and "error:" in done.stderr, done.stderr
         else:
             assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            check_what_the_tour_line_did(line, done, work)
 
     # Both kinds are registered now: the next section's predict sends each file to its own.
     store = work / "store" / "trainpipe-artifacts-placeholder" / "trainpipe" / "data"

@@ -1,40 +1,27 @@
-"""End to end on images with `trainpipe run --local`: the digits as a PNG tree (the default
-image data URI), processing -> training -> evaluation -> register; and the refusals that
-come before any job (architecture vs data kind, the user's model file). Slow:
+"""Images with `trainpipe run --local`: the refusals that come before any job (architecture
+vs data kind, the user's model file). The digits' PNG tree run end to end (processing ->
+training -> evaluation -> register, small_cnn) is the README tour's own run, checked by
+tests/test_readme.py; Pipe on two hosts over images by tests/training_entry/
+test_train_images_mpirun.py. Slow:
 
     .venv/bin/pytest tests/pipeline/local/test_images_end_to_end.py -m slow
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from pipeline.definition import build as D
 from pipeline.definition import parameters as P
 from pipeline.local.hosts import mpi
 from pipeline.settings import PLACEHOLDER_BUCKET, Settings
 
-from .test_end_to_end import assert_registered, execution, steps, trainpipe
+from .test_end_to_end import trainpipe
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed"),
 ]
 IMAGES = P.default_image_data_uri(PLACEHOLDER_BUCKET, Settings().prefix)
-
-
-def test_small_cnn_on_the_digits_image_tree_pipe_sharded_two_hosts_registers(tmp_path):
-    result = trainpipe(
-        "run", "--local", "--workdir", str(tmp_path), "-p", f"InputDataUri={IMAGES}",
-        "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=1", "-p", "TrainInputMode=Pipe",
-        "-p", "TrainDistribution=ShardedByS3Key", "-p", "ModelArchitecture=small_cnn",
-        "-p", "ImageSize=32", "-p", "Augmentation=crop", "-p", "BaseLearningRate=0.002", timeout=1500)
-    assert_registered(result, tmp_path)
-    train = steps(execution(tmp_path))[D.STEP_TRAIN]
-    log = (Path(train["job_dir"]) / "job.log").read_text()
-    assert "train Pipe/ShardedByS3Key" in log and "model small_cnn on 32x32 images" in log
 
 
 def test_what_does_not_fit_is_refused_before_any_job(tmp_path):
