@@ -99,7 +99,7 @@ def test_code_the_images_python_cannot_parse_is_refused_before_any_step(tmp_path
 
 @pytest.mark.slow
 def test_the_same_pipeline_with_a_requirements_txt_runs(tmp_path):
-    from tests.pipeline.local.jobs.test_environment import build_wheel
+    from tests.pipeline.local.jobs.environments.test_environment import build_wheel
 
     # The package from a wheel folder of its own (no network): runproc.sh installs it, in the
     # image's Python (3.9) where this machine has it.
