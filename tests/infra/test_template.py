@@ -3,6 +3,8 @@ where it is written (cfn-lint and checkov run in `make lint`)."""
 
 from __future__ import annotations
 
+import json
+
 from pipeline.cloud.stack import ALL_OUTPUTS
 
 # Actions AWS defines without resource-level permissions: "*" is the only resource they take.
@@ -219,3 +221,12 @@ def test_the_mlflow_policy_grants_the_jobs_calls_on_the_named_server_only(templa
     assert jobs["Action"] == ["sagemaker:CreateTrainingJob", "sagemaker:CreateProcessingJob"]
     assert [r["Fn::Sub"].rsplit(":", 1)[1] for r in jobs["Resource"]] == ["training-job/pipelines-*",
                                                                           "processing-job/pipelines-*"]
+    # The evaluation job's artifacts: puts into the named artifact bucket, only when one is named.
+    artifacts = template["Resources"]["ExecutionRoleUploadsMlflowArtifacts"]
+    assert artifacts["Condition"] == "UploadMlflowArtifacts"
+    condition = json.dumps(template["Conditions"]["UploadMlflowArtifacts"])
+    assert "TrackWithMlflow" in condition and '{"Ref": "MlflowArtifactBucket"}, ""' in condition
+    assert artifacts["Properties"]["Roles"] == [{"Ref": "ExecutionRole"}]
+    [put] = artifacts["Properties"]["PolicyDocument"]["Statement"]
+    assert put["Action"] == ["s3:PutObject"]
+    assert put["Resource"] == {"Fn::Sub": "arn:${AWS::Partition}:s3:::${MlflowArtifactBucket}/*"}
