@@ -243,10 +243,11 @@ def test_e_sharded_by_s3_key_trains_whatever_objects_each_host_receives(tmp_path
     # AWS does not document which objects each host gets: the runner deals them another way
     # (reverse order; or one object to algo-1 and three to algo-2) and the job must still
     # train, every rank the same number of steps, no deadlock.
-    result = trainpipe("run", "--local", "--workdir", str(tmp_path), "--quiet", *FAST,
-                       "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=2",
+    # Two epochs and no accuracy gate: what is checked is the dealing, not what the model learns.
+    result = trainpipe("run", "--local", "--workdir", str(tmp_path), "--quiet", "-p", "Epochs=2",
+                       "-p", "WarmupEpochs=0", "-p", "TrainingInstanceCount=2", "-p", "ProcessesPerHost=2",
                        "-p", f"TrainInputMode={mode}", "-p", "TrainDistribution=ShardedByS3Key",
-                       "-p", "AccuracyThreshold=0.5", env={"TRAINPIPE_TEST_SHARD_DEAL": deal},
+                       "-p", "AccuracyThreshold=0", env={"TRAINPIPE_TEST_SHARD_DEAL": deal},
                        timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     train = steps(execution(tmp_path))[D.STEP_TRAIN]
