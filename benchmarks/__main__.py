@@ -47,7 +47,7 @@ BENCHMARKS = {
     "p3": ("benchmarks.training.scaling.p3_runner_overhead", ["--repeats", "1"], "P3 runner overhead, whole pipeline"),
     "p4": ("benchmarks.input.p4_processing", [], "P4 shard writing vs a plain TFRecordWriter loop"),
     "mfu": ("benchmarks.training.mfu", ["--repeats", "1"],
-            "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px head, 1 process and 2 ranks, vs a matmul probe"),
+            "Model FLOP utilisation: MLP, small_cnn, mobilenet_v2 96 px (whole network), 1 process and 2 ranks, vs a matmul probe"),
     "p5": ("benchmarks.advisor.p5_advisor", ["--repeats", "2", "--epochs", "3"],
            "P5 scaling advisor: predicted vs measured 1x2 and 2x1 runs, MLP and CNN at StepsPerExecution 16 and 1 (each run's fastest steady epoch, best of 2 interleaved; MLP 10 epochs)"),
     "published_gpu": ("benchmarks.advisor.published_gpu", [],
