@@ -75,19 +75,28 @@ class Scanned:
     syntax_errors: list[str] = field(default_factory=list)  # "file:line: message"
 
 
+@dataclass
+class _FileFacts:
+    """What one file's text says, whatever its path and its job (``_read``'s cache holds it)."""
+
+    imports: list[tuple[str, int]] = field(default_factory=list)  # unguarded absolute: (top, line)
+    follow: list[tuple[str, int, tuple]] = field(default_factory=list)  # (module, level, names)
+    pip_installs: list[str] = field(default_factory=list)
+    pip_opaque: bool = False
+    syntax_error: tuple[int, str] | None = None  # (line, message) as the image's Python says
+    parsed: bool = True
+
+
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, name: str, scanned: Scanned, local: set[str], follow: list[tuple[str, int, str | None]]):
-        self.name, self.scanned, self.local, self.follow = name, scanned, local, follow
+    def __init__(self, facts: _FileFacts):
+        self.facts = facts
         self.guarded = 0
 
     def _add(self, module: str, line: int, level: int = 0, names: Iterable[str] = ()) -> None:
-        self.follow.append((module, level, tuple(names)))
-        if level or not module:
+        self.facts.follow.append((module, level, tuple(names)))
+        if level or not module or self.guarded:
             return
-        top = module.split(".", 1)[0]
-        if self.guarded or top in self.local:
-            return
-        self.scanned.imports.setdefault(top, f"{self.name}:{line}")
+        self.facts.imports.append((module.split(".", 1)[0], line))
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -135,8 +144,8 @@ class _Visitor(ast.NodeVisitor):
                     opaque = True
         if "install" in words and any(w in ("pip", "pip3") or w.endswith("/pip") or _PIP_TOKEN.search(w) for w in words):
             after = words[words.index("install") + 1:]
-            self.scanned.pip_installs.extend(w for w in after if not w.startswith("-"))
-            self.scanned.pip_opaque |= opaque or any(w in ("-r", "--requirement", "-e", ".") for w in after)
+            self.facts.pip_installs.extend(w for w in after if not w.startswith("-"))
+            self.facts.pip_opaque |= opaque or any(w in ("-r", "--requirement", "-e", ".") for w in after)
         self.generic_visit(node)
 
 
@@ -173,6 +182,40 @@ def local_names(files: Iterable[str]) -> set[str]:
     return names
 
 
+# A job's code is read twice before it runs (the preflight's check of every step, then the
+# job's own environment: ``interpreters.facts``) and its shared modules once per step: ~200
+# parses, ~0.7 s of each run on 2 cores before this cache. Keyed by the text itself, not its
+# path (the two readings see it at different paths); bounded, as the texts are held.
+_READ_CACHE: dict[tuple[str, int, bool], _FileFacts] = {}
+_READ_CACHE_FILES = 2000
+
+
+def _read(text: str, minor: int, judge_syntax: bool) -> _FileFacts:
+    key = (text, minor, judge_syntax)
+    cached = _READ_CACHE.get(key)
+    if cached is not None:
+        return cached
+    facts = _FileFacts()
+    try:
+        tree = ast.parse(text, feature_version=(3, minor) if judge_syntax else None)
+    except SyntaxError as error:
+        tree = None
+        if judge_syntax:  # else newer syntax than this Python knows: the image's may parse it
+            facts.syntax_error = (error.lineno, error.msg)
+            try:
+                tree = ast.parse(text)
+            except SyntaxError:
+                tree = None
+    if tree is None:
+        facts.parsed = False
+    else:
+        _Visitor(facts).visit(tree)
+    if len(_READ_CACHE) >= _READ_CACHE_FILES:
+        _READ_CACHE.clear()
+    _READ_CACHE[key] = facts
+    return facts
+
+
 def scan(files: Mapping[str, str], entry_points: Iterable[str] | None, python: str) -> Scanned:
     """Read the imports of ``entry_points`` and of the local modules they reach (all ``.py``
     files when ``entry_points`` is None). ``files``: path relative to the code root -> text."""
@@ -188,21 +231,18 @@ def scan(files: Mapping[str, str], entry_points: Iterable[str] | None, python: s
         if path in seen:
             continue
         seen.add(path)
-        text = files[path]
-        try:
-            tree = ast.parse(text, filename=path, feature_version=(3, minor) if judge_syntax else None)
-        except SyntaxError as error:
-            if not judge_syntax:
-                continue  # newer syntax than this Python knows: the image's may parse it
-            scanned.syntax_errors.append(f"{path}:{error.lineno}: {error.msg}")
-            try:
-                tree = ast.parse(text, filename=path)
-            except SyntaxError:
-                continue
-        follow: list[tuple[str, int, tuple]] = []
-        _Visitor(path, scanned, local, follow).visit(tree)
+        facts = _read(files[path], minor, judge_syntax)
+        if facts.syntax_error:
+            scanned.syntax_errors.append(f"{path}:{facts.syntax_error[0]}: {facts.syntax_error[1]}")
+        if not facts.parsed:
+            continue
+        for top, line in facts.imports:
+            if top not in local:
+                scanned.imports.setdefault(top, f"{path}:{line}")
+        scanned.pip_installs.extend(facts.pip_installs)
+        scanned.pip_opaque |= facts.pip_opaque
         package = list(PurePosixPath(path).parent.parts)
-        for module, level, names in follow:
+        for module, level, names in facts.follow:
             base = package[:len(package) - (level - 1)] if level else []
             if level and level - 1 > len(package):
                 continue

@@ -16,17 +16,22 @@ and when it ends one warning line says what was not logged and the command that 
 from __future__ import annotations
 
 import contextlib
+import copy
+import io
 import json
 import logging
 import os
+import queue
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.local.execution import EXECUTING, ExecutionRecord, StepRecord, record_from_document
+from pipeline.local.hosts import waiting
 from pipeline.local.store.private import write_private
 from pipeline.local.store.storage import Storage
 from pipeline.tracking import records as R
@@ -315,9 +320,22 @@ def _safe(name: str) -> str:
 
 
 # --- live, from the runner ------------------------------------------------------------------------
+WARM_UPS = ("import mlflow.pyfunc", "the requirements check", "the evaluation figures")
+
+
 class Tracker:
     """What the runner calls (``RunOptions.tracker``): when the execution starts, when each
-    step ends, and when it ends. Never raises; see the module docstring."""
+    step ends, and when it ends. Never raises; see the module docstring.
+
+    The logging runs on a thread of its own, off the pipeline's critical path, and works only
+    while the runner waits on a job (``pipeline/local/hosts/waiting.py``): importing MLflow,
+    opening the store and the parent run (~2 s on 2 cores) overlap the first job, and each
+    step is logged while the next one runs. The runner hands over a copy of the record as it
+    stood (it goes on changing it). With nothing to log, the thread imports what the steps
+    still to come will need (matplotlib for the evaluation's figures, MLflow's pyfunc saver
+    and its installed-packages map, ~1 s together), so that logging the last steps, which no
+    job overlaps, costs a fraction of a second. ``ended`` lifts the wait for a job and waits
+    for the thread: what the execution's records say is in MLflow when the command returns."""
 
     def __init__(self, target: Target, workdir: Path, storage: Storage, say: Callable[[str], None]):
         self.target = target
@@ -326,35 +344,32 @@ class Tracker:
         self.say = say
         self.log: ExecutionLog | None = None
         self.error: str | None = None
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._warm_ups = list(WARM_UPS)
+        self._closing = threading.Event()  # the execution ended: no job to wait for any more
 
-    def _guard(self, action: Callable[[], None]) -> None:
-        if self.error is not None:
-            return
-        try:
-            with quiet():
-                action()
-        except Exception as error:  # noqa: BLE001 (a tracking failure never fails the pipeline)
-            self.error = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-
+    # -- the runner's side: hand over, never wait (but at the end) --
     def started(self, record: ExecutionRecord) -> None:
-        def start():
-            self.log = ExecutionLog(self.target, Path(record.run_dir), self.storage,
-                                    self.workdir / "registry.sqlite")
-            self.log.ensure_parent(record)
-        self._guard(start)
+        self._queue.put((self._start, copy.deepcopy(record), None))  # before any warm-up
+        self._thread = threading.Thread(target=self._work, name="trainpipe-mlflow", daemon=True)
+        self._thread.start()
 
     def step_ended(self, record: ExecutionRecord, step: StepRecord) -> None:
-        self._guard(lambda: self.log.log_step(record, step))
+        if self._thread is not None:
+            snapshot = copy.deepcopy(record)
+            self._queue.put((self._step, snapshot, snapshot.step(step.name) or copy.deepcopy(step)))
 
     def ended(self, record: ExecutionRecord) -> None:
-        if self.log is None and self.error is None:  # it never started (nothing ran)
+        if self._thread is None:  # it never started (nothing ran)
             return
-
-        def end():
-            for step in record.steps:  # the step a stop (Ctrl-C) cut short: its run ends KILLED
-                self.log.log_step(record, step)
-            self.log.end_parent(record)
-        self._guard(end)
+        self._queue.put((self._end, copy.deepcopy(record), None))
+        self._queue.put(None)
+        self._closing.set()
+        try:
+            self._thread.join()
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the records keep the rest
+            self.error = self.error or "interrupted before it finished"
         if self.error is None:
             return
         missing = unlogged(record, self.log.entry if self.log else None)
@@ -364,6 +379,75 @@ class Tracker:
 
     def link(self) -> str | None:
         return (self.log.entry.get("link") if self.log else None) if self.error is None else None
+
+    # -- the thread's side --
+    def _work(self) -> None:
+        while True:
+            self._while_a_job_runs()
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                if self._warm_ups and self.error is None:
+                    self._warm_up(self._warm_ups.pop(0))
+                    continue
+                item = self._queue.get()
+                self._while_a_job_runs()
+            if item is None:
+                return
+            action, record, step = item
+            self._guard(lambda: action(record, step))  # noqa: B023 (called at once)
+
+    def _while_a_job_runs(self) -> None:
+        while not self._closing.is_set() and not waiting.a_job_runs(0.05):
+            pass
+
+    def _guard(self, action: Callable[[], None]) -> None:
+        if self.error is not None:
+            return
+        try:
+            # MLflow's chatter silenced for the call. Python's warnings filters are one for
+            # the process: for its duration the runner's own thread is silenced too.
+            with quiet():
+                action()
+        except Exception as error:  # noqa: BLE001 (a tracking failure never fails the pipeline)
+            self.error = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+    def _start(self, record: ExecutionRecord, _step) -> None:
+        self.log = ExecutionLog(self.target, Path(record.run_dir), self.storage,
+                                self.workdir / "registry.sqlite")
+        self.log.ensure_parent(record)
+
+    def _step(self, record: ExecutionRecord, step: StepRecord) -> None:
+        self.log.log_step(record, step)
+
+    def _end(self, record: ExecutionRecord, _step) -> None:
+        for step in record.steps:  # the step a stop (Ctrl-C) cut short: its run ends KILLED
+            self.log.log_step(record, step)
+        self.log.end_parent(record)
+
+    @staticmethod
+    def _warm_up(what: str) -> None:
+        """Import ahead what a later step's logging needs; a failure here is the step's to say."""
+        try:
+            with quiet():
+                if what == WARM_UPS[0]:
+                    import mlflow.pyfunc  # noqa: F401
+                elif what == WARM_UPS[1]:
+                    # save_model checks the model's pip requirements against what is installed:
+                    # MLflow maps every installed distribution to its modules once per process.
+                    from mlflow.utils import requirements_utils
+
+                    requirements_utils._init_packages_to_modules_map()
+                else:  # the first drawing loads the fonts: one tiny figure drawn
+                    from matplotlib.figure import Figure
+
+                    from pipeline import notebook  # noqa: F401
+
+                    figure = Figure(figsize=(1, 1))
+                    figure.subplots().set_title("0")
+                    figure.savefig(io.BytesIO(), format="png")
+        except Exception:  # noqa: BLE001, S110 (an optimisation only)
+            pass
 
 
 def unlogged(record: ExecutionRecord, entry: dict | None) -> list[str]:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pipeline.environment import passed_on, scrubbed
 from pipeline.errors import UserError
-from pipeline.local.hosts import namespaces
+from pipeline.local.hosts import namespaces, waiting
 from pipeline.local.hosts.processes import (
     JOB_TOKEN_FILE,
     ProcessSet,
@@ -377,6 +377,10 @@ class LocalJob:
         return result
 
     def wait(self, start: float) -> None:
+        with waiting.on_a_job():  # helper threads' cue (MLflow logging): the runner is idle
+            self._wait(start)
+
+    def _wait(self, start: float) -> None:
         while True:
             self.poll_hook()
             running = self.processes.running()

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,17 @@ def trainpipe(*args, **kwargs) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kwargs)
 
 
+def wait_for_run(client: MlflowClient, pipeline: str, name: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        experiment = client.get_experiment_by_name(pipeline)
+        if experiment and any(r.info.run_name == name and r.info.status == "FINISHED"
+                              for r in client.search_runs([experiment.experiment_id])):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no finished run {name} in {timeout} s")
+
+
 @pytest.mark.slow
 def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_gap(mlflow_server, tmp_path,
                                                                                     monkeypatch, capsys):
@@ -175,6 +187,9 @@ def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_
         for line in process.stdout:  # the job waits for `release` once training has started
             lines.append(line.rstrip("\n"))
             if "training started" in line:
+                # The runner logs from a thread of its own: the server goes once Make's run
+                # is on it, as it would be after any real step's minutes.
+                wait_for_run(MlflowClient(mlflow_server.uri), "tracked", "Make")
                 mlflow_server.stop()
                 release.write_text("go")
         assert process.wait(timeout=120) == 0, "\n".join(lines)
