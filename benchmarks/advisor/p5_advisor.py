@@ -117,11 +117,11 @@ def case_name(workload: str, steps_per_execution: int) -> str:
     return workload if steps_per_execution == DEFAULT_STEPS_PER_EXECUTION else f"{workload}_spe{steps_per_execution}"
 
 
-def cases(workloads, values) -> dict[str, tuple[str, dict]]:
+def cases(workloads, values, skipped=()) -> dict[str, tuple[str, dict]]:
     """case name -> (workload, the entrypoint's hyperparameters for it), every workload at
     every value, in that order."""
     return {case_name(w, n): (w, {**WORKLOADS[w][1], HP_STEPS_PER_EXECUTION: n})
-            for w in workloads for n in dict.fromkeys(values)}
+            for w in workloads for n in dict.fromkeys(values) if case_name(w, n) not in skipped}
 
 
 def preprocess_images(root, shard_count: int, seed: int = 42) -> dict:
@@ -256,7 +256,7 @@ def measure(work, splits: dict, args) -> tuple[dict, dict]:
     steady epoch (P5's figure) and its median over them (printed for comparison)."""
     runs: dict[tuple[str, str], list[Observation]] = {}
     medians: dict[tuple[str, str], list[Observation]] = {}
-    checked = cases(args.workloads, args.steps_per_execution)
+    checked = cases(args.workloads, args.steps_per_execution, args.skip_cases)
 
     def candidate(case: str, name: str):
         workload, hps = checked[case]
@@ -299,6 +299,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps-per-execution", nargs="+", type=int, default=list(STEPS_PER_EXECUTION),
                         metavar="N", help="StepsPerExecution values every workload is checked at "
                                           f"(default {' '.join(map(str, STEPS_PER_EXECUTION))})")
+    parser.add_argument("--skip-cases", nargs="+", default=[], metavar="CASE",
+                        help="cases left out (make bench: cnn_spe1, see BENCHMARKS in benchmarks/__main__.py)")
     args = parser.parse_args(argv)
     if min(args.steps_per_execution) < 1:
         parser.error("--steps-per-execution: whole numbers >= 1")
@@ -313,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     splits = {w: table_splits if WORKLOADS[w][0] == "table" else preprocess_images(work, 2)
               for w in args.workloads}
     cores = len(tuning.usable_cpus())
-    checked = cases(args.workloads, args.steps_per_execution)
+    checked = cases(args.workloads, args.steps_per_execution, args.skip_cases)
     h.say(f"P5 scaling advisor: digits x {args.replicate}, {args.mlp_epochs} epochs (MLP), {args.epochs} (CNN), "
           f"batch {args.batch} "
           f"per rank, {cores} cores (shared by every rank); cases {', '.join(checked)} (workload at a "

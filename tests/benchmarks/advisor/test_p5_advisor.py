@@ -112,3 +112,10 @@ def test_the_results_model_leaves_the_in_step_term_out_and_says_what_was_measure
     left_out = p5._platform("mlp", runs, probes, 2, with_in_step=False)
     assert left_out.intra.in_step_s == 0.0 and f"measured {measured * 1e6:.1f} us" in left_out.intra.in_step_source
     assert p5._platform("mlp", runs, probes, 2).intra.in_step_s == pytest.approx(measured)
+
+
+def test_skipped_cases_are_left_out_of_the_check():
+    args = p5._arguments(["--skip-cases", "cnn_spe1"])
+    checked = p5.cases(args.workloads, args.steps_per_execution, args.skip_cases)
+    assert list(checked) == ["mlp", "mlp_spe1", "cnn"]
+    assert list(p5.cases(args.workloads, args.steps_per_execution)) == ["mlp", "mlp_spe1", "cnn", "cnn_spe1"]
