@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     # between runs); 7 cost ~5 s more.
     p2 = {r: figures("p2", r, lambda r: p2_pipe_reader.main(
         ["--replicate", str(r), "--repeats", "7", "--no-staging"])) for r in sizes}
-    p3 = {r: figures("p3", r, lambda r: p3_runner_overhead.main(["--replicate", str(r), "--repeats", "1"]))
+    p3 = {r: figures("p3", r, lambda r: p3_runner_overhead.main(["--replicate", str(r), "--repeats", "1", "--no-untracked"]))
           for r in sizes}
 
     curves: dict[str, dict[str, tuple[list[int], list[float]]]] = {"P1": {}, "P2": {}, "P3": {}}

@@ -1,9 +1,11 @@
 """P3: the local runner's own cost: ``trainpipe run --local`` on digits, in and outside the steps.
 
-The whole pipeline runs as a user runs it, twice in one work directory with step caching
-off (``trainpipe run --local --no-cache``): the first run builds the definition with the
-SageMaker SDK and places the default data; later runs find both there. Every step runs
-both times. Its wall time is measured around the command; the
+The whole pipeline runs as a user runs it, three times in one work directory with step
+caching off (``trainpipe run --local --no-cache``): the first run builds the definition with
+the SageMaker SDK and places the default data; later runs find both there; the third runs
+with MLflow tracking off (``TRAINPIPE_TRACKING=off``), the baseline of what the default
+tracking costs (``p3_tracking_s``: outside the jobs, tracked minus untracked). Every step
+runs every time. Its wall time is measured around the command; the
 time inside step processes is the union of the lifetimes of every process the runner
 starts (preprocess, each training job's ``mpirun`` and its ranks, evaluation), recorded from
 inside the same command: ``ProcessSet.spawn`` is wrapped to note when each child starts,
@@ -12,7 +14,7 @@ children itself). Everything else is the runner: Python and SDK start-up, buildi
 interpreting the definition, staging inputs, packing and uploading outputs, registering
 the model, and noticing that a child ended.
 
-    .venv/bin/python -m benchmarks.training.scaling.p3_runner_overhead [--replicate 1] [--repeats 2] [-p Epochs=3]
+    .venv/bin/python -m benchmarks.training.scaling.p3_runner_overhead [--replicate 1] [--repeats 2] [--no-untracked] [-p Epochs=3]
 """
 
 from __future__ import annotations
@@ -120,7 +122,7 @@ def upload_digits(workdir: Path, replicate: int) -> str:
     return f"s3://{PLACEHOLDER_BUCKET}/{key}"
 
 
-def run_pipeline(replicate: int, parameters: list[str], workdir: Path) -> dict:
+def run_pipeline(replicate: int, parameters: list[str], workdir: Path, env: dict | None = None) -> dict:
     """One ``trainpipe run --local --no-cache`` in ``workdir``; wall, in-step and overhead
     seconds. A new workdir is a user's first run; the same one again is every later run (the
     definition and the default data are already there; the steps still all run)."""
@@ -133,7 +135,7 @@ def run_pipeline(replicate: int, parameters: list[str], workdir: Path) -> dict:
                "run", "--local", "--no-cache", "--quiet", "--workdir", str(workdir),
                *extra, *[a for p in parameters for a in ("-p", p)]]
     started = time.time()
-    proc = subprocess.run(command, cwd=h.REPO, env=h.quiet_env(), stdout=subprocess.PIPE,
+    proc = subprocess.run(command, cwd=h.REPO, env=h.quiet_env(env), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=900)
     ended = time.time()
     if proc.returncode != 0:
@@ -164,15 +166,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("-p", dest="parameters", action="append", default=[],
                         help="pipeline parameter Name=Value (default: the pipeline's defaults)")
+    parser.add_argument("--no-untracked", action="store_true",
+                        help="leave out the run with tracking off (growth: only the share grows with data)")
     args = parser.parse_args(argv)
     h.say(f"P3 runner overhead: trainpipe run --local --no-cache (a first and a later run) on digits x {args.replicate}"
           f"{' with ' + ' '.join(args.parameters) if args.parameters else ' (default parameters)'}, "
           f"{args.repeats} repetitions")
-    phases: dict[str, list[dict]] = {"first": [], "later": []}
+    # "untracked": a later run with MLflow tracking off (TRAINPIPE_TRACKING=off), the baseline
+    # of what the default tracking costs the run (issue 38).
+    phases: dict[str, list[dict]] = {"first": [], "later": [], **({} if args.no_untracked else {"untracked": []})}
     for _ in range(args.repeats):
         workdir = h.work_dir(f"p3-x{args.replicate}") / f"run-{time.monotonic_ns()}"
-        for phase in phases:  # the same workdir twice: a first run, then a later one
-            r = run_pipeline(args.replicate, args.parameters, workdir)
+        for phase in phases:  # the same workdir thrice: a first run, then later ones
+            r = run_pipeline(args.replicate, args.parameters, workdir,
+                             {"TRAINPIPE_TRACKING": "off"} if phase == "untracked" else None)
             phases[phase].append(r)
             h.say(f"  {phase:5s} run: wall {r['wall']:5.1f}s  in step processes {r['inside']:5.1f}s  "
                   f"outside {r['outside']:4.1f}s ({100 * r['share']:.1f}%: {r['before']:.1f}s before the "
@@ -194,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         h.say(f"  median {phase} run: wall {m['wall']:.1f}s, outside the steps {m['outside']:.1f}s = "
               f"{100 * m['share']:.1f}% (definition {m['definition']:.1f}s, exit {m['exiting']:.1f}s; "
               f"the runner's own work {100 * m['own']:.1f}%)")
-    later, first = summary["later"], summary["first"]
+    later, first, untracked = summary["later"], summary["first"], summary.get("untracked")
     h.save_figures(f"p3-x{args.replicate}", {"records": DIGITS_RECORDS * args.replicate,
                                               **{k: later[k] for k in ("wall", "inside", "outside", "share")}})
     h.result("p3_runner_overhead_share", later["share"], 0.05)
@@ -203,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     h.result("p3_first_run_definition_s", first["definition"], "-")
     h.result("p3_pipeline_wall_s", later["wall"], "-")
     h.result("p3_outside_steps_s", later["outside"], "-")
+    if untracked is not None:
+        h.result("p3_untracked_outside_steps_s", untracked["outside"], "-")
+        # What MLflow tracking (on by default) adds outside the jobs: tracked minus untracked.
+        h.result("p3_tracking_s", later["outside"] - untracked["outside"], "-")
     return 0
 
 
