@@ -147,6 +147,87 @@ def test_tracking_off_writes_nothing(step_code, tmp_path):
     assert not (tmp_path / T.EMBEDDED_DB).exists() and not (Path(record.run_dir) / STATE_FILE).exists()
 
 
+# --- the Tracker's thread, with a stand-in for MLflow ---------------------------------------------
+class RecordedLog:
+    """ExecutionLog's calls, noted: what the Tracker's thread asked MLflow for, and when."""
+
+    calls: list = []
+    fail: Exception | None = None
+
+    def __init__(self, target, run_dir, storage, registry_path):
+        self.entry = {"steps": {}, "link": "http://mlflow/#/run"}
+
+    def ensure_parent(self, record):
+        if RecordedLog.fail is not None:
+            raise RecordedLog.fail
+        self.entry["run_id"] = "parent"
+        RecordedLog.calls.append(("parent", record.status))
+
+    def log_step(self, record, step):
+        if not self.entry["steps"].get(step.name):
+            self.entry["steps"][step.name] = {"logged": True}
+            RecordedLog.calls.append(("step", step.name, step.status, step.detail))
+
+    def end_parent(self, record):
+        self.entry["ended"] = True
+        RecordedLog.calls.append(("end", record.status))
+
+
+def quiet_tracker(monkeypatch, tmp_path, fail: Exception | None = None):
+    from pipeline.tracking import logger
+
+    monkeypatch.setattr(logger, "ExecutionLog", RecordedLog)
+    monkeypatch.setattr(RecordedLog, "calls", [])
+    monkeypatch.setattr(RecordedLog, "fail", fail)
+    said: list[str] = []
+    tracker = Tracker(T.embedded(tmp_path), tmp_path, None, said.append)
+    tracker._warm_ups = []  # the imports ahead are an optimisation; seconds a test need not pay
+    return tracker, said
+
+
+def until(condition, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_the_tracker_logs_copies_and_only_while_the_runner_waits_on_a_job(monkeypatch, tmp_path):
+    from pipeline.local.execution import ExecutionRecord, StepRecord
+    from pipeline.local.hosts import waiting
+
+    tracker, said = quiet_tracker(monkeypatch, tmp_path)
+    record = ExecutionRecord("e-1", "tracked", str(tmp_path / "run"), {})
+    tracker.started(record)
+    step = StepRecord("Make", "Processing", status="Succeeded", detail="as it ended")
+    record.steps.append(step)
+    tracker.step_ended(record, step)
+    step.detail = "changed by the runner afterwards"
+    time.sleep(0.3)
+    assert RecordedLog.calls == []  # the runner is busy, not waiting: nothing competes with it
+    with waiting.on_a_job():
+        until(lambda: len(RecordedLog.calls) == 2)
+    assert RecordedLog.calls == [("parent", "Executing"), ("step", "Make", "Succeeded", "as it ended")]
+    record.status = "Succeeded"
+    tracker.ended(record)  # no job runs now: ended lifts the wait, and waits for the thread
+    assert RecordedLog.calls[-1] == ("end", "Succeeded")
+    assert said == [] and tracker.link() == "http://mlflow/#/run"
+
+
+def test_a_failure_on_the_thread_is_one_warning_when_the_run_ends(monkeypatch, tmp_path):
+    from pipeline.local.execution import ExecutionRecord
+
+    tracker, said = quiet_tracker(monkeypatch, tmp_path, fail=ConnectionError("refused\nand more"))
+    record = ExecutionRecord("e-2", "tracked", str(tmp_path / "run"), {})
+    tracker.started(record)
+    record.status = "Succeeded"
+    tracker.ended(record)  # no job ever ran: still ends
+    (warning,) = said
+    assert warning.startswith(f"warning: MLflow tracking at {T.embedded(tmp_path).uri} failed (refused); "
+                              f"not logged: the execution's run, the execution's end;")
+    assert f"trainpipe track sync --workdir {tmp_path} --execution e-2" in warning
+    assert tracker.link() is None
+
+
 def test_the_pyfunc_artifact_name_is_the_loaders():
     text = (REPO / "serving" / "mlflow_pyfunc.py").read_text()
     assert f'ARTIFACT = "{PYFUNC_ARTIFACT}"' in text
