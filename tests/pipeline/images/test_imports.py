@@ -89,3 +89,28 @@ def test_an_image_without_a_record_is_one_warning():
     result = verdict({"train.py": "import anything\n"}, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1")
     readme_record.record(result.warning)
     assert result.refusal is None and result.warning.startswith("step Train: no record of what the image ")
+
+
+def test_a_texts_facts_are_kept_on_disk_for_later_runs_and_a_damaged_entry_is_read_again(tmp_path, monkeypatch):
+    from pipeline.images import imports
+
+    monkeypatch.setattr(imports, "_disk_cache", lambda: tmp_path)
+    monkeypatch.setattr(imports, "_READ_CACHE", {})
+    files = {"train.py": "import pandas\nimport helper\nfrom . import x\nimport subprocess\n"
+                         "subprocess.check_call(['pip', 'install', 'boto3'])\n",
+             "helper.py": "def f(:\n"}
+    first = scan(files, ["train.py", "helper.py"], "3.10")
+    (stored,) = [p for p in tmp_path.rglob("*.json") if "3.10" in p.name and "import pandas" not in p.read_text()
+                 and '"pip_installs": ["boto3"]' in p.read_text()]
+    imports._READ_CACHE.clear()  # a later run: a new process, the same texts
+    monkeypatch.setattr(imports, "_parse", lambda *a: pytest.fail("parsed again"))
+    later = scan(files, ["train.py", "helper.py"], "3.10")
+    assert later == first
+    assert first.imports == {"pandas": "train.py:1", "subprocess": "train.py:4"} and first.pip_installs == ["boto3"]
+    assert first.syntax_errors == ["helper.py:1: invalid syntax"]
+    stored.write_text("{not json")  # damaged: parsed again, and rewritten
+    monkeypatch.undo()
+    monkeypatch.setattr(imports, "_disk_cache", lambda: tmp_path)
+    monkeypatch.setattr(imports, "_READ_CACHE", {})
+    assert scan(files, ["train.py", "helper.py"], "3.10") == first
+    assert '"pip_installs": ["boto3"]' in stored.read_text()
