@@ -191,10 +191,10 @@ def local_names(files: Iterable[str]) -> set[str]:
 # job's own environment: ``interpreters.facts``) and its shared modules once per step: ~200
 # parses, ~0.7 s of each run on 2 cores without a cache. Each text's facts are kept twice:
 # in this process, keyed by the text itself (the two readings see it at different paths;
-# bounded, as the texts are held), and on disk for later runs, keyed by the text's digest and
-# by this module's own source (a change to how imports are read is a new cache), one small
-# JSON file each under ~/.cache/trainpipe/code-imports/ (the digits pipeline's 53 files:
-# ~0.3 s of every later run's start).
+# bounded, as the texts are held), and on disk for later runs, one small JSON file each under
+# ~/.cache/trainpipe/code-imports/, keyed by the text's digest, this module's own source and
+# this Python's version (a change to how imports are read, or to the parser's words, is a new
+# cache): the digits pipeline's 53 files were ~0.3 s of every later run's start.
 _READ_CACHE: dict[tuple[str, int, bool], _FileFacts] = {}
 _READ_CACHE_FILES = 2000
 
@@ -206,7 +206,8 @@ def _disk_cache() -> Path | None:
     except OSError:
         return None
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "trainpipe" / "code-imports" / reader
+    # This Python's version too: its parser words the syntax errors that are kept.
+    return base / "trainpipe" / "code-imports" / f"{reader}-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _from_disk(path: Path) -> _FileFacts | None:

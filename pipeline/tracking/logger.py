@@ -58,25 +58,59 @@ def sync_command(workdir: Path, execution_id: str | None = None) -> str:
     return f"trainpipe track sync --workdir {workdir}" + (f" --execution {execution_id}" if execution_id else "")
 
 
+THREAD_NAME = "trainpipe-mlflow"  # the Tracker's thread
+
+
 @contextlib.contextmanager
 def quiet():
     """MLflow's own chatter (urllib3's retry warnings, alembic's migrations, "View run at")
-    stays off the run's output: a failure is the one line the Tracker prints."""
+    stays off the run's output: a failure is the one line the Tracker prints. The loggers'
+    levels are the process's: while the Tracker's thread logs, the runner's own lines from
+    these libraries (urllib3's, through boto3) are held back too. Python's warnings filters
+    are the process's as well, and ``catch_warnings`` is not safe beside another thread's (its
+    exit restores the filters it saw on entry, whatever the other did meanwhile): on the
+    Tracker's thread warnings are dropped by ``_ThreadWarnings`` instead."""
     levels = {name: logging.getLogger(name).level for name in _QUIET_LOGGERS}
     for name in _QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        if threading.current_thread().name == THREAD_NAME:
             yield
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                yield
     finally:
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
 
 
-def client_for(target: Target):
+class _ThreadWarnings:
+    """While installed (``warnings.showwarning``, from the runner's thread), warnings raised on
+    the Tracker's thread are dropped and every other thread's are shown as before."""
+
+    def __init__(self):
+        self.previous = warnings.showwarning
+
+    def __call__(self, message, category, filename, lineno, file=None, line=None):
+        if threading.current_thread().name != THREAD_NAME:
+            self.previous(message, category, filename, lineno, file, line)
+
+    def install(self) -> None:
+        warnings.showwarning = self
+
+    def remove(self) -> None:
+        if warnings.showwarning is self:  # not if something replaced it since
+            warnings.showwarning = self.previous
+
+
+def http_defaults() -> None:
     for key, value in HTTP_DEFAULTS.items():
         os.environ.setdefault(key, value)
+
+
+def client_for(target: Target):
+    http_defaults()  # a no-op on the Tracker's thread: set by Tracker.started on the runner's
     with quiet():
         from mlflow import MlflowClient
 
@@ -335,7 +369,11 @@ class Tracker:
     still to come will need (matplotlib for the evaluation's figures, MLflow's pyfunc saver
     and its installed-packages map, ~1 s together), so that logging the last steps, which no
     job overlaps, costs a fraction of a second. ``ended`` lifts the wait for a job and waits
-    for the thread: what the execution's records say is in MLflow when the command returns."""
+    for the thread: what the execution's records say is in MLflow when the command returns.
+    What a step's run carries from the store (``evaluation.json``, the model) and the registry
+    (the package's approval status) is read when the thread logs it, later than the step's end:
+    each execution's store keys are its own, and a package approved in between is logged as
+    approved."""
 
     def __init__(self, target: Target, workdir: Path, storage: Storage, say: Callable[[str], None]):
         self.target = target
@@ -348,12 +386,24 @@ class Tracker:
         self._thread: threading.Thread | None = None
         self._warm_ups = list(WARM_UPS)
         self._closing = threading.Event()  # the execution ended: no job to wait for any more
+        self._warnings = _ThreadWarnings()
+        self._failed_at_start = False
 
     # -- the runner's side: hand over, never wait (but at the end) --
     def started(self, record: ExecutionRecord) -> None:
+        http_defaults()  # os.environ is changed here, on the runner's thread, never beside it
         self._queue.put((self._start, copy.deepcopy(record), None))  # before any warm-up
-        self._thread = threading.Thread(target=self._work, name="trainpipe-mlflow", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._work, name=THREAD_NAME, daemon=True)
+        self._warnings.install()
+        try:
+            thread.start()
+        except RuntimeError as error:  # no thread to be had (the machine's process limit)
+            self._warnings.remove()
+            self.error = f"no thread to log from: {error}"
+            self.log = None
+            self._failed_at_start = True
+            return
+        self._thread = thread
 
     def step_ended(self, record: ExecutionRecord, step: StepRecord) -> None:
         if self._thread is not None:
@@ -361,15 +411,19 @@ class Tracker:
             self._queue.put((self._step, snapshot, snapshot.step(step.name) or copy.deepcopy(step)))
 
     def ended(self, record: ExecutionRecord) -> None:
-        if self._thread is None:  # it never started (nothing ran)
+        if self._thread is None and not self._failed_at_start:  # it never started (nothing ran)
             return
-        self._queue.put((self._end, copy.deepcopy(record), None))
-        self._queue.put(None)
-        self._closing.set()
-        try:
-            self._thread.join()
-        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the records keep the rest
-            self.error = self.error or "interrupted before it finished"
+        if self._thread is not None:
+            self._queue.put((self._end, copy.deepcopy(record), None))
+            self._queue.put(None)
+            self._closing.set()
+            try:
+                self._thread.join()
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the records keep the rest
+                self.error = self.error or "interrupted before it finished"
+            self._warnings.remove()
+            if self.error is None and unlogged(record, self.log.entry if self.log else None):
+                self.error = "its thread ended before it had logged everything"  # a BaseException there
         if self.error is None:
             return
         missing = unlogged(record, self.log.entry if self.log else None)

@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         h.result("p3_untracked_outside_steps_s", untracked["outside"], "-")
         # What MLflow tracking (on by default) adds outside the jobs: tracked minus untracked.
         h.result("p3_tracking_s", later["outside"] - untracked["outside"], "-")
+        # The thread's CPU time falls inside the jobs (2 cores): the whole run's wall, tracked
+        # over untracked (one pair per repetition: the jobs' own spread is in it).
+        h.result("p3_tracked_over_untracked_wall", later["wall"] / untracked["wall"], "-")
     return 0
 
 

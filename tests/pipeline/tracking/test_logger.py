@@ -323,3 +323,46 @@ def test_a_server_that_goes_down_mid_run_fails_nothing_and_track_sync_fills_the_
     from pipeline import notebook
 
     assert notebook.local_results(workdir).mlflow_run == link  # what the notebook prints
+
+
+def test_warnings_on_the_trackers_thread_are_dropped_and_the_runners_are_not(monkeypatch, tmp_path):
+    import threading
+    import warnings
+
+    from pipeline.tracking import logger
+
+    shown = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *rest: shown.append(str(message)))
+    silencer = logger._ThreadWarnings()
+    silencer.install()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            worker = threading.Thread(target=lambda: warnings.warn("from MLflow", stacklevel=1), name=logger.THREAD_NAME)
+            worker.start()
+            worker.join()
+            warnings.warn("the runner's own", stacklevel=1)
+    finally:
+        silencer.remove()
+    assert shown == ["the runner's own"]
+    assert warnings.showwarning is not silencer
+
+
+def test_no_thread_to_be_had_is_the_one_warning_and_never_fails_the_run(monkeypatch, tmp_path):
+    import threading
+
+    from pipeline.local.execution import ExecutionRecord
+
+    tracker, said = quiet_tracker(monkeypatch, tmp_path)
+
+    def refuse(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    record = ExecutionRecord("e-3", "tracked", str(tmp_path / "run"), {})
+    tracker.started(record)  # never raises
+    record.status = "Succeeded"
+    tracker.ended(record)
+    (warning,) = said
+    assert "failed (no thread to log from: can't start new thread); not logged: the execution's run" in warning
+    assert RecordedLog.calls == []
