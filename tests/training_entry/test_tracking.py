@@ -72,3 +72,68 @@ def test_the_chief_of_a_two_rank_job_logs_every_epoch_once(environ, tmp_path):
     assert job_run.data.params["epochs"] == "2"
     history = client.get_metric_history(job_run.info.run_id, "val_accuracy")
     assert [m.step for m in history] == [1, 2]
+
+
+# --- a processing image without MLflow: the code's requirements.txt is installed first ----------
+def _wheel(folder, name: str, version: str, init: str):
+    """A minimal pure-Python wheel of ``name`` (pip installs it with no index, no network)."""
+    import base64
+    import hashlib
+    import zipfile
+
+    dist = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": init,
+             f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+             f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = [f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},"
+              f"{len(text.encode())}" for path, text in files.items()] + [f"{dist}/RECORD,,"]
+    wheel = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        archive.writestr(f"{dist}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+@pytest.mark.slow
+def test_an_image_without_mlflow_installs_the_codes_requirements_first_or_says_why_not(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    image = tmp_path / "image"  # a Python with pip and no MLflow, as a processing image
+    subprocess.run([sys.executable, "-m", "venv", str(image)], check=True, capture_output=True, timeout=300)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    _wheel(wheels, "mlflow", "9.9.9", "INSTALLED_BY = 'requirements.txt'\n")
+    probe = ("import json, sys; from training_entry import tracking; "
+             "ok = tracking.ensure_mlflow({'MLFLOW_TRACKING_URI': 'http://x', "
+             f"'{contract.TRACKING_EXECUTION_ENV}': 'e'}}, sys.argv[1]); "
+             "import importlib.util; print(json.dumps([ok, importlib.util.find_spec('mlflow') is not None]))")
+
+    def job(code: Path):
+        done = subprocess.run([str(image / "bin" / "python"), "-c", probe, str(code)], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo),
+                                                              "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+        return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+    missing = tmp_path / "no-requirements"
+    missing.mkdir()
+    (ok, importable), stderr = job(missing)
+    assert (ok, importable) == (False, False)
+    assert stderr.count("\n") == 1 and "requirements.txt is missing); the job goes on without it" in stderr
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "requirements.txt").write_text("no-such-package-xyz==1\n")
+    (ok, importable), stderr = job(broken)
+    assert (ok, importable) == (False, False)
+    assert stderr.startswith("warning: MLflow tracking at http://x failed (pip install -r ") and stderr.count("\n") == 1
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "requirements.txt").write_text(f"--find-links {wheels}\nmlflow==9.9.9\n")
+    (ok, importable), stderr = job(code)
+    assert (ok, importable) == (True, True), stderr
