@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import queue
+import shlex
 import shutil
 import tempfile
 import threading
@@ -54,8 +55,12 @@ PYFUNC_ARTIFACT = "saved_model"  # serving.mlflow_pyfunc.ARTIFACT (a test holds 
 _QUIET_LOGGERS = ("mlflow", "urllib3", "alembic", "sqlalchemy")
 
 
-def sync_command(workdir: Path, execution_id: str | None = None) -> str:
-    return f"trainpipe track sync --workdir {workdir}" + (f" --execution {execution_id}" if execution_id else "")
+def sync_command(workdir: Path, execution_id: str | None = None, target: Target | None = None) -> str:
+    """The command that logs what is missing, to ``target``: named unless it is the workdir's
+    embedded store (a server that never answered is in no record ``track sync`` reads)."""
+    named = f" --tracking-uri {shlex.quote(target.uri)}" if target is not None and not target.embedded else ""
+    return (f"trainpipe track sync --workdir {workdir}" + (f" --execution {execution_id}" if execution_id else "")
+            + named)
 
 
 THREAD_NAME = "trainpipe-mlflow"  # the Tracker's thread
@@ -115,16 +120,17 @@ def client_for(target: Target):
         from mlflow import MlflowClient
 
         if target.embedded:
-            place_empty_store(Path(target.uri.removeprefix("sqlite:///")))
+            place_empty_store(Path(target.uri.removeprefix("sqlite:///")), target.artifact_location)
         return MlflowClient(tracking_uri=target.uri, registry_uri=target.uri)
 
 
-def place_empty_store(db: Path) -> None:
+def place_empty_store(db: Path, artifact_root: str | None = None) -> None:
     """A new embedded store starts as a copy of an empty one this MLflow version made once
     on this machine (~/.cache/trainpipe/mlflow/): MLflow creates a SQLite store by running
     every migration since its first, 12 s on this project's 2-core machine, and every new
     workdir (every test's) would pay it. MLflow sees the copy at its head revision and
-    migrates nothing."""
+    migrates nothing. ``artifact_root``: where the copy's Default experiment keeps artifacts
+    (as MLflow would have made it: ``<root>/0``)."""
     if db.exists():
         return
     from importlib.metadata import version
@@ -144,6 +150,12 @@ def place_empty_store(db: Path) -> None:
         shutil.copyfile(empty, db)
     except OSError:  # no cache folder to write: MLflow makes the store itself, slowly
         return
+    if artifact_root:  # the copy's Default experiment points into the folder it was made in
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(db)) as connection, connection:
+            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                               (f"{artifact_root}/0",))
 
 
 # --- the state file ----------------------------------------------------------------------------
@@ -293,6 +305,9 @@ class ExecutionLog:
         version of the registered model named as the package group, tagged with the package."""
         from mlflow.exceptions import MlflowException
 
+        known = self.version_of(model)
+        if known is not None:  # a cached Register step, or a step logged again: one version a package
+            return known
         with tempfile.TemporaryDirectory(prefix="trainpipe-mlflow-model-") as scratch:
             saved = Path(scratch) / "model.tar.gz"
             saved.write_bytes(self.storage.read_bytes(model.model_data_url))
@@ -317,6 +332,21 @@ class ExecutionLog:
             model.group, source, run_id=run_id, tags=tags,
             description=f"model package {model.package_arn} ({model.approval_status})")
         return str(version.version)
+
+    def version_of(self, model: R.ModelToLog) -> str | None:
+        """The model version that already stands for this model package, if any."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            versions = self.client.search_model_versions(f"name='{_quoted(model.group)}'")
+        except MlflowException:  # no registered model of that name yet
+            return None
+        found = [v for v in versions if (v.tags or {}).get(R.TAG_MODEL_PACKAGE) == model.package_arn]
+        return str(min(int(v.version) for v in found)) if found else None
+
+
+def _quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def save_pyfunc(path: Path, saved_model_dir: Path, model: R.ModelToLog) -> None:
@@ -418,7 +448,12 @@ class Tracker:
             self._queue.put(None)
             self._closing.set()
             try:
-                self._thread.join()
+                try:
+                    self._thread.join()
+                except KeyboardInterrupt:  # the run is over: the first Ctrl-C only says so
+                    self.say("finishing the MLflow logging of the last steps (about a second); "
+                             "Ctrl-C again stops it, and `trainpipe track sync` logs the rest later")
+                    self._thread.join()
             except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the records keep the rest
                 self.error = self.error or "interrupted before it finished"
             self._warnings.remove()
@@ -428,7 +463,7 @@ class Tracker:
             return
         missing = unlogged(record, self.log.entry if self.log else None)
         self.say(f"warning: MLflow tracking at {self.target.uri} failed ({self.error}); not logged: "
-                 f"{', '.join(missing)}; the run is not affected: `{sync_command(self.workdir, record.execution_id)}` "
+                 f"{', '.join(missing)}; the run is not affected: `{sync_command(self.workdir, record.execution_id, self.target)}` "
                  f"logs them from this execution's records")
 
     def link(self) -> str | None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+import shutil
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,13 +73,13 @@ class Target:
     def ui_command(self) -> str:
         """The one command that opens the MLflow UI on these runs."""
         if self.embedded:  # each experiment holds its artifact location: the store is enough
-            return f"mlflow ui --backend-store-uri {shlex.quote(self.uri)}"
+            return f"{mlflow_command()} ui --backend-store-uri {shlex.quote(self.uri)}"
         if self.is_arn:
             return (f"aws sagemaker create-presigned-mlflow-tracking-server-url "
                     f"--tracking-server-name {self.uri.rsplit('/', 1)[-1]}")
         if self.is_server:
             return f"open {self.uri}"
-        return f"mlflow ui --backend-store-uri {shlex.quote(self.uri)}"
+        return f"{mlflow_command()} ui --backend-store-uri {shlex.quote(self.uri)}"
 
     def run_link(self, experiment_id: str, run_id: str) -> str:
         """The run's page in the MLflow UI (the embedded store: once `mlflow ui` serves it)."""
@@ -128,6 +130,15 @@ def from_definition(definition: Mapping | None) -> Target | None:
                         f"{arn}, which this machine reaches only through the {ARN_PLUGIN} plugin (not "
                         f"installed) and AWS credentials: pip install {ARN_PLUGIN}, {fix}")
     return Target(uri=arn, embedded=False, experiment=experiment or None)
+
+
+def mlflow_command() -> str:
+    """``mlflow`` where it is on PATH, else the one installed beside this Python (the project's
+    venv, not activated: ``.venv/bin/trainpipe`` runs without it on PATH)."""
+    if shutil.which("mlflow"):
+        return "mlflow"
+    beside = Path(sys.executable).parent / "mlflow"
+    return shlex.quote(str(beside)) if beside.is_file() else f"{shlex.quote(sys.executable)} -m mlflow"
 
 
 def embedded(workdir: Path) -> Target:

@@ -45,11 +45,11 @@ class Lines(io.StringIO):
         return self.getvalue().splitlines()
 
 
-def run(storage, workdir: Path, definition: dict, tracking: T.Target | None, parameters=None):
+def run(storage, workdir: Path, definition: dict, tracking: T.Target | None, parameters=None, use_cache=False):
     out = Lines()
     tracker = Tracker(tracking, workdir, storage, lambda text: out.write(text + "\n")) if tracking else None
     runner = PipelineRunner(definition, "tracked", RunOptions(
-        workdir=workdir, storage=storage, echo=False, stream=out, use_cache=False,
+        workdir=workdir, storage=storage, echo=False, stream=out, use_cache=use_cache,
         execution_parameters=parameters or {}, tracker=tracker))
     return runner.run(), out, tracker
 
@@ -109,6 +109,8 @@ def test_the_embedded_store_logs_every_step_with_no_server(step_code, tmp_path):
     assert list((tmp_path / T.EMBEDDED_ARTIFACTS).rglob("MLmodel"))
     assert not Path("mlruns").exists()
     assert last_link(Path(record.run_dir)) == tracker.link()
+    # The store was copied from one made elsewhere: its Default experiment points into this workdir.
+    assert client.get_experiment("0").artifact_location == f"{(tmp_path / T.EMBEDDED_ARTIFACTS).as_uri()}/0"
     assert tracker.link() == T.UI_DEFAULT + f"/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}"
 
     # A server that took a request the client gave up on: a Train run the records never got
@@ -124,6 +126,23 @@ def test_the_embedded_store_logs_every_step_with_no_server(step_code, tmp_path):
     (train,) = [r for r in children if r.info.run_name == "Train"]
     assert train.info.run_id != orphan.info.run_id and len(children) == len(STEP_RUNS)
     assert [m.value for m in client.get_metric_history(train.info.run_id, "score")] == EPOCH_SCORES
+
+
+@pytest.mark.slow
+def test_a_cached_rerun_logs_its_steps_and_registers_no_second_version(step_code, tmp_path):
+    target = T.embedded(tmp_path)
+    first, out, _ = run(step_code, tmp_path, small_definition(), target, use_cache=True)
+    again, out, _ = run(step_code, tmp_path, small_definition(), target, use_cache=True)
+    assert first.status == again.status == "Succeeded", out.getvalue()
+    assert again.step("Register").properties["ModelPackageArn"] == first.step("Register").properties["ModelPackageArn"]
+    client = MlflowClient(target.uri)
+    parents, children = runs_of(client)
+    assert len(parents) == 2 and len(children) == 2 * len(STEP_RUNS)
+    (version,) = client.search_model_versions("name='group'")  # one package, one version
+    registers = [r for r in children if r.info.run_name == "Register"]
+    assert {r.data.tags[R.TAG_MODEL_PACKAGE] for r in registers} == {version.tags[R.TAG_MODEL_PACKAGE]}
+    states = [read_state(Path(r.run_dir))["targets"][target.uri] for r in (first, again)]
+    assert [s["model_version"]["version"] for s in states] == [str(version.version)] * 2
 
 
 @pytest.mark.slow
@@ -366,3 +385,49 @@ def test_no_thread_to_be_had_is_the_one_warning_and_never_fails_the_run(monkeypa
     (warning,) = said
     assert "failed (no thread to log from: can't start new thread); not logged: the execution's run" in warning
     assert RecordedLog.calls == []
+
+
+class InterruptedJoins:
+    """The Tracker's thread as ``ended`` sees it, with Ctrl-C pressed during the first ``presses`` joins."""
+
+    def __init__(self, thread, presses: int):
+        self.thread, self.presses = thread, presses
+
+    def join(self):
+        if self.presses:
+            self.presses -= 1
+            raise KeyboardInterrupt
+        self.thread.join()
+
+
+@pytest.mark.parametrize("presses", [1, 2])
+def test_ctrl_c_while_the_last_steps_are_logged_waits_once_and_stops_at_the_second(monkeypatch, tmp_path, presses):
+    from pipeline.local.execution import ExecutionRecord
+
+    tracker, said = quiet_tracker(monkeypatch, tmp_path)
+    record = ExecutionRecord("e-4", "tracked", str(tmp_path / "run"), {})
+    tracker.started(record)
+    record.status = "Succeeded"
+    thread = tracker._thread
+    tracker._thread = InterruptedJoins(thread, presses)
+    tracker.ended(record)
+    thread.join()
+    assert said[0].startswith("finishing the MLflow logging of the last steps (about a second); Ctrl-C again")
+    if presses == 1:  # the run is over: the first Ctrl-C waits for the logging
+        assert len(said) == 1 and RecordedLog.calls[-1] == ("end", "Succeeded")
+    else:
+        (warning,) = said[1:]
+        assert "failed (interrupted before it finished)" in warning
+
+
+def test_the_sync_command_names_a_server_that_never_answered(monkeypatch, tmp_path):
+    from pipeline.local.execution import ExecutionRecord
+
+    tracker, said = quiet_tracker(monkeypatch, tmp_path, fail=ConnectionError("refused"))
+    tracker.target = T.Target("http://127.0.0.1:9", embedded=False)
+    record = ExecutionRecord("e-5", "tracked", str(tmp_path / "run"), {})
+    tracker.started(record)
+    record.status = "Succeeded"
+    tracker.ended(record)
+    (warning,) = said
+    assert f"`trainpipe track sync --workdir {tmp_path} --execution e-5 --tracking-uri http://127.0.0.1:9`" in warning

@@ -24,9 +24,18 @@ def test_off_logs_nothing_either_way(tmp_path):
     assert T.resolve("http://x:5000", tmp_path, {T.SWITCH_ENV_VAR: "off"}).uri == "http://x:5000"
 
 
-def test_the_ui_command_and_run_links(tmp_path):
+def test_the_ui_command_and_run_links(tmp_path, monkeypatch):
+    import shutil
+    import sys
+
     default = T.embedded(Path(tmp_path))
+    monkeypatch.setattr(shutil, "which", lambda name: f"/somewhere/bin/{name}")
     assert default.ui_command() == f"mlflow ui --backend-store-uri {default.uri}"
+    # .venv/bin/trainpipe with the venv not activated: the mlflow beside its Python.
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    beside = Path(sys.executable).parent / "mlflow"
+    assert beside.is_file()
+    assert default.ui_command() == f"{beside} ui --backend-store-uri {default.uri}"
     assert default.run_link("3", "abc") == f"{T.UI_DEFAULT}/#/experiments/3/runs/abc"
     server = T.Target("http://127.0.0.1:5005/", embedded=False)
     assert server.run_link("3", "abc") == "http://127.0.0.1:5005/#/experiments/3/runs/abc"

@@ -32,7 +32,7 @@ def test_each_trial_is_a_run_nested_under_the_tuning_steps_run(tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
     # The embedded default, and the one command that opens the UI on it.
     store = T.embedded(workdir)
-    assert f"(open the UI: mlflow ui --backend-store-uri {store.uri})" in done.stdout
+    assert f"(open the UI: {T.mlflow_command()} ui --backend-store-uri {store.uri})" in done.stdout
     summaries = {s["name"]: s for s in execution_of(workdir)["steps"]}["TuneModel"]["properties"][
         "TrainingJobSummaries"]
     client = MlflowClient(store.uri)
