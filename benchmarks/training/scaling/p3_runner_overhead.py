@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-untracked", action="store_true",
                         help="leave out the run with tracking off (growth: only the share grows with data)")
     args = parser.parse_args(argv)
-    h.say(f"P3 runner overhead: trainpipe run --local --no-cache (a first and a later run) on digits x {args.replicate}"
+    h.say(f"P3 runner overhead: trainpipe run --local --no-cache (a first and a later run"
+          f"{'' if args.no_untracked else ', then one with TRAINPIPE_TRACKING=off'}) on digits x {args.replicate}"
           f"{' with ' + ' '.join(args.parameters) if args.parameters else ' (default parameters)'}, "
           f"{args.repeats} repetitions")
     # "untracked": a later run with MLflow tracking off (TRAINPIPE_TRACKING=off), the baseline
