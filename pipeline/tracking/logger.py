@@ -494,8 +494,8 @@ class Tracker:
         if self.error is not None:
             return
         try:
-            # MLflow's chatter silenced for the call. Python's warnings filters are one for
-            # the process: for its duration the runner's own thread is silenced too.
+            # MLflow's loggers quieted for the call (their levels are the process's: the
+            # runner's own lines from them wait too); its warnings: _ThreadWarnings.
             with quiet():
                 action()
         except Exception as error:  # noqa: BLE001 (a tracking failure never fails the pipeline)
