@@ -276,7 +276,7 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     from pipeline.local.hosts.namespaces import mode_line
     from pipeline.local.runner import PipelineRunner, RunOptions
     from pipeline.tracking import target as tracking_target
-    from pipeline.tracking.logger import Tracker
+    from pipeline.tracking.live import Tracker
 
     say = _say
     workdir = Path(args.workdir)
