@@ -205,9 +205,12 @@ def _disk_cache() -> Path | None:
         reader = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     except OSError:
         return None
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    # shared_memory.cache_root's folder, written out: the definition's reader (local.dag)
+    # imports this module and must not import local.hosts (import-linter).
+    base = Path(os.environ.get("TRAINPIPE_CACHE") or
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe")
     # This Python's version too: its parser words the syntax errors that are kept.
-    return base / "trainpipe" / "code-imports" / f"{reader}-py{sys.version_info[0]}.{sys.version_info[1]}"
+    return base / "code-imports" / f"{reader}-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def _from_disk(path: Path) -> _FileFacts | None:

@@ -114,7 +114,9 @@ def place_empty_store(db: Path, artifact_root: str | None = None) -> None:
 
     from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe" / "mlflow"
+    from pipeline.local.hosts.shared_memory import cache_root  # trainpipe's one cache folder
+
+    cache = cache_root() / "mlflow"
     empty = cache / f"empty-store-mlflow-{version('mlflow')}.db"
     try:
         if not empty.is_file():

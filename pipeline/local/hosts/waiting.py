@@ -2,7 +2,7 @@
 
 Outside those waits the runner's own thread is the pipeline's critical path (reading the
 definition, staging inputs, uploading outputs, the steps it runs itself). A helper thread in
-the same process (the MLflow logging, ``pipeline/tracking/logger.py``) would compete with it
+the same process (the MLflow logging, ``pipeline/tracking/live.py``) would compete with it
 for the interpreter's lock there and slow it; measured on the digits pipeline, importing
 MLflow beside the preflight and the first job's staging cost the run ~0.4 s. While a job
 runs, the runner's thread only polls, and the helper has the interpreter to itself.
