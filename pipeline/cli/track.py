@@ -63,6 +63,7 @@ def sync_cloud(args: argparse.Namespace) -> int:
     import os
 
     from pipeline.cloud.aws import Clients
+    from pipeline.tracking import deadline
     from pipeline.tracking import target as T
     from pipeline.tracking.cloud_sync import region_of, sync_cloud_execution
     from pipeline.tracking.logger import client_for, quiet
@@ -75,10 +76,11 @@ def sync_cloud(args: argparse.Namespace) -> int:
     target = T.Target(uri=uri.strip(), embedded=False)
     if target.is_arn:
         T.from_definition({T.DEFINITION_CONFIG: {T.DEFINITION_ARN: target.uri}})  # the plugin, or one line
+    limit = deadline.seconds()
     try:
         with quiet():
-            done, missing = sync_cloud_execution(Clients(region).sagemaker, args.execution_arn, target,
-                                                 client_for(target))
+            done, missing = deadline.call(lambda: sync_cloud_execution(
+                Clients(region).sagemaker, args.execution_arn, target, client_for(target)), limit)
     except UserError:
         raise
     except Exception as error:  # noqa: BLE001 (the tracking server: one line, as for local executions)
@@ -92,6 +94,7 @@ def sync_cloud(args: argparse.Namespace) -> int:
 
 
 def run_sync(args: argparse.Namespace) -> int:
+    from pipeline.tracking import deadline
     from pipeline.tracking.logger import quiet, sync_execution
 
     if args.execution_arn:
@@ -111,19 +114,29 @@ def run_sync(args: argparse.Namespace) -> int:
         print(f"{workdir} has no finished local executions to log")
         return 0
     storage = make_storage(args, from_environment().region)
+    limit = deadline.seconds()
+    stalled: dict[str, str] = {}
     failed = 0
     for doc in reversed(docs):  # oldest first: the MLflow runs list in the order they ran
         run_dir = Path(doc["run_dir"])
         target = _target_of(run_dir, args, workdir)
         if target is None:
             raise UserError("--tracking-uri off: nothing to sync to; give a tracking URI")
+        if target.uri in stalled:  # it missed its deadline once: every execution would wait as long
+            print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {stalled[target.uri]}")
+            failed += 1
+            continue
         try:
-            done = sync_execution(doc, target, storage, workdir / "registry.sqlite")
+            # The whole execution's logging has a deadline, not only each read (deadline.py).
+            done = deadline.call(lambda: sync_execution(doc, target, storage, workdir / "registry.sqlite"),  # noqa: B023
+                                 limit)
         except UserError:
             raise
         except Exception as error:  # noqa: BLE001 (one line per execution that cannot be logged)
             with quiet():
                 first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            if isinstance(error, deadline.DeadlineExceeded):
+                stalled[target.uri] = first
             print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {first}")
             failed += 1
             continue

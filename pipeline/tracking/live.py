@@ -9,6 +9,7 @@ import copy
 import io
 import queue
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ from pathlib import Path
 from pipeline.local.execution import ExecutionRecord, StepRecord
 from pipeline.local.hosts import waiting
 from pipeline.local.store.storage import Storage
+from pipeline.tracking import deadline
 from pipeline.tracking.logger import (
     THREAD_NAME,
     ExecutionLog,
@@ -80,6 +82,7 @@ class Tracker:
         self._closing = threading.Event()  # the execution ended: no job to wait for any more
         self._warnings = ThreadWarnings()
         self._failed_at_start = False
+        self._limit = deadline.seconds()  # a bad setting is refused here, before the run starts
 
     # -- the runner's side: hand over, never wait (but at the end) --
     def started(self, record: ExecutionRecord) -> None:
@@ -109,15 +112,22 @@ class Tracker:
             self._queue.put((self._end, copy.deepcopy(record), None))
             self._queue.put(None)
             self._closing.set()
+            # The pipeline is over: the logging may hold the command only so long. A server
+            # that trickles bytes keeps each read inside MLflow's timeout and a call going for
+            # ever; the thread is a daemon, left to the process's exit (deadline.py).
+            limit = self._limit
+            ends = time.monotonic() + limit
             try:
                 try:
-                    self._thread.join()
+                    self._thread.join(max(0.0, ends - time.monotonic()))
                 except KeyboardInterrupt:  # the run is over: the first Ctrl-C only says so
                     self.say("finishing the MLflow logging of the last steps (about a second); "
                              "Ctrl-C again stops it, and `trainpipe track sync` logs the rest later")
-                    self._thread.join()
+                    self._thread.join(max(0.0, ends - time.monotonic()))
             except KeyboardInterrupt:  # a second Ctrl-C: stop waiting; the records keep the rest
                 self.error = self.error or "interrupted before it finished"
+            if self.error is None and self._thread.is_alive():
+                self.error = deadline.missed(limit)
             self._warnings.remove()
             if self.error is None and unlogged(record, self.log.entry if self.log else None):
                 self.error = "its thread ended before it had logged everything"  # a BaseException there

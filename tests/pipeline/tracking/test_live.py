@@ -142,11 +142,14 @@ class InterruptedJoins:
     def __init__(self, thread, presses: int):
         self.thread, self.presses = thread, presses
 
-    def join(self):
+    def join(self, timeout=None):
         if self.presses:
             self.presses -= 1
             raise KeyboardInterrupt
-        self.thread.join()
+        self.thread.join(timeout)
+
+    def is_alive(self):
+        return self.thread.is_alive()
 
 
 @pytest.mark.parametrize("presses", [1, 2])
