@@ -28,6 +28,9 @@ RANK_ENV = "OMPI_COMM_WORLD_RANK"
 RANKS_FILE = "ranks.json"
 # Read by pipeline/local/hosts/_mpi_split_shim.c (shared_memory.HOST_INDEX_ENV names it too).
 HOST_INDEX_ENV = "TRAINPIPE_HOST_INDEX"
+# pytorchddp: torch.distributed's variables -> Open MPI's for the same rank.
+TORCH_FROM_MPI = {"RANK": RANK_ENV, "WORLD_SIZE": "OMPI_COMM_WORLD_SIZE",
+                  "LOCAL_RANK": "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_WORLD_SIZE": "OMPI_COMM_WORLD_LOCAL_SIZE"}
 
 
 def main(argv: list[str]) -> int:
@@ -54,6 +57,13 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(argv[1], f"{host}.json")) as f:
         spec = json.load(f)
     os.environ.update(spec["env"])
+    if spec.get("torch_variables"):
+        # pytorchddp: what torch.distributed's env:// initialisation reads, from this MPI rank
+        # (SageMaker's docs: the launcher "sets up environment variables needed for running
+        # PyTorch distributed training"); MASTER_ADDR and MASTER_PORT come with the spec.
+        for name, source in TORCH_FROM_MPI.items():
+            if source in os.environ:
+                os.environ[name] = os.environ[source]
     log = os.open(spec["log"].format(rank=rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)

@@ -9,19 +9,18 @@ Channels are staged per host (``channels.py``), checkpoints restored from
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
-import tarfile
 import time
 from pathlib import Path
 
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
-from pipeline.local.hosts import mpi, shared_memory, tf_tasks, tuning
+from pipeline.images import catalog
+from pipeline.local.hosts import mpi, shared_memory, tf_tasks, torchrun, tuning
 from pipeline.local.hosts.processes import describe_exit
-from pipeline.local.jobs import contract
+from pipeline.local.jobs import contract, launchers
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
     CLIENT_ERROR,
@@ -32,9 +31,9 @@ from pipeline.local.jobs.failures import (
 )
 from pipeline.local.jobs.lifecycle import LocalJob, arn
 from pipeline.local.jobs.logs import Metrics, now_iso
+from pipeline.local.jobs.packing import extract_sourcedir, pack_directory
 from pipeline.local.store import channels as ch
 from pipeline.local.store.storage import S3Uri, StorageError, join_uri
-from training_entry import archives
 from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE, MODEL_DIR
 from training_entry.failure import split_where
 
@@ -54,17 +53,6 @@ def missing_program() -> str:
             "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
 
 
-def extract_sourcedir(archive: Path, target: Path) -> None:
-    """SageMaker: sourcedir.tar.gz is unpacked into /opt/ml/code (the one safe extractor)."""
-    try:
-        archives.extract(str(archive), str(target))
-    except archives.UnsafeArchiveError as error:
-        raise JobFailure(str(error), CLIENT_ERROR) from None
-    except (tarfile.TarError, EOFError, OSError) as error:
-        raise JobFailure(f"sagemaker_submit_directory {archive}: not a readable tar.gz "
-                         f"({error})", CLIENT_ERROR) from None
-
-
 def empty_model_warning(host: str, no_namespaces: str | None) -> str:
     """Said when the job wrote nothing to its model directory: SageMaker would pack the same
     empty model.tar.gz, but here it is most often a script that wrote somewhere else."""
@@ -73,42 +61,6 @@ def empty_model_warning(host: str, no_namespaces: str | None) -> str:
         text += (f"; without a private {MODEL_DIR} per host here ({no_namespaces}) a script must "
                  f"write to $SM_MODEL_DIR")
     return text
-
-
-def pack_directory(directory: Path, archive: Path, label: str = "model") -> None:
-    """``directory`` as a tar.gz, a link inside it stored as what it points to (the extractor
-    that evaluation and the init channel use refuses links). This runs in the runner, outside
-    the job's namespace: a link out of the folder would read the runner's own files (the
-    owner's ~/.ssh), so every link is checked before anything is written."""
-    members = list(_members(Path(directory), Path(directory).resolve(), label, ()))
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(archive, "w:gz") as tar:
-        for path, name in members:
-            tar.add(path, arcname=name, recursive=False)
-
-
-def _members(folder: Path, root: Path, label: str, chain: tuple[Path, ...], prefix: str = ""):
-    """(the file or folder to read, its name in the archive), depth first, links resolved."""
-    for entry in sorted(folder.iterdir()):
-        name, real = prefix + entry.name, entry
-        if entry.is_symlink():
-            real = entry.resolve()
-            where = os.readlink(entry)
-            if not real.exists():
-                raise JobFailure(f"{label}/{name} is a link to {where}, which does not exist; remove it "
-                                 "or copy the file into the folder", CLIENT_ERROR)
-            if not real.is_relative_to(root):
-                raise JobFailure(f"{label}/{name} is a link to {where}, outside the folder; the local runner "
-                                 "packs only what is in it (SageMaker's container cannot reach this "
-                                 "machine's files): copy the file into the folder instead of linking it",
-                                 CLIENT_ERROR)
-        yield real, name
-        if real.is_dir():
-            if real.resolve() in chain or real.resolve() == root:
-                raise JobFailure(f"{label}/{name} is a link to {os.readlink(entry)}, a folder that holds it: "
-                                 "packing it would never end; remove the link", CLIENT_ERROR)
-            yield from _members(real, root, label, (*chain, real.resolve()), name + "/")
-
 
 
 class TrainingJob(LocalJob):
@@ -125,9 +77,12 @@ class TrainingJob(LocalJob):
         self.hyperparameters = {k: str(v) for k, v in (req.get("HyperParameters") or {}).items()}
         _, self.framework = contract.split_hyperparameters(
             contract.decode_hyperparameters(self.hyperparameters))
-        self.mpi_enabled = bool(self.framework.get("sagemaker_mpi_enabled"))
-        # SageMaker: processes per host default to the GPUs; there are none here.
-        self.processes_per_host = int(self.framework.get("sagemaker_mpi_num_of_processes_per_host") or 1)
+        # SageMaker: mpirun, pytorchddp's mpirun, torchrun on every host, or the script per host.
+        self.launcher = launchers.launcher(self.framework)
+        self.mpi_enabled = self.launcher in (launchers.MPIRUN, launchers.PYTORCHDDP)
+        self.processes_per_host = launchers.processes_per_host(self.framework, self.instance_type,
+                                                               self.launcher)
+        self.master_port: int | None = None  # torchrun: the rendezvous port, picked at launch
         self.num_processes = self.framework.get("sagemaker_mpi_num_processes")
         self.default_input_mode = (req.get("AlgorithmSpecification") or {}).get("TrainingInputMode", ch.FILE)
         self.channels: list[ch.Channel] = []
@@ -159,6 +114,9 @@ class TrainingJob(LocalJob):
         if self.checkpoint_uri:
             S3Uri.parse(self.checkpoint_uri, "CheckpointConfig.S3Uri")
         S3Uri.parse(self.output_path, "OutputDataConfig.S3OutputPath")
+        refused = launchers.refusal(self.framework, f"training job {self.name}")
+        if refused:
+            raise JobFailure(refused, CLIENT_ERROR)
         self.check_launch()
         if self.mpi_enabled and mpi.mpirun_path() is None:
             raise JobFailure("sagemaker_mpi_enabled is set but mpirun is not on PATH; install "
@@ -252,6 +210,13 @@ class TrainingJob(LocalJob):
             # SageMaker: the toolkit pip-installs requirements.txt before the script; here
             # into the job environment (cached with them), never the runner's venv.
             self.python_env.install_requirements(path, self.logs_dir / "requirements.log")
+        if self.launcher == launchers.TORCHRUN:
+            # Checked before any step too (sdk_v3.check_launch); here against the job's own Python.
+            missing = launchers.torch_missing(
+                'distribution={"torch_distributed": {"enabled": True}}', self.image_uri,
+                catalog.find(self.image_uri), launchers.installs_torch(self.requirements()), self.python)
+            if missing:
+                raise JobFailure(missing, CLIENT_ERROR)
 
     def host_environment(self, host: str) -> dict:
         base = self.container_base(host)
@@ -287,7 +252,30 @@ class TrainingJob(LocalJob):
         base = self.host_dir(host)
         if (base / "code" / "setup.py").exists():
             self.note(f"{host}: setup.py in the code is not installed locally")
+        if self.launcher == launchers.PYTORCHDDP:
+            # SageMaker: the SMDataParallel runner's ranks run `python -m mpi4py script.py`.
+            return [argv[0], "-m", "mpi4py", *argv[1:]]
+        if self.launcher == launchers.TORCHRUN:
+            return self.torchrun_command(host, argv[1], argv[2:])
         return argv
+
+    def torchrun_command(self, host: str, entry: str, args: list[str]) -> list[str]:
+        """torch_distributed: this host's torchrun (``hosts/torchrun.py``)."""
+        return torchrun.command(self.python, self.hosts, host, self.processes_per_host,
+                                self.rendezvous_port(), entry, args, master_addr=self.master_addr())
+
+    def rendezvous_port(self) -> int:
+        if self.master_port is None:
+            self.master_port = torchrun.free_port()
+        return self.master_port
+
+    def master_addr(self) -> str:
+        """algo-1 where the hosts' namespaces resolve it; loopback where there are none."""
+        return torchrun.master_host(self.hosts) if self.no_namespaces is None else torchrun.LOOPBACK
+
+    def torch_environment(self) -> dict[str, str]:
+        """What the PyTorch toolkit sets for every launcher (MASTER_ADDR and MASTER_PORT)."""
+        return torchrun.environment(self.hosts, self.rendezvous_port(), master_addr=self.master_addr())
 
     # -- running --
     def launch(self) -> None:
@@ -303,11 +291,16 @@ class TrainingJob(LocalJob):
             specs = {}
             for host in self.hosts:
                 argv = self.command(host)
+                env = fast.apply_env(self.host_environment(host))
+                if self.launcher == launchers.PYTORCHDDP or launchers.pytorch_image(self.image_uri):
+                    env.update(self.torch_environment())
                 specs[host] = {
-                    "env": fast.apply_env(self.host_environment(host)),
+                    "env": env,
                     "cwd": str(self.code_cwd(host)),
                     "argv": tuning.shim_argv(argv) if fast.pin else argv,
                     "log": str(self.logs_dir / f"{host}.rank-{{rank}}.log"),
+                    # pytorchddp: each rank gets RANK, WORLD_SIZE, LOCAL_RANK... from its MPI rank.
+                    "torch_variables": self.launcher == launchers.PYTORCHDDP,
                 }
             shim = None
             if len(self.hosts) > 1:
@@ -337,8 +330,13 @@ class TrainingJob(LocalJob):
                 # Each host's script its share of this machine's cores (tf_tasks.local_launch).
                 fast = self.tf_tasks.local_launch(request_env=self.request.get("Environment") or {})
                 self.note(fast.threads)
+            if self.launcher == launchers.TORCHRUN:
+                self.note(f"torchrun on each of the {len(self.hosts)} host(s): {self.processes_per_host} "
+                          f"process(es) per host, rendezvous at {self.master_addr()}:{self.rendezvous_port()}")
             for host in self.hosts:
                 env = self.host_environment(host)
+                if self.launcher == launchers.TORCHRUN:
+                    env.update(self.torch_environment())
                 if self.tf_tasks is not None:
                     env = fast.apply_env(env)
                     env[tf_tasks.tf_config.TF_CONFIG_ENV] = self.tf_tasks.script_config(host)

@@ -37,6 +37,8 @@ from pathlib import PurePosixPath
 
 from pipeline.definition.instances import gpus_per_instance
 from pipeline.errors import UserError
+from pipeline.local.hosts import torchrun
+from pipeline.local.jobs import launchers
 from pipeline.local.jobs.training import missing_program
 from pipeline.local.store.storage import Storage, StorageError
 
@@ -236,7 +238,8 @@ def script_arguments(hyperparameters: Mapping[str, object]) -> list[str]:
 def environment(base: str, *, current_host: str, hosts: list[str], instance_type: str,
                 hyperparameters: Mapping[str, str], input_data_config: Mapping[str, Mapping],
                 resource_config: Mapping, launch: Launch, job_name: str,
-                num_gpus: int = 0, num_cpus: int | None = None) -> dict[str, str]:
+                num_gpus: int = 0, num_cpus: int | None = None,
+                master_port: int = MASTER_PORT) -> dict[str, str]:
     """The variables v3's scripts/environment.py writes to sm_training.env, which sm_train.sh
     sources before the driver runs: paths under ``base`` (the host's /opt/ml), the channels,
     the hyperparameters (``SM_HP_*``, ``SM_HPS``), the hosts, the driver's settings."""
@@ -254,7 +257,7 @@ def environment(base: str, *, current_host: str, hosts: list[str], instance_type
         "SM_OUTPUT_DATA_DIR": f"{base}/output/data",
         "SM_LOG_LEVEL": LOG_LEVEL,
         "SM_MASTER_ADDR": MASTER_ADDR,
-        "SM_MASTER_PORT": MASTER_PORT,
+        "SM_MASTER_PORT": master_port,
         "SM_SOURCE_DIR": f"{base}/input/data/{CODE_CHANNEL}",
         "SM_ENTRY_SCRIPT": launch.entry_script or "",
     }
@@ -283,7 +286,7 @@ def environment(base: str, *, current_host: str, hosts: list[str], instance_type
     env["SM_TRAINING_ENV"] = {
         "channel_input_dirs": {c: env[f"SM_CHANNEL_{c.upper()}"] for c in channels},
         "current_host": current_host, "current_instance_type": instance_type,
-        "hosts": sorted_hosts, "master_addr": MASTER_ADDR, "master_port": MASTER_PORT,
+        "hosts": sorted_hosts, "master_addr": MASTER_ADDR, "master_port": master_port,
         "hyperparameters": hps, "input_data_config": env["SM_INPUT_DATA_CONFIG"],
         "input_config_dir": env["SM_INPUT_CONFIG_DIR"], "input_data_dir": env["SM_INPUT_DATA_DIR"],
         "input_dir": env["SM_INPUT_DIR"], "job_name": job_name, "log_level": LOG_LEVEL,
@@ -316,17 +319,11 @@ def mpi_command(python: str, launch: Launch, args: list[str]) -> list[str]:
 
 
 def torchrun_command(python: str, launch: Launch, hosts: list[str], current_host: str, args: list[str],
-                     num_gpus: int = 0) -> list[str]:
+                     num_gpus: int = 0, port: int = MASTER_PORT, master_addr: str = MASTER_ADDR) -> list[str]:
     """torchrun_driver.py's command on one host (PyTorch >= 1.9: ``torchrun``), as
-    ``python -m torch.distributed.run``, the module the ``torchrun`` script runs: the job's
-    Python's torch, the one its import was checked in, wherever its scripts are."""
-    sorted_hosts = sorted(hosts)
-    argv = [python, "-m", "torch.distributed.run", f"--nnodes={len(sorted_hosts)}",
-            f"--nproc_per_node={launch.processes_per_host(num_gpus)}"]
-    if len(sorted_hosts) > 1:
-        argv += [f"--master_addr={MASTER_ADDR}", f"--master_port={MASTER_PORT}",
-                 f"--node_rank={sorted_hosts.index(current_host)}"]
-    return [*argv, str(launch.entry_script), *args]
+    ``hosts/torchrun.py`` runs it for SDK v2's torch_distributed too."""
+    return torchrun.command(python, hosts, current_host, launch.processes_per_host(num_gpus), port,
+                            str(launch.entry_script), args, master_addr=master_addr)
 
 
 def rank_warning(launch: Launch, hosts: int, num_gpus: int = 0) -> str | None:
@@ -384,6 +381,12 @@ def check_launch(request: Mapping, storage: Storage, where: str, say=None) -> La
                                      f"ModelTrainer) but it has no {DRIVERS_CHANNEL} channel to read it "
                                      f"from; keep the channels ModelTrainer adds")
         launch = from_store(storage, uri, where)
+        if launch.kind == TORCHRUN:
+            code = code_for_image_check(request, storage, where)
+            missing = launchers.check_before_run(request, storage, where, code.requirements if code else None,
+                                                 what="distributed=Torchrun(...)")
+            if missing:
+                raise LaunchUndetermined(missing)
         resources = request.get("ResourceConfig") or {}
         count, kind = resources.get("InstanceCount"), resources.get("InstanceType")
         if say is not None and launch.kind == MPI and isinstance(count, int):
@@ -399,6 +402,9 @@ def check_launch(request: Mapping, storage: Storage, where: str, say=None) -> La
             f"{where}: its launch cannot be determined: " + (
                 f"ContainerEntrypoint {entry} is not SDK v3's sm_train.sh, and " if entry else "")
             + missing_program())
+    refused = launchers.check_before_run(request, storage, where)
+    if refused:
+        raise LaunchUndetermined(refused)
     return None
 
 

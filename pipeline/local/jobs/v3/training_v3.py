@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.definition.instances import gpus_per_instance
 from pipeline.images import catalog
 from pipeline.local.hosts import mpi
-from pipeline.local.jobs import contract
+from pipeline.local.jobs import contract, launchers
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.lifecycle import arn
 from pipeline.local.jobs.training import TrainingJob, extract_sourcedir
@@ -38,13 +38,6 @@ from pipeline.local.jobs.v3.sdk_v3 import (
     torchrun_command,
 )
 from training_entry.contract import BASE_DIR_ENV
-
-
-def torch_importable(python: str) -> bool:
-    done = subprocess.run([python, "-c", "import importlib.util, sys; "
-                           "sys.exit(importlib.util.find_spec('torch') is None)"],
-                          capture_output=True, timeout=120)
-    return done.returncode == 0
 
 
 def mpi4py_importable(python: str) -> bool:
@@ -148,12 +141,13 @@ class TrainingJobV3(TrainingJob):
             # SageMaker v3: sm_train.sh installs SourceCode.requirements before the driver.
             self.python_env.install_requirements(self.code_dir(self.hosts[0]) / self.v3.requirements,
                                                  self.logs_dir / "requirements.log")
-        if self.v3 is not None and self.v3.kind == TORCHRUN and not torch_importable(self.python):
-            raise JobFailure(
-                f"distributed=Torchrun(...) runs torchrun, and PyTorch is not importable in this job's "
-                f"Python ({self.python}) for the image {self.image_uri or '(none)'}: use a PyTorch "
-                f"training image with torch in SourceCode(requirements=...), or distributed=MPI(...) "
-                f"for a TensorFlow/Horovod script", CLIENT_ERROR)
+        if self.v3 is not None and self.v3.kind == TORCHRUN:
+            # Checked before any step too (sdk_v3.check_launch); here against the job's own Python.
+            missing = launchers.torch_missing("distributed=Torchrun(...)", self.image_uri,
+                                              catalog.find(self.image_uri),
+                                              launchers.installs_torch(self.requirements()), self.python)
+            if missing:
+                raise JobFailure(missing, CLIENT_ERROR)
         if self.v3 is not None and self.v3.kind == MPI and not mpi4py_importable(self.python):
             raise JobFailure(mpi4py_missing(self.v3, self.image_uri, self.python), CLIENT_ERROR)
 
@@ -167,7 +161,8 @@ class TrainingJobV3(TrainingJob):
             hyperparameters=self.ordered_hyperparameters(),
             input_data_config={c.name: c.input_data_config() for c in self.channels},
             resource_config=contract.resource_config(host, self.hosts, self.instance_type),
-            launch=self.v3, job_name=self.name))
+            launch=self.v3, job_name=self.name,
+            **({"master_port": self.rendezvous_port()} if self.v3 is not None and self.v3.kind == TORCHRUN else {})))
         env.update({
             "TRAINING_JOB_NAME": self.name,
             "TRAINING_JOB_ARN": arn(self.region, self.account, "training-job", self.name),
@@ -191,7 +186,8 @@ class TrainingJobV3(TrainingJob):
             return mpi_command(self.python, self.v3, args)
         if self.v3.kind == TORCHRUN:
             return torchrun_command(self.python, self.v3, self.hosts, host, args,
-                                    gpus_per_instance(self.instance_type) or 0)
+                                    gpus_per_instance(self.instance_type) or 0,
+                                    port=self.rendezvous_port(), master_addr=self.master_addr())
         return basic_command(self.python, self.v3, args)
 
 
