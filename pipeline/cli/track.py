@@ -116,6 +116,7 @@ def run_sync(args: argparse.Namespace) -> int:
     storage = make_storage(args, from_environment().region)
     limit = deadline.seconds()
     stalled: dict[str, str] = {}
+    unreached = []
     failed = 0
     for doc in reversed(docs):  # oldest first: the MLflow runs list in the order they ran
         run_dir = Path(doc["run_dir"])
@@ -125,6 +126,7 @@ def run_sync(args: argparse.Namespace) -> int:
         if target.uri in stalled:  # it missed its deadline once: every execution would wait as long
             print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {stalled[target.uri]}")
             failed += 1
+            unreached.append(target)
             continue
         try:
             # The whole execution's logging has a deadline, not only each read (deadline.py).
@@ -139,12 +141,16 @@ def run_sync(args: argparse.Namespace) -> int:
                 stalled[target.uri] = first
             print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {first}")
             failed += 1
+            unreached.append(target)
             continue
         from pipeline.tracking.logger import last_link
 
         what = f"logged {', '.join(done)}" if done else "already logged"
         print(f"execution {doc['execution_id']}: {what} ({last_link(run_dir)})")
     if failed:
-        print(f"{failed} execution(s) not logged; run this again when the tracking server answers")
+        # The embedded store is a file here: no server to wait for, its error is the line above.
+        when = ("when the tracking server answers" if all(t.is_server for t in unreached)
+                else "once the error above is fixed")
+        print(f"{failed} execution(s) not logged; run this again {when}")
         return 1
     return 0

@@ -126,15 +126,22 @@ def place_empty_store(db: Path, artifact_root: str | None = None) -> None:
                 SqlAlchemyStore(f"sqlite:///{made}", Path(scratch).as_uri()).engine.dispose()
                 os.replace(made, empty)  # atomic: a concurrent maker loses nothing
         db.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(empty, db)
+        # Made whole beside it, then linked in under its name, which fails if a concurrent
+        # run's store got there first: copied straight to its name, a second run's copy
+        # replaced the first's store, with the first's runs in it, while the first was logging.
+        with tempfile.TemporaryDirectory(dir=db.parent, prefix=f".{db.name}-") as scratch:
+            made = Path(scratch) / db.name
+            shutil.copyfile(empty, made)
+            if artifact_root:  # the copy's Default experiment points into the folder it was made in
+                import sqlite3
+
+                with contextlib.closing(sqlite3.connect(made)) as connection, connection:
+                    connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                                       (f"{artifact_root}/0",))
+            with contextlib.suppress(FileExistsError):  # the other run's store: the one both use
+                os.link(made, db)
     except OSError:  # no cache folder to write: MLflow makes the store itself, slowly
         return
-    if artifact_root:  # the copy's Default experiment points into the folder it was made in
-        import sqlite3
-
-        with contextlib.closing(sqlite3.connect(db)) as connection, connection:
-            connection.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
-                               (f"{artifact_root}/0",))
 
 
 # --- the state file ----------------------------------------------------------------------------
@@ -216,6 +223,33 @@ class ExecutionLog:
         self.client.set_terminated(parent, status=payload.status, end_time=payload.end_ms)
         self.entry["ended"] = True
         self.save()
+
+    def forget_lost_runs(self) -> None:
+        """Runs the state names that the store does not hold (a store lost, or, before issue 48,
+        replaced by a concurrent first run's) are logged again: a lost parent takes the whole
+        entry with it, and the step runs that pointed to it are deleted, else they would stand
+        beside the ones logged again under the new parent."""
+        if self.entry.get("run_id") and not self._holds(self.entry["run_id"]):
+            for step in self.entry["steps"].values():
+                if step.get("run_id") and self._holds(step["run_id"]):
+                    self.client.delete_run(step["run_id"])
+            self.entry.clear()
+            self.entry["steps"] = {}
+            return
+        for name, step in list(self.entry["steps"].items()):
+            if step.get("run_id") and not self._holds(step["run_id"]):
+                del self.entry["steps"][name]
+
+    def _holds(self, run_id: str) -> bool:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as error:
+            if error.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return True
 
     # -- a step's run --
     def step_logged(self, name: str) -> bool:
@@ -382,6 +416,8 @@ def sync_execution(doc: dict, target: Target, storage: Storage | None, registry_
     if record.status == EXECUTING:
         raise UserError(f"execution {record.execution_id} is still running; sync it when it ends")
     log = ExecutionLog(target, Path(record.run_dir), storage, registry_path, client=client)
+    with quiet():
+        log.forget_lost_runs()
     missing = unlogged(record, log.entry)
     with quiet():
         log.ensure_parent(record)
