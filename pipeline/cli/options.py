@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from pipeline.definition.parameters import (
     SPECS,
+    TUNED_PARAMETERS,
     parse_assignments,
     pretrained_note,
     strategy_defaults,
@@ -72,16 +73,27 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                        action="store_false", default=None, help="let the jobs reach the network")
     group.add_argument("--spot", dest="setting_use_spot", action="store_true", default=None,
                        help="managed spot training (resumes from checkpoints)")
-    group.add_argument("--tune", dest="setting_tune_jobs", type=int, default=None, metavar="N",
+    group.add_argument("--tune", dest="setting_tune_jobs", type=_trials, default=None, metavar="N",
                        help="tune the training: a TuningStep of N trials over the base learning rate, "
                             "batch size and warm-up epochs, maximising validation accuracy; evaluation "
                             "and registration take the best trial's model (default: off; docs/tuning.md)")
     group.add_argument("--tune-parallel", dest="setting_tune_parallel_jobs", type=int, default=None,
-                       metavar="N", help="trials run side by side with --tune (default: 2)")
+                       metavar="N", help="trials run side by side with --tune, at most N of --tune (default: 2)")
     group.add_argument("--tune-strategy", dest="setting_tune_strategy", default=None, choices=TUNE_STRATEGIES,
                        help="how --tune chooses each trial's values (default: Bayesian)")
     group.add_argument("--tune-early-stopping", dest="setting_tune_early_stopping", default=None,
                        choices=TUNE_EARLY_STOPPING, help="Auto stops trials that trail the earlier ones (default: Auto)")
+
+
+def _trials(text: str) -> int:
+    """--tune N: N >= 1; 0 would build the untuned pipeline while the user asked for tuning."""
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of trials") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} trials: give N >= 1, or leave --tune out to train once")
+    return number
 
 
 def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -> Settings:
@@ -92,9 +104,25 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
         if key.startswith("setting_") and value is not None
     }
     try:
-        return replace(settings, **changes)
+        settings = replace(settings, **changes)
     except (TypeError, ValueError) as error:
         raise UserError(str(error)) from None
+    parallel = changes.get("tune_parallel_jobs")
+    # Only a --tune-parallel the user gave: the default (2) is lowered for --tune 1 (steps/tune.py).
+    if parallel is not None and settings.tune_jobs and parallel > settings.tune_jobs:
+        raise UserError(f"--tune-parallel {parallel} is more than the {settings.tune_jobs} trials of --tune "
+                        f"{settings.tune_jobs}: give --tune-parallel {settings.tune_jobs} or less, or more trials")
+    return settings
+
+
+def check_tuned_parameters(settings: Settings, overrides: dict) -> None:
+    """With --tune the tuning job chooses these parameters for each trial: a -p of one would
+    be silently replaced by the trial's value, so it is refused."""
+    given = [name for name in TUNED_PARAMETERS if name in overrides]
+    if settings.tune_jobs and given:
+        shown = " ".join(f"-p {name}={overrides[name]}" for name in given)
+        raise UserError(f"{shown} with --tune: the tuning job chooses {', '.join(TUNED_PARAMETERS)} for each "
+                        f"trial (docs/tuning.md); drop {shown}, or drop --tune to train with it")
 
 
 def parameter_overrides(args: argparse.Namespace) -> dict[str, str]:
@@ -105,6 +133,7 @@ def parameter_overrides(args: argparse.Namespace) -> dict[str, str]:
     if not hasattr(args, "setting_distribution"):
         return overrides
     settings = settings_from_args(args)
+    check_tuned_parameters(settings, overrides)
     chosen, note = strategy_defaults(settings.distribution, overrides)
     for line in (note, pretrained_note(overrides, settings.init_model_uri)):
         if line:

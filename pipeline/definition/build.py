@@ -26,6 +26,7 @@ from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.evaluate import evaluate_step
 from pipeline.definition.steps.gate import accuracy_gate
 from pipeline.definition.steps.names import (
+    METADATA_PIPELINE_NAME,
     STEP_BATCH_CONDITION,
     STEP_BATCH_KIND,
     STEP_BATCH_MODEL,
@@ -74,12 +75,15 @@ def get_pipeline(
     train = tune_step(ctx, preprocess) if ctx.settings.tune_jobs else train_step(ctx, preprocess)
     evaluate = evaluate_step(ctx, preprocess, train)
     check_accuracy = accuracy_gate(ctx, train, evaluate)  # -> RegisterModel (+ batch) | AccuracyTooLow
-    return _OfflinePipeline(
+    pipeline = _OfflinePipeline(
         name=ctx.settings.pipeline_name,
         parameters=list(ctx.params.values()),
         steps=[preprocess, train, evaluate, check_accuracy],
         sagemaker_session=ctx.session,
     )
+    # The SDK emits Metadata (string values) and takes none: the name travels in the file.
+    pipeline._metadata[METADATA_PIPELINE_NAME] = ctx.settings.pipeline_name
+    return pipeline
 
 
 def build_definition(

@@ -19,7 +19,7 @@ from pipeline.local.dag import interpreter
 from pipeline.local.dag.interpreter import STEP_TUNING, ExpressionError  # noqa: F401 (the runner's)
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS, account_of
-from pipeline.local.jobs.tuning import hyperparameter_ranges
+from pipeline.local.jobs.tuning import data_fit, hyperparameter_ranges
 from pipeline.local.jobs.tuning.hyperparameter_tuning import (
     HyperparameterTuningJob,
     tuning_job_name,
@@ -75,6 +75,8 @@ def run_tuning(runner, node, record: StepRecord) -> bool:
     runner.record.save()
     meter = accounting.LocalMeter()
     try:
+        # No trial may fail for a batch size its data cannot hold (data_fit.py).
+        request, clipped = data_fit.clip_batch_size(request, runner.storage)
         job = HyperparameterTuningJob(
             request, name, runner.storage, runner.run_dir / "jobs", region=runner.options.region,
             account=account_of(request.get("TrainingJobDefinition") or {}), stream=runner.options.stream,
@@ -82,10 +84,14 @@ def run_tuning(runner, node, record: StepRecord) -> bool:
     except UserError as error:
         record.status, record.failure_reason = FAILED, f"ClientError: {error}"
         return False
+    if clipped:
+        job.say(clipped)
     try:
         result = job.run()
     except KeyboardInterrupt:
         record.cost = tuning_cost(runner, job, meter)
+        if job.interrupted is not None:  # Stopped, with the trials that ended: `trainpipe status` lists them
+            record.properties = job.interrupted.description
         raise
     record.cost = tuning_cost(runner, job, meter)
     record.properties = result.description
@@ -94,7 +100,9 @@ def run_tuning(runner, node, record: StepRecord) -> bool:
         objective = best["FinalHyperParameterTuningJobObjectiveMetric"]
         record.metrics = {objective["MetricName"]: objective["Value"]}
         counters = result.description["TrainingJobStatusCounters"]
-        record.detail = (f"best of {len(result.trials)} trials: {best['TrainingJobName']} "
+        failed = counters["RetryableError"] + counters["NonRetryableError"]
+        record.detail = (f"best of {len(result.trials)} trials" + (f" ({failed} failed)" if failed else "")
+                         + f": {best['TrainingJobName']} "
                          f"{objective['MetricName']}={objective['Value']:g} "
                          f"({', '.join(f'{k}={v}' for k, v in best['TunedHyperParameters'].items())})"
                          + (f"; {counters['Stopped']} stopped early" if counters["Stopped"] else "")

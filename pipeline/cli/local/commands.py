@@ -122,9 +122,10 @@ def register(subparsers) -> None:
     add_storage_arguments(run)
     run.add_argument("--no-cache", action="store_true", help="ignore CacheConfig: run every step")
     run.add_argument("--stub-unsupported", choices=("succeed", "skip"), metavar="succeed|skip",
-                     help="step types that cannot run locally (Lambda, Callback, EMR, Transform, "
-                          "CreateModel, ...): mark them Succeeded with empty outputs, or skip them "
-                          "(NotExecuted, with what depends on them); without it they are refused")
+                     help="steps that cannot run locally (Lambda, Callback, EMR, QualityCheck, ..., "
+                          "and a Model step whose container does not run here): mark them Succeeded "
+                          "with empty outputs, or skip them (NotExecuted, with what depends on them); "
+                          "without it they are refused")
     run.add_argument("--definition", type=Path, metavar="FILE",
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")
@@ -264,8 +265,17 @@ def run_definition_file(args, settings) -> int:
         raise UserError(f"--definition {args.definition}: {error}") from None
     parameters = parse_key_values(args.parameters, "-p")
     storage = make_storage(args, settings.region)
-    name = Path(args.definition).stem if args.setting_pipeline_name is None else settings.pipeline_name
+    name = definition_pipeline_name(args.definition, definition, args.setting_pipeline_name)
     return execute(args, settings, storage, definition, name, parameters, prepare=None)
+
+
+def definition_pipeline_name(path: Path, definition: dict, given: str | None) -> str:
+    """--pipeline-name, else the name `trainpipe definition` wrote into the file (so our own
+    file is the same pipeline: its cache, experiment and registry), else the file's stem."""
+    from pipeline.definition.steps.names import METADATA_PIPELINE_NAME
+
+    written = (definition.get("Metadata") or {}).get(METADATA_PIPELINE_NAME) if isinstance(definition, dict) else None
+    return given or (written if isinstance(written, str) and written else Path(path).stem)
 
 
 def execute(args, settings, storage, definition, pipeline_name, parameters, prepare,
@@ -452,6 +462,7 @@ def channel_terms(result, channels: list[str], storage) -> str:
 
 # --- models ----------------------------------------------------------------------------------
 def list_models(args: argparse.Namespace) -> int:
+    from pipeline.cli.serving.model_choice import kind
     from pipeline.local.store.registry import Registry
 
     registry = Registry(Path(args.workdir) / "registry.sqlite")
@@ -461,15 +472,16 @@ def list_models(args: argparse.Namespace) -> int:
             "ModelPackageGroupName": p.group, "ModelPackageVersion": p.version,
             "ModelPackageArn": p.arn, "ModelApprovalStatus": p.approval_status,
             "ModelDataUrl": p.model_data_url, "Metrics": p.metrics, "CreationTime": p.created,
-            "PipelineExecutionId": p.execution_id} for p in packages], indent=2))
+            "PipelineExecutionId": p.execution_id, "Kind": kind(p)} for p in packages], indent=2))
         return 0
     if not packages:
         print(f"no model packages in {registry.path}")
         return 0
-    rows = [("GROUP", "VERSION", "STATUS", "CREATED", "METRICS", "MODEL")]
-    rows += [(p.group, str(p.version), p.approval_status, p.created, p.primary_metric(), p.model_data_url)
-             for p in packages]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    # KIND: what serve and predict send it (table rows or images); "-" where its report does not say.
+    rows = [("GROUP", "VERSION", "STATUS", "KIND", "CREATED", "METRICS", "MODEL")]
+    rows += [(p.group, str(p.version), p.approval_status, kind(p) or "-", p.created, p.primary_metric(),
+              p.model_data_url) for p in packages]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for row in rows:
-        print("  ".join([row[i].ljust(widths[i]) for i in range(5)] + [row[5]]).rstrip())
+        print("  ".join([row[i].ljust(widths[i]) for i in range(6)] + [row[6]]).rstrip())
     return 0

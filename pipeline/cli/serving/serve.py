@@ -3,9 +3,10 @@
     trainpipe serve   [--workdir W] [--model M | --run ID] [--host H] [--port P]
     trainpipe predict [--workdir W] [--model M | --run ID] [--json] FILE...
 
-The model (``--model``): ``latest`` (the default: the newest package in the local registry of
-the workdir, as ``trainpipe models`` lists it, whose model takes what is sent: see
-model_choice.py), ``table`` or ``image`` (the newest of that kind), a version number of that
+The model (``--model``): ``latest`` (the default: the best package in the local registry of
+the workdir, as ``trainpipe models`` lists it, whose model takes what is sent: Approved first,
+then the highest accuracy, then the newest; see model_choice.py), ``table`` or ``image`` (the
+best of that kind), a version number of that
 registry's group (or ``group/N``), a model package ARN, a ``model.tar.gz``, an ``s3://`` URI in the local store, or
 a folder holding ``<version>/saved_model.pb``; ``--run ID``: that local execution's trained
 model. This side never imports TensorFlow: it finds the SavedModel folder (extracting an
@@ -63,8 +64,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workdir", type=absolute_path, help=WORKDIR_HELP)
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", default=LATEST, metavar="MODEL",
-                       help="latest (default: the newest registered model that takes what is sent), "
-                            "table or image (the newest of that kind), a registry version (N or group/N), "
+                       help="latest (default: the registered model that takes what is sent, Approved "
+                            "first, then the highest accuracy, then the newest), table or image (the "
+                            "best of that kind), a registry version (N or group/N), "
                             "a model package ARN, a model.tar.gz, an s3:// URI in the local store, or a "
                             "model folder")
     which.add_argument("--run", metavar="EXECUTION_ID", help="the model trained by this local execution")
@@ -155,12 +157,14 @@ def resolve_model(workdir: Path, spec: str = LATEST, run: str | None = None, wan
         return _extracted(workdir, str(path.resolve()), "archive")
     if spec.startswith("s3://"):
         return _extracted(workdir, spec, "store object")
-    package = _package(workdir, spec, wanted, command)
+    package, reason = _package(workdir, spec, wanted, command)
     return _extracted(workdir, package.model_data_url,
-                      f"model package {package.arn} ({package.approval_status})")
+                      f"model package {package.arn} ({reason or package.approval_status})")
 
 
-def _package(workdir: Path, spec: str, wanted: str | None = None, command: str = "serve") -> ModelPackage:
+def _package(workdir: Path, spec: str, wanted: str | None = None,
+             command: str = "serve") -> tuple[ModelPackage, str | None]:
+    """The package, and why it was chosen where the user named none (None: they named it)."""
     registry = Registry(workdir / "registry.sqlite")
     packages = registry.list()
     if not packages:
@@ -182,7 +186,7 @@ def _package(workdir: Path, spec: str, wanted: str | None = None, command: str =
         found = [p for p in packages if p.version == int(version) and (not group or p.group == group)]
     if not found:
         raise UserError(f"--model {spec}: no such model package in {registry.path} (trainpipe models lists them)")
-    return found[0]
+    return found[0], None
 
 
 def _run_model_uri(workdir: Path, execution_id: str) -> str:

@@ -18,3 +18,8 @@ STEP_TRANSFORM_TABLE = "BatchTransformTable"
 STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_TUNE, STEP_EVALUATE, STEP_CONDITION, STEP_REGISTER, STEP_FAIL,
               STEP_BATCH_CONDITION, STEP_BATCH_MODEL, STEP_BATCH_KIND, STEP_TRANSFORM_IMAGES,
               STEP_TRANSFORM_TABLE)
+
+# The definition's Metadata entry naming the pipeline it was built for: `run --local --definition`
+# on a saved `trainpipe definition` runs as that pipeline (its cache, MLflow experiment, registry
+# group), not one named after the file.
+METADATA_PIPELINE_NAME = "PipelineName"

@@ -20,6 +20,7 @@ from __future__ import annotations
 from sagemaker.tuner import ContinuousParameter, HyperparameterTuner, IntegerParameter
 from sagemaker.workflow.steps import ProcessingStep, TuningStep
 
+from pipeline.definition import parameters as P
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.names import STEP_TUNE
 from pipeline.definition.steps.train import _channels, _estimator, _retry_policies
@@ -27,11 +28,16 @@ from training_entry import contract as training
 
 # SageMaker's objective: the name of the metric definition that reads the validation accuracy.
 OBJECTIVE_METRIC = "val_accuracy"
-RANGES = {
-    training.HP_BASE_LEARNING_RATE: ContinuousParameter(1e-4, 1e-1, scaling_type="Logarithmic"),
-    training.HP_BATCH_SIZE: IntegerParameter(16, 256, scaling_type="Logarithmic"),
-    training.HP_WARMUP_EPOCHS: IntegerParameter(0, 3, scaling_type="Linear"),
+# Each tuned pipeline parameter (P.TUNED_PARAMETERS): the hyperparameter it feeds, and its range.
+# The local runner clips the batch size's range to the data (local/tuning_step.py).
+TUNED = {
+    P.BASE_LEARNING_RATE: (training.HP_BASE_LEARNING_RATE,
+                           ContinuousParameter(1e-4, 1e-1, scaling_type="Logarithmic")),
+    P.BATCH_SIZE: (training.HP_BATCH_SIZE, IntegerParameter(16, 256, scaling_type="Logarithmic")),
+    P.WARMUP_EPOCHS: (training.HP_WARMUP_EPOCHS, IntegerParameter(0, 3, scaling_type="Linear")),
 }
+assert tuple(TUNED) == P.TUNED_PARAMETERS  # one list of what --tune owns
+RANGES = {hyperparameter: tuned for hyperparameter, tuned in TUNED.values()}
 
 
 def tuner(ctx: BuildContext) -> HyperparameterTuner:
@@ -44,6 +50,8 @@ def tuner(ctx: BuildContext) -> HyperparameterTuner:
         metric_definitions=training.METRIC_DEFINITIONS,
         strategy=settings.tune_strategy,
         max_jobs=settings.tune_jobs,
+        # An explicit --tune-parallel above --tune is refused (cli/options.py); the default's 2
+        # is lowered for --tune 1.
         max_parallel_jobs=min(settings.tune_parallel_jobs, settings.tune_jobs),
         early_stopping_type=settings.tune_early_stopping,
         random_seed=settings.seed,

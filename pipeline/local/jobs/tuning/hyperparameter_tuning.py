@@ -236,6 +236,7 @@ class HyperparameterTuningJob:
         self.progress = completion.Progress(self.request)
         self.ended: str | None = None  # why the job ended before its last trial
         self.failed_early = False  # its first trials all failed (SageMaker's five attempts)
+        self.interrupted: TuningResult | None = None  # Ctrl-C: the job Stopped, with the trials that ended
 
     def say(self, text: str) -> None:
         self.sink.line(f"[{self.name}] {text}")
@@ -295,7 +296,8 @@ class HyperparameterTuningJob:
                 continue
             if trial.study_trial.should_prune():
                 trial.stop_reason = self._why_stopped(trial)
-                self.say(f"trial {trial.number} stopped early: {trial.stop_reason}")
+                trial.verdict_epoch = trial.reported
+                self.say(f"trial {trial.number} stopping early: {trial.stop_reason}")
                 trial.job.stop_reason = f"stopped early by {self.name}: {trial.stop_reason}"
                 trial.stop.set()
 
@@ -326,7 +328,11 @@ class HyperparameterTuningJob:
             trial.result.description["TrainingJobStatus"] = "Stopped"
             trial.result.description["FailureReason"] = trial.stop_reason
             study.tell(trial.study_trial, state=optuna.trial.TrialState.PRUNED)
-            outcome = f"Stopped after {trial.reported} epoch(s)"
+            # Its processes stop at the next poll after the verdict, and short epochs may run
+            # on meanwhile: the line says both, so the two epochs shown never disagree unsaid.
+            outcome = f"Stopped at epoch {trial.reported}" + (
+                f" (stopping was decided at epoch {trial.verdict_epoch}; it trained on until its processes "
+                f"stopped)" if trial.verdict_epoch is not None and trial.verdict_epoch != trial.reported else "")
         elif trial.status == "Completed" and trial.last_value is not None:
             study.tell(trial.study_trial, trial.last_value)
             outcome = f"Completed in {trial.result.duration:.1f}s"
@@ -378,6 +384,12 @@ class HyperparameterTuningJob:
                 trial.stop.set()
             for trial in running.values():
                 trial.thread.join()
+            # SageMaker: a stopped tuning job is Stopped, and lists its trials, the stopped ones too.
+            for trial in running.values():
+                trial.stop_reason = trial.stop_reason or f"stopped with {self.name}: {stop_reason()}"
+                self._finish(study, trial)
+            self.interrupted = self._result(start, time.time(), status="Stopped")
+            self.sink.close()
             raise
         result = self._result(start, time.time())
         self.sink.close()
@@ -395,7 +407,8 @@ class HyperparameterTuningJob:
             self.say(f"ends: {self.ended}" + (f"; stopping {len(running)} running trial(s)" if running else ""))
             self._stop_running(running, self.ended)
 
-    def _result(self, start: float, end: float) -> TuningResult:
+    def _result(self, start: float, end: float, status: str | None = None) -> TuningResult:
+        """``status``: Stopped for a job stopped from outside (Ctrl-C); else from its trials."""
         req = self.request
         summaries = [t.summary(self.name, req, self.region, self.account) for t in self.trials]
         scored = [s for s in summaries if "FinalHyperParameterTuningJobObjectiveMetric" in s]
@@ -415,7 +428,7 @@ class HyperparameterTuningJob:
             "HyperParameterTuningJobArn": arn(self.region, self.account, "hyper-parameter-tuning-job", self.name.lower()),
             "HyperParameterTuningJobConfig": self.raw.get("HyperParameterTuningJobConfig"),
             "TrainingJobDefinition": self.raw.get("TrainingJobDefinition"),
-            "HyperParameterTuningJobStatus": "Completed" if best and not self.failed_early else "Failed",
+            "HyperParameterTuningJobStatus": status or ("Completed" if best and not self.failed_early else "Failed"),
             "CreationTime": now_iso(start),
             "HyperParameterTuningEndTime": now_iso(end),
             "LastModifiedTime": now_iso(end),

@@ -83,6 +83,7 @@ class Trial:
     reported: int = 0  # objective values reported to the study (epochs)
     last_value: float | None = None
     stop_reason: str | None = None  # why the tuning job stopped it
+    verdict_epoch: int | None = None  # the epoch early stopping judged it at (it may run on until the stop lands)
     attempts: int = 1  # SageMaker: RetryStrategy runs a job again under the same name
 
     def run(self) -> None:

@@ -67,14 +67,16 @@ def test_models_lists_the_registry(tmp_path, capsys):
     Registry(tmp_path / "registry.sqlite").register(
         group="trainpipe-models", approval_status="PendingManualApproval",
         model_data_url="s3://b/m/model.tar.gz", region="us-east-1", account="1", created="2026-01-01",
-        request={}, metrics={"metrics": {"accuracy": {"value": 0.9555}}})
+        request={}, metrics={"kind": "table", "metrics": {"accuracy": {"value": 0.9555}}})
     assert main(["models", "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["GROUP", "VERSION", "STATUS", "CREATED", "METRICS", "MODEL"]
-    assert out[1].split() == ["trainpipe-models", "1", "PendingManualApproval", "2026-01-01",
+    # KIND: the data the model takes (issue 49: serve and predict choose by it).
+    assert out[0].split() == ["GROUP", "VERSION", "STATUS", "KIND", "CREATED", "METRICS", "MODEL"]
+    assert out[1].split() == ["trainpipe-models", "1", "PendingManualApproval", "table", "2026-01-01",
                               "accuracy=0.9555", "s3://b/m/model.tar.gz"]
     assert main(["models", "--workdir", str(tmp_path), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)[0]["ModelPackageVersion"] == 1
+    listed = json.loads(capsys.readouterr().out)[0]
+    assert listed["ModelPackageVersion"] == 1 and listed["Kind"] == "table"
 
 
 USER_SCRIPT = """
@@ -260,3 +262,33 @@ def test_a_job_s_own_failure_is_said_once_at_the_end_naming_the_user_s_file(tmp_
                    and "ValueError: row 3 of " in line for line in out), out
     # The log keeps the reason as SageMaker has it (the container path, every line).
     assert "/input/" in log.read_text().rsplit("Failed: ", 1)[1] and str(rows) not in log.read_text()
+
+
+def test_our_own_definition_file_is_the_same_pipeline(tmp_path, capsys):
+    """Issue 49: `run --local --definition pipeline.json` on `trainpipe definition`'s own file ran
+    as a pipeline named after the file (no cache hits, a new MLflow experiment, a second model
+    version). The file carries the pipeline's name; --pipeline-name still wins; a file without
+    one (an SDK pipeline's) is still named after the file."""
+    saved = tmp_path / "pipeline.json"
+    assert main(["definition", "--output", str(saved)]) == 0
+    doc = json.loads(saved.read_text())
+    assert doc["Metadata"] == {"PipelineName": "trainpipe"}
+    assert cmd.definition_pipeline_name(saved, doc, None) == "trainpipe"
+    assert cmd.definition_pipeline_name(saved, doc, "other") == "other"
+    assert cmd.definition_pipeline_name(tmp_path / "built-with-sdk.json", {"Metadata": {}}, None) == "built-with-sdk"
+    assert main(["definition", "--pipeline-name", "mine", "--output", str(saved)]) == 0
+    assert json.loads(saved.read_text())["Metadata"] == {"PipelineName": "mine"}
+
+
+def test_run_help_names_only_step_types_that_do_not_run_locally(capsys):
+    """Issue 49: `run --help` listed Transform and CreateModel among the steps that cannot run
+    locally, which the runner does run (docs/local-mode.md)."""
+    from pipeline.local.dag.interpreter import SUPPORTED_STEP_TYPES
+
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = text.split("steps that cannot run locally (", 1)[1].split(")", 1)[0]
+    named = [name.strip(" .") for name in listed.split(",") if name.strip(" .")]
+    assert named[:4] == ["Lambda", "Callback", "EMR", "QualityCheck"]
+    assert not set(named) & set(SUPPORTED_STEP_TYPES) and "CreateModel" not in text and "Transform," not in text

@@ -122,3 +122,39 @@ def test_predict_sends_each_file_to_its_kind_and_serve_takes_the_kind_named(tmp_
     assert code == 0, out
     assert "model-package/digits/1" in out
     assert '"POST /invocations HTTP/1.1" 200' in out, out
+
+
+def _scored(workdir: Path, uri: str, status: str, accuracy: float, created: str) -> None:
+    _archive(workdir / "store" / uri[len("s3://"):])
+    Registry(workdir / "registry.sqlite").register(
+        group="digits", approval_status=status, model_data_url=uri, region="us-east-1", account="000000000000",
+        created=created, request={}, metrics={"kind": "table", "metrics": {"accuracy": {"value": accuracy}}})
+
+
+def _chosen(work: Path, tmp_path: Path, *model: str) -> str:
+    """The line predict prints on which model it took (the dummy model then fails to load)."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("5.1,3.5,1.4,0.2\n")
+    printed = _trainpipe("predict", "--workdir", str(work), *model, str(rows))
+    return next(line for line in printed.stderr.splitlines() if line.startswith("trainpipe predict: "))
+
+
+def test_predict_takes_the_approved_then_the_most_accurate_model_not_the_newest(tmp_path):
+    """Issue 49: a plain run after a tuned one registered a worse model, and predict and serve
+    answered with it because it was newer."""
+    work = tmp_path / "w"
+    _scored(work, "s3://bucket/tuned/model.tar.gz", "PendingManualApproval", 0.981, "2026-01-01")
+    _scored(work, "s3://bucket/plain/model.tar.gz", "PendingManualApproval", 0.904, "2026-01-02")
+    line = _chosen(work, tmp_path)
+    assert line.startswith("trainpipe predict: model package arn:aws:sagemaker:us-east-1:000000000000:"
+                           "model-package/digits/1 (digits/1 (PendingManualApproval, accuracy 0.981): none "
+                           "Approved, the highest accuracy of 2 table model(s); --model N takes another "
+                           "(trainpipe models)) s3://bucket/tuned/model.tar.gz: "), line
+    assert "model-package/digits/1 " in _chosen(work, tmp_path, "--model", "table")
+    # An Approved version comes first, as deploy takes it, however accurate the others.
+    _scored(work, "s3://bucket/approved/model.tar.gz", "Approved", 0.95, "2026-01-03")
+    _scored(work, "s3://bucket/newest/model.tar.gz", "PendingManualApproval", 0.99, "2026-01-04")
+    line = _chosen(work, tmp_path)
+    assert "model-package/digits/3 (digits/3 (Approved, accuracy 0.95): the one Approved of 4 table model(s)" in line
+    # A version named is taken as named.
+    assert "model-package/digits/2 (PendingManualApproval) " in _chosen(work, tmp_path, "--model", "2")

@@ -56,4 +56,4 @@ def test_tune_is_a_flag_of_definition():
     assert config["ResourceLimits"] == {"MaxNumberOfTrainingJobs": 3, "MaxParallelTrainingJobs": 3}
     refused = subprocess.run([sys.executable, "-m", "pipeline", "definition", "--tune", "-1"],
                              capture_output=True, text=True, timeout=120)
-    assert refused.returncode != 0 and "give --tune N with N >= 1" in refused.stderr.strip().splitlines()[-1]
+    assert refused.returncode != 0 and "-1 trials: give N >= 1" in refused.stderr.strip().splitlines()[-1]

@@ -253,3 +253,59 @@ def test_a_job_whose_first_five_trials_fail_fails_as_sagemakers_does(tmp_path):
         "more details.; the first trial's failure: AlgorithmError: ")
     assert "BestTrainingJob" not in result.description
     assert result.description["TrainingJobStatusCounters"]["NonRetryableError"] == 5
+
+
+def test_ctrl_c_leaves_a_stopped_tuning_job_with_its_finished_trials(tmp_path, capsys):
+    """Issue 49: after Ctrl-C during tuning, describe-hyper-parameter-tuning-job said "no tuning
+    job" and status showed no trials. The job is Stopped now, listing the trial that completed
+    and the one that was stopped, as DescribeHyperParameterTuningJob shows a stopped job."""
+    import _thread
+    import json
+    import threading
+    import time
+
+    from pipeline.cli.main import main
+    from pipeline.local import tuning_step
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"train.py": TRIAL_SCRIPT})
+    marker = tmp_path / "killed-once"
+    marker.touch()  # no trial is killed from outside here
+    definition = training_request(code, program="train.py", output=f"s3://{BUCKET}/models",
+                                  metrics=[{"Name": "validation:accuracy", "Regex": "acc=([0-9.]+)"}],
+                                  hyperparameters={"epochs": 4, "marker": str(marker)})
+    definition["StaticHyperParameters"] = definition.pop("HyperParameters")
+    request = {
+        "HyperParameterTuningJobConfig": {
+            "Strategy": "Grid", "ResourceLimits": {"MaxParallelTrainingJobs": 2},
+            "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": "validation:accuracy"},
+            "ParameterRanges": {"CategoricalParameterRanges": [{"Name": "lr", "Values": ["0.09", "0.01"]}]}},
+        "TrainingJobDefinition": definition,
+    }
+    job = ht.HyperparameterTuningJob(request, "tune-3", storage, tmp_path / "w" / "runs" / "e-1" / "jobs",
+                                     echo=False)
+
+    def press_ctrl_c_once_the_fast_trial_completed():
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(t.result is not None and t.status == "Completed"
+                                                  for t in list(job.trials)):
+            time.sleep(0.1)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_ctrl_c_once_the_fast_trial_completed, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        job.run()
+
+    described = job.interrupted.description
+    assert described["HyperParameterTuningJobStatus"] == "Stopped"
+    statuses = {s["TunedHyperParameters"]["lr"]: s["TrainingJobStatus"] for s in described["TrainingJobSummaries"]}
+    assert statuses == {"0.09": "Completed", "0.01": "Stopped"}
+    header, rows = tuning_step.trials_table(described)  # what `trainpipe status --local` shows
+    assert len(rows) == 2 and header[-1] == "STATUS"
+    capsys.readouterr()
+    assert main(["describe-hyper-parameter-tuning-job", "--workdir", str(tmp_path / "w"), "--training-jobs"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["HyperParameterTuningJobName"] == "tune-3" and shown["HyperParameterTuningJobStatus"] == "Stopped"
+    assert len(shown["TrainingJobSummaries"]) == 2

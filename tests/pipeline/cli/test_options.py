@@ -1,0 +1,57 @@
+"""pipeline/cli/options.py: what ``--tune`` refuses, through the CLI's in-process entry, before
+anything runs (issue 49: ``--tune 0``, ``--tune-parallel`` above ``--tune``, and a ``-p`` of a
+parameter the tuning job chooses were ignored or changed silently)."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.cli.main import main
+
+
+def _refused(argv: list[str], tmp_path, capsys) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    return err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["run", "definition"])
+def test_tune_zero_is_refused_in_one_line(command, tmp_path, capsys):
+    extra = ["--local", "--workdir", str(tmp_path)] if command == "run" else []
+    last = _refused([command, *extra, "--tune", "0"], tmp_path, capsys)
+    assert last.endswith("error: argument --tune: 0 trials: give N >= 1, or leave --tune out to train once")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_more_parallel_trials_than_trials_is_refused(tmp_path, capsys):
+    assert main(["run", "--local", "--workdir", str(tmp_path), "--tune", "2", "--tune-parallel", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("trainpipe run: error: --tune-parallel 3 is more than the 2 trials of --tune 2: give "
+                   "--tune-parallel 2 or less, or more trials")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_default_parallel_is_lowered_for_one_trial(tmp_path, capsys):
+    from pipeline.definition.build import build_definition
+    from pipeline.settings import Settings
+
+    # --tune 1 alone is no refusal: the default of 2 side by side is what is lowered.
+    definition = build_definition(Settings(tune_jobs=1))
+    (tune,) = [s for s in definition["Steps"] if s["Type"] == "Tuning"]
+    limits = tune["Arguments"]["HyperParameterTuningJobConfig"]["ResourceLimits"]
+    assert limits["MaxParallelTrainingJobs"] == 1
+
+
+@pytest.mark.parametrize("parameter", ["BatchSize=64", "BaseLearningRate=0.01", "WarmupEpochs=1"])
+def test_a_parameter_the_tuner_chooses_is_refused_with_tune(parameter, tmp_path, capsys):
+    assert main(["run", "--local", "--workdir", str(tmp_path), "--tune", "2", "-p", parameter]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"trainpipe run: error: -p {parameter} with --tune: the tuning job chooses BaseLearningRate, "
+                   f"BatchSize, WarmupEpochs for each trial (docs/tuning.md); drop -p {parameter}, or drop "
+                   f"--tune to train with it")
+    assert not (tmp_path / "runs").exists()
+    # definition refuses it as well: the same tuner.
+    assert main(["definition", "--tune", "2", "-p", parameter]) == 2
+    assert f"-p {parameter} with --tune" in capsys.readouterr().err
