@@ -26,6 +26,7 @@ import fcntl
 import json
 import os
 import secrets
+import threading
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +42,8 @@ RUNNER_LOCK = "runner.lock"
 RUNNER_DIED = "runner died"
 # An execution whose record cannot be read (listed all the same, with why).
 UNREADABLE = "Unreadable"
+# Steps that run side by side record from their own threads: one writer of a record at a time.
+_RECORD_LOCK = threading.RLock()
 
 
 def timestamp() -> str:
@@ -117,7 +120,16 @@ class ExecutionRecord:
     def step(self, name: str) -> StepRecord | None:
         return next((s for s in self.steps if s.name == name), None)
 
+    def add(self, step: StepRecord) -> StepRecord:
+        with _RECORD_LOCK:
+            self.steps.append(step)
+        return step
+
     def save(self) -> None:
+        with _RECORD_LOCK:
+            self._save()
+
+    def _save(self) -> None:
         doc = asdict(self)
         for record, out in zip(self.steps, doc["steps"], strict=True):
             out["duration_seconds"] = record.duration

@@ -1,21 +1,22 @@
-"""Run a pipeline definition on this machine: one execution, step after step.
+"""Run a pipeline definition on this machine: one execution.
 
 The runner knows SageMaker's step types, not trainpipe's steps: it takes the definition JSON
 (the very document ``trainpipe definition`` prints and SageMaker would be given), orders the
 steps by their data dependencies (``interpreter.plan``), evaluates each step's arguments
 against the parameters and the properties of the steps before it, and then:
 
-- Processing / Training: runs the job request locally (``processing_job.py``,
-  ``training_job.py``), with the step's ``CacheConfig`` (``caching.py``) and
-  ``RetryPolicies`` honoured;
+- Processing / Training: runs the job request locally (``job_steps.py``), with the step's
+  ``CacheConfig`` (``caching.py``) and ``RetryPolicies`` honoured;
 - Tuning: a hyperparameter tuning job (``tuning_step.py``), its trials training jobs run side
   by side on their share of the cores;
 - Condition: evaluates the conditions, and the branch not taken is NotExecuted;
 - RegisterModel: adds a model package to the local registry (``register_step.py``);
 - Fail: ends the execution as Failed with the step's ErrorMessage.
 
-Steps run one at a time (SageMaker would run independent steps in parallel; this DAG is a
-chain). The first failed step fails the execution; nothing after it starts.
+Independent steps run side by side, as on SageMaker, up to ``--max-parallel-steps``
+(``dag/scheduler.py`` decides when each starts, and says what SageMaker does). The first failed
+step fails the execution: nothing starts after it, and the steps running beside it run to their
+end.
 """
 
 from __future__ import annotations
@@ -23,16 +24,16 @@ from __future__ import annotations
 import json
 import sys
 import time
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from pipeline.costs import accounting
 from pipeline.costs.prices import PriceBook
-from pipeline.errors import UserError
 from pipeline.local import inference_steps, register_step, tuning_step
 from pipeline.local.dag import caching, interpreter, preflight, stubs
+from pipeline.local.dag import scheduler as scheduler_module
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
     STEP_FAIL,
@@ -43,6 +44,7 @@ from pipeline.local.dag.interpreter import (
     ExpressionError,
     StepNode,
 )
+from pipeline.local.dag.scheduler import Scheduler
 from pipeline.local.execution import (
     EXECUTING,
     FAILED,
@@ -57,19 +59,15 @@ from pipeline.local.execution import (
     reserve,
     timestamp,
 )
-from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
-from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
-from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped, account_of
-from pipeline.local.jobs.processing import ProcessingJob
+from pipeline.local.hosts.tuning import usable_cpus
+from pipeline.local.job_steps import JOB_NAME_LIMIT, JobSteps, job_name, matching_policy  # noqa: F401 (importers')
+from pipeline.local.jobs.lifecycle import account_of
+from pipeline.local.jobs.tuning.hyperparameter_tuning import cpu_slots
 from pipeline.local.jobs.v3.sdk_v3 import check_launch, code_for_image_check
-from pipeline.local.jobs.v3.training_v3 import job_class
 from pipeline.local.store.private import write_private
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import Storage, StorageError
-
-JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
 
 
 @dataclass
@@ -88,11 +86,8 @@ class RunOptions:
     # {s3:// prefix: local file or folder} the CLI copied into the store (-p InputDataUri=~/x):
     # a job's failure names the user's file, not its copy (failures.in_user_paths).
     local_sources: dict[str, Path] = field(default_factory=dict)
-
-
-def job_name(pipeline: str, step: str, execution_id: str, attempt: int) -> str:
-    suffix = f"-{execution_id}" + (f"-{attempt}" if attempt > 1 else "")
-    return f"{pipeline}-{step}"[: JOB_NAME_LIMIT - len(suffix)] + suffix
+    # Steps running at once at most (SageMaker's MaxParallelExecutionSteps); None: its default.
+    max_parallel_steps: int | None = None
 
 
 def _condition_detail(node: StepNode, outcome: bool, account: str) -> str:
@@ -104,15 +99,7 @@ def _condition_detail(node: StepNode, outcome: bool, account: str) -> str:
     return f"{account} -> {'if' if outcome else 'else'} branch"
 
 
-def matching_policy(policies: list[dict], failure_type: str | None) -> int | None:
-    """Index of the first retry policy whose ExceptionType covers ``failure_type``."""
-    for index, policy in enumerate(policies):
-        if failure_type and failure_type in policy.get("ExceptionType", []):
-            return index
-    return None
-
-
-class PipelineRunner:
+class PipelineRunner(JobSteps):
     def __init__(self, definition: Mapping, pipeline_name: str, options: RunOptions,
                  execution_id: str | None = None):
         self.definition = definition
@@ -147,6 +134,7 @@ class PipelineRunner:
         self.record = ExecutionRecord(self.execution_id, pipeline_name, str(self.run_dir),
                                       dict(self.parameters))
         self.taken: dict[str, bool] = {}  # condition step -> outcome
+        self.started = 0  # steps begun or settled, for their lines' [i/N]
         self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported)
         # Local runs never ask AWS for prices: the shipped table (or nothing, said so).
         self.prices = PriceBook()
@@ -214,59 +202,111 @@ class PipelineRunner:
         write_private(self.run_dir / "definition.json", json.dumps(self.definition, indent=2))
         self.record.save()
         self._track("started", self.record)
-        current: StepRecord | None = None
-        runnable = self.nodes
+        slots = self._slots()
+        scheduler = Scheduler(self.nodes, self, max_parallel=self.max_parallel, slots=slots,
+                              deferred=interrupts_deferred)
         try:
-            for index, node in enumerate(runnable, 1):
-                current = StepRecord(node.name, node.type)
-                self.record.steps.append(current)
-                if not self._selected(node):
-                    current.status = NOT_EXECUTED
-                    current.detail = self._why_not(node)
-                    self.record.save()
-                    self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
-                             f"not executed, {current.detail}")
-                    continue
-                if stubs.unsupported(node) and self.options.stub_unsupported is not None:
-                    self._stub(node, current)
-                    self._track("step_ended", self.record, current)
-                    self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type}): "
-                             f"{current.status}, {current.detail}")
-                    continue
-                current.start = timestamp()
-                self.record.save()
-                self.say(f"==> [{index}/{len(runnable)}] {node.name} ({node.type})")
-                self.execution["CurrentDateTime"] = timestamp()
-                ok = self._run_step(node, current)
-                current.end = current.end or timestamp()
-                self.record.save()
-                self._track("step_ended", self.record, current)
-                if ok:
-                    self.say(f"==> {node.name}: {current.status}"
-                             + (f" ({current.detail})" if current.detail else ""))
-                else:  # why: once, on the run's last line
-                    self.say(f"==> {node.name}: {current.status}")
-                    self.record.finish(current.status if current.status == STOPPED else FAILED,
-                                       current.failure_reason if node.type == STEP_FAIL
-                                       else f"step {node.name} failed: {current.failure_reason}")
-                    return self.record
-            self.record.finish(SUCCEEDED)
+            failed = scheduler.run()
+            if failed is None:
+                self.record.finish(SUCCEEDED)
+            else:  # why: once, on the run's last line
+                step = self.record.step(failed.name)
+                self.record.finish(step.status if step.status == STOPPED else FAILED,
+                                   step.failure_reason if failed.type == STEP_FAIL
+                                   else f"step {failed.name} failed: {step.failure_reason}")
         except KeyboardInterrupt:
             # Recording the stop must not be cut short by the next Ctrl-C.
             with interrupts_deferred():
-                if current is not None and current.status == EXECUTING:
-                    current.status = STOPPED
-                    current.end = timestamp()
-                    current.failure_reason = current.failure_reason or stop_reason()
+                self._end_executing(STOPPED, stop_reason())
                 self.record.finish(STOPPED, stop_reason())
         except Exception as error:
-            if current is not None and current.status == EXECUTING:
-                current.status = FAILED
-                current.end = timestamp()
-                current.failure_reason = str(error)
+            self._end_executing(FAILED, str(error))
             self.record.finish(FAILED, str(error))
             raise
         return self.record
+
+    @property
+    def max_parallel(self) -> int:
+        return self.options.max_parallel_steps or scheduler_module.DEFAULT_MAX_PARALLEL_STEPS
+
+    def _slots(self) -> list[list[int]]:
+        """Each step that runs beside others gets its share of the cores, divided as a tuning
+        job's trials divide them (``cpu_slots``); said once when steps can run side by side."""
+        width = min(self.max_parallel, scheduler_module.widest(
+            self.nodes, lambda n: self.placement(n) == scheduler_module.SIDE_BY_SIDE))
+        if width < 2:
+            return []
+        cpus = usable_cpus()
+        slots = cpu_slots(cpus, width)
+        each = sorted({len(s) for s in slots})
+        share = f"{each[0]} core(s) each" if len(each) == 1 else "cores split as evenly as they go"
+        self.say(f"independent steps run side by side: up to {width} at once "
+                 f"(--max-parallel-steps {self.max_parallel}), {share} of this machine's {len(cpus)}")
+        return slots
+
+    def _end_executing(self, status: str, reason: str) -> None:
+        for step in self.record.steps:
+            if step.status == EXECUTING:
+                step.status, step.end = status, step.end or timestamp()
+                step.failure_reason = step.failure_reason or reason
+
+    # --- the scheduler's questions (dag/scheduler.py) --------------------------------------
+    def placement(self, node: StepNode) -> str:
+        if node.type in (STEP_PROCESSING, STEP_TRAINING):
+            return scheduler_module.SIDE_BY_SIDE
+        if node.type in (tuning_step.STEP_TUNING, inference_steps.STEP_TRANSFORM):
+            return scheduler_module.ALONE
+        return scheduler_module.QUICK
+
+    def _line(self, node: StepNode, text: str = "") -> None:
+        self.started += 1
+        self.say(f"==> [{self.started}/{len(self.nodes)}] {node.name} ({node.type}){text}")
+
+    def settle(self, node: StepNode) -> bool:
+        """A step that does not run: NotExecuted (its branch not taken, a dependency that did
+        not run) or stubbed (--stub-unsupported)."""
+        if not self._selected(node):
+            current = self.record.add(StepRecord(node.name, node.type, status=NOT_EXECUTED,
+                                                 detail=self._why_not(node)))
+            self.record.save()
+            self._line(node, f": not executed, {current.detail}")
+            return True
+        if stubs.unsupported(node) and self.options.stub_unsupported is not None:
+            current = self.record.add(StepRecord(node.name, node.type))
+            self._stub(node, current)
+            self._track("step_ended", self.record, current)
+            self._line(node, f": {current.status}, {current.detail}")
+            return True
+        return False
+
+    def begin(self, node: StepNode) -> None:
+        self.record.add(StepRecord(node.name, node.type, start=timestamp()))
+        self.record.save()
+        self._line(node)
+        self.execution["CurrentDateTime"] = timestamp()
+
+    def perform(self, node: StepNode, stop) -> bool:
+        """The step itself, on the scheduler's thread (``stop`` None) or on one of its own."""
+        self._local.stop = stop
+        try:
+            return self._run_step(node, self.record.step(node.name))
+        finally:
+            self._local.stop = None
+
+    def conclude(self, node: StepNode, ok: bool, error: BaseException | None) -> None:
+        current = self.record.step(node.name)
+        if isinstance(error, KeyboardInterrupt):  # stopped on its thread
+            current.status, current.failure_reason = STOPPED, current.failure_reason or stop_reason()
+        elif error is not None:  # the runner's own error, on a step's thread: that step fails
+            current.status, current.failure_reason = FAILED, f"{type(error).__name__}: {error}"
+            print("".join(traceback.format_exception(error)), file=sys.stderr, flush=True)
+        current.end = current.end or timestamp()
+        self.record.save()
+        self._track("step_ended", self.record, current)
+        if ok:
+            self.say(f"==> {node.name}: {current.status}" + (f" ({current.detail})" if current.detail else ""))
+        else:  # why: once, on the run's last line
+            self.say(f"==> {node.name}: {current.status}")
 
     def _stub(self, node: StepNode, record: StepRecord) -> None:
         """A step type that does not run locally, as --stub-unsupported says (stubs.py)."""
@@ -329,146 +369,3 @@ class PipelineRunner:
         if record.status == SUCCEEDED:
             self.ctx.properties[node.name] = record.properties
         return record.status == SUCCEEDED
-
-    # --- jobs, cache and retries --------------------------------------------------------------
-    def _cache_key(self, node: StepNode) -> tuple[str, dict] | None:
-        config = node.body.get("CacheConfig") or {}
-        if not (self.options.use_cache and config.get("Enabled")):
-            return None
-        symbolic = Context(
-            parameters=self.parameters,
-            execution={name: f"{{Execution.{name}}}" for name in interpreter.EXECUTION_VARIABLES},
-            properties=self.ctx.properties, property_files=self.ctx.property_files,
-            read_json=self.ctx.read_json)
-        attributes = interpreter.evaluate(node.body.get("Arguments", {}), symbolic)
-        material = caching.key_material(self.pipeline_name, node.name, node.type, attributes)
-        return caching.cache_key(material), material
-
-    def _cached(self, node: StepNode, key: str) -> caching.CacheEntry | None:
-        entry = self.cache.lookup(key, node.body["CacheConfig"].get("ExpireAfter", "P30D"))
-        if entry is None:
-            return None
-        missing = [u for u in caching.output_uris(node.type, entry.properties) if not self.storage.list(u)]
-        if missing:
-            self.say(f"    cache entry from {entry.execution_id} is unusable: "
-                     f"{', '.join(missing)} no longer exist(s); running the step")
-            return None
-        return entry
-
-    def _run_job_step(self, node: StepNode, record: StepRecord) -> bool:
-        request = interpreter.evaluate(node.body.get("Arguments", {}), self.ctx)
-        keyed = self._cache_key(node)
-        if keyed is not None:
-            entry = self._cached(node, keyed[0])
-            if entry is not None:
-                record.status = SUCCEEDED
-                record.properties = entry.properties
-                record.cache_hit = {"execution_id": entry.execution_id, "key": keyed[0][:16]}
-                record.job_name = entry.properties.get("TrainingJobName") or entry.properties.get("ProcessingJobName")
-                record.metrics = {m["MetricName"]: m["Value"]
-                                  for m in entry.properties.get("FinalMetricDataList", [])}
-                record.detail = f"cache hit: reused {record.job_name} from execution {entry.execution_id}"
-                self.ctx.properties[node.name] = entry.properties
-                return True
-        meter = accounting.LocalMeter()
-        try:
-            result = self._run_with_retries(node, request, record)
-        except KeyboardInterrupt as stop:
-            # A stopped job held its instances until the stop: the cost table still lists it.
-            described = stop.result.description if isinstance(stop, JobStopped) else {
-                **request, f"{node.type}JobName": record.job_name}
-            with interrupts_deferred():
-                record.cost = accounting.stopped_local_job(self._cost(node, described, meter),
-                                                           stop_reason())
-            raise
-        record.cost = self._cost(node, result.description, meter)
-        record.properties = result.description
-        record.metrics = {m["MetricName"]: m["Value"] for m in result.description.get("FinalMetricDataList", [])}
-        if result.status == "Completed":
-            record.status = SUCCEEDED
-            if node.type == STEP_TRAINING:
-                record.detail = "model " + self._with_file(result.description["ModelArtifacts"]["S3ModelArtifacts"])
-            elif node.type == STEP_PROCESSING:
-                record.detail = self._reports(result.description) or record.detail
-            if result.warnings:  # Completed, but not as it should be (an empty model)
-                record.detail = "; ".join(filter(None, [record.detail, *(f"warning: {w}" for w in result.warnings)]))
-            if keyed is not None:
-                self.cache.store(keyed[0], node.name, self.execution_id, result.description, keyed[1])
-            self.ctx.properties[node.name] = result.description
-            return True
-        record.status = FAILED
-        # The step's FailureReason (its properties) stays SageMaker's; the record's names the
-        # user's input files where the job named their container copies.
-        record.failure_reason = result.failure_reason and in_user_paths(
-            result.failure_reason, result.description, self.storage, self.options.local_sources, result.job_dir,
-            container=namespaces.unavailable_reason() is None)
-        return False
-
-    def _cost(self, node: StepNode, description: dict, meter: accounting.LocalMeter) -> dict:
-        """Every attempt's time counts: each one held the instances."""
-        wall, cpu, joules = meter.stop()
-        kind = "Training" if node.type == STEP_TRAINING else "Processing"
-        try:
-            return accounting.local_job_cost(description, kind, self.options.region, self.prices,
-                                             wall, cpu, joules)
-        except UserError as error:  # a factor we lack: the run still stands
-            return {"job": description.get(f"{kind}JobName"), "kind": kind, "notes": [str(error)]}
-
-    def _with_file(self, uri: str) -> str:
-        """``uri (its file)`` where the store is on this machine (the summary's links)."""
-        path = self.storage.local_path(uri)
-        return f"{uri} ({path})" if path else uri
-
-    def _reports(self, description: dict) -> str | None:
-        """A processing job's evaluation.json, beside its file, for the summary."""
-        from evaluation.report import REPORT_FILE
-        from pipeline.local.store.storage import join_uri
-
-        outputs = description.get("ProcessingOutputConfig", {}).get("Outputs", [])
-        uris = [join_uri(o["S3Output"]["S3Uri"], REPORT_FILE) for o in outputs if o.get("S3Output", {}).get("S3Uri")]
-        found = [self._with_file(uri) for uri in uris if self.storage.local_path(uri)]
-        return "; ".join(f"{REPORT_FILE} {f}" for f in found) or None
-
-    def _run_with_retries(self, node: StepNode, request: dict, record: StepRecord) -> JobResult:
-        policies = list(node.body.get("RetryPolicies") or [])
-        retries: dict[int, int] = {}
-        first_start = time.time()
-        kind = job_class(request) if node.type == STEP_TRAINING else ProcessingJob
-        while True:
-            record.attempts += 1
-            name = job_name(self.pipeline_name, node.name, self.execution_id, record.attempts)
-            record.job_name = name
-            record.job_dir = str(self.run_dir / "jobs" / name)
-            self.record.save()
-            try:
-                job = kind(request, name, self.storage, Path(record.job_dir),
-                                region=self.options.region, echo=self.options.echo,
-                                stream=self.options.stream,
-                                environments=self.workdir / JOB_ENVIRONMENTS)
-                result = job.run()
-            except JobStopped as stopped:
-                record.properties = stopped.result.description
-                raise
-            if result.status == "Completed":
-                return result
-            index = matching_policy(policies, result.failure_type)
-            if index is None:
-                if result.failure_type not in (None, CLIENT_ERROR) and policies:
-                    self.say(f"    {result.failure_type}: no retry policy of {node.name} covers it")
-                return result
-            policy = policies[index]
-            done = retries.get(index, 0)
-            # SageMaker: MaxAttempts counts retries; ExpireAfterMin bounds the time retrying.
-            if policy.get("MaxAttempts") is not None and done >= int(policy["MaxAttempts"]):
-                self.say(f"    {result.failure_type}: retry policy exhausted after {done} retries")
-                return result
-            if policy.get("ExpireAfterMin") is not None and \
-                    time.time() - first_start > 60 * float(policy["ExpireAfterMin"]):
-                self.say(f"    {result.failure_type}: retry policy expired")
-                return result
-            delay = float(policy.get("IntervalSeconds", 1)) * float(policy.get("BackoffRate", 2.0)) ** done
-            retries[index] = done + 1
-            self.say(f"    {result.failure_type}: {result.failure_reason}")
-            self.say(f"    retrying {node.name} in {delay:g}s (retry {done + 1}"
-                     + (f" of {policy['MaxAttempts']}" if policy.get("MaxAttempts") else "") + ")")
-            self.options.sleep(delay)

@@ -63,6 +63,15 @@ _SCAN_LIMIT_BYTES = 1 << 20
 _SCAN_LIMIT_FILES = 5000
 
 
+class StopRequested(KeyboardInterrupt):
+    """Raised in a job's wait when ``LocalJob.stop_requested`` is set: the runner's Ctrl-C,
+    passed to a job that runs on a thread of its own (a signal reaches only the main thread)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class JobStopped(KeyboardInterrupt):
     """The job was stopped (Ctrl-C / SIGTERM); carries the stopped job's result."""
 
@@ -207,6 +216,9 @@ class LocalJob:
         self.max_runtime = (request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")
         self.first_failed = None  # the child that failed first
         self.stopped = False
+        # Set by whoever runs the job on another thread (the runner's steps side by side): the
+        # job stops at its next poll, as on Ctrl-C (the stop signal's reason is its reason).
+        self.stop_requested = None  # a threading.Event
         self.interrupted = False  # Ctrl-C / SIGTERM arrived while the job was being cleaned up
         # SageMaker: each host's processes see their own tree at /opt/ml and are called algo-N
         # (namespaces.py); where this machine cannot do that, container paths are relocated.
@@ -383,6 +395,8 @@ class LocalJob:
     def _wait(self, start: float) -> None:
         while True:
             self.poll_hook()
+            if self.stop_requested is not None and self.stop_requested.is_set():
+                raise StopRequested(stop_reason())
             running = self.processes.running()
             if not running:
                 failed = [c for c in self.processes.children if c.process.returncode != 0]
