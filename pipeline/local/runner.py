@@ -86,6 +86,8 @@ class RunOptions:
     # {s3:// prefix: local file or folder} the CLI copied into the store (-p InputDataUri=~/x):
     # a job's failure names the user's file, not its copy (failures.in_user_paths).
     local_sources: dict[str, Path] = field(default_factory=dict)
+    # --stub STEP.OUTPUT=VALUE: {step: {output: value}} for steps stubbed as Succeeded (stubs.py).
+    stub_values: dict[str, dict[str, str]] = field(default_factory=dict)
     # Steps running at once at most (SageMaker's MaxParallelExecutionSteps); None: its default.
     max_parallel_steps: int | None = None
 
@@ -135,7 +137,8 @@ class PipelineRunner(JobSteps):
                                       dict(self.parameters))
         self.taken: dict[str, bool] = {}  # condition step -> outcome
         self.started = 0  # steps begun or settled, for their lines' [i/N]
-        self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported)
+        self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported, options.stub_values)
+        self.skipped: list[str] = []  # steps --stub-unsupported skip did not run
         # Local runs never ask AWS for prices: the shipped table (or nothing, said so).
         self.prices = PriceBook()
 
@@ -165,10 +168,11 @@ class PipelineRunner(JobSteps):
                                            for name, uri in placed.items()})
         self.record.parameters.update(placed)
         preflight.check(self.nodes, self.ctx, self.storage)
-        # Each job's imports against its image's record: one line, before any step runs.
+        # How each training job launches (a distribution that cannot run here names itself
+        # first), then each job's imports against its image's record: one line, before any step.
+        preflight.check_launches(self.nodes, self.ctx, self.storage, partial(check_launch, say=self.say))
         preflight.check_images(self.nodes, self.ctx, self.storage, self.say,
                                code_of=partial(preflight.job_code, v3_code=code_for_image_check))
-        preflight.check_launches(self.nodes, self.ctx, self.storage, partial(check_launch, say=self.say))
         tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------
@@ -207,7 +211,9 @@ class PipelineRunner(JobSteps):
                               deferred=interrupts_deferred)
         try:
             failed = scheduler.run()
-            if failed is None:
+            if failed is None and self.skipped:  # never Succeeded: SageMaker would have run them
+                self.record.finish(STOPPED, stubs.skipped_reason(self.skipped))
+            elif failed is None:
                 self.record.finish(SUCCEEDED)
             else:  # why: once, on the run's last line
                 step = self.record.step(failed.name)
@@ -271,7 +277,7 @@ class PipelineRunner(JobSteps):
             self.record.save()
             self._line(node, f": not executed, {current.detail}")
             return True
-        if stubs.unsupported(node) and self.options.stub_unsupported is not None:
+        if stubs.unsupported(node) and self._stub_mode(node) is not None:
             current = self.record.add(StepRecord(node.name, node.type))
             self._stub(node, current)
             self._track("step_ended", self.record, current)
@@ -308,16 +314,20 @@ class PipelineRunner(JobSteps):
         else:  # why: once, on the run's last line
             self.say(f"==> {node.name}: {current.status}")
 
+    def _stub_mode(self, node: StepNode) -> str | None:
+        return stubs.mode_for(node, self.options.stub_unsupported, self.options.stub_values)
+
     def _stub(self, node: StepNode, record: StepRecord) -> None:
-        """A step type that does not run locally, as --stub-unsupported says (stubs.py)."""
-        mode = self.options.stub_unsupported
-        record.detail = stubs.detail(node, mode)
+        """A step type that does not run locally, as --stub-unsupported / --stub say (stubs.py)."""
+        mode, values = self._stub_mode(node), self.options.stub_values.get(node.name)
+        record.detail = stubs.detail(node, mode, values)
         if mode == stubs.SKIP:
             record.status = NOT_EXECUTED
+            self.skipped.append(node.name)
         else:
             record.start = record.end = timestamp()
             record.status = SUCCEEDED
-            record.properties = stubs.properties(node)
+            record.properties = stubs.properties(node, values)
             self.ctx.properties[node.name] = record.properties
         self.record.save()
 

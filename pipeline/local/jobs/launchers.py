@@ -5,21 +5,26 @@ SageMaker (sagemaker-pytorch-training-toolkit ``training.train``; the TensorFlow
 the same MPI flag), in this order:
 - ``sagemaker_mpi_enabled`` (``distribution={"mpi": ...}``): ``mpirun`` on algo-1 over every
   host's slots (``hosts/mpi.py``);
-- ``sagemaker_pytorch_ddp_enabled`` (``{"pytorchddp": ...}``): the SMDataParallel runner, an
-  ``mpirun`` whose ranks run ``python -m mpi4py script.py`` (``smddprun`` in front of it only
-  where SageMaker's data-parallel library is installed, AWS's GPU images);
+- ``sagemaker_pytorch_ddp_enabled`` or ``sagemaker_distributed_dataparallel_enabled``: the
+  SMDataParallel runner, an ``mpirun`` whose ranks run ``python -m mpi4py script.py``
+  (``smddprun`` in front of it only where SageMaker's data-parallel library is installed, AWS's
+  GPU images). SDK v2 (2.257) writes ``{"pytorchddp": ...}`` as ``{"smdistributed":
+  {"dataparallel": ...}}`` (``PyTorch.__init__`` rewrites it), so the flag alone cannot tell
+  the two apart: what needs AWS's library is code that imports ``smdistributed``;
 - ``sagemaker_torch_distributed_enabled`` (``{"torch_distributed": ...}``): ``torchrun`` on every
   host (``hosts/torchrun.py``);
 - anything else: the script once per host.
 
-Refused here, before any step: SageMaker's own distributed libraries (``smdistributed``'s data
-and model parallelism) and PyTorch/XLA's launcher, which need AWS's GPU or Trainium images and
-exist nowhere else; and a torchrun job whose Python cannot import torch.
+Refused here, before any step: SageMaker's own distributed libraries (code that imports
+``smdistributed``; ``smdistributed``'s model parallelism) and PyTorch/XLA's launcher, which need
+AWS's GPU or Trainium images and exist nowhere else; and a torchrun job whose Python cannot
+import torch.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 from collections.abc import Mapping
 
@@ -36,12 +41,12 @@ PYTORCH_XLA = "sagemaker_pytorch_xla_multi_worker_enabled"
 PROCESSES_PER_HOST = "sagemaker_mpi_num_of_processes_per_host"
 
 PROCESS, MPIRUN, PYTORCHDDP, TORCHRUN = "process", "mpirun", "pytorchddp", "torchrun"
+_SMDISTRIBUTED = re.compile(r"^\s*(?:import|from)\s+smdistributed\b", re.MULTILINE)
 
 # A framework parameter (decoded) -> what the user wrote, for the one-line refusals.
+SMDDP_LIBRARY = ("code that imports smdistributed",
+                 "SageMaker's data-parallel library (smddp) exists only in AWS's PyTorch GPU images")
 _UNSUPPORTED = {
-    SMDATAPARALLEL: ('distribution={"smdistributed": {"dataparallel": ...}}',
-                     "SageMaker's data-parallel library (smddp) runs only on AWS's PyTorch GPU images on "
-                     "ml.p4d/ml.p4de/ml.p5 instances"),
     MODEL_PARALLEL: ('distribution={"smdistributed": {"modelparallel": ...}}',
                      "SageMaker's model-parallel library (smp) runs only on AWS's GPU images"),
     PYTORCH_XLA: ('distribution={"pytorchxla": ...}',
@@ -69,12 +74,23 @@ def launcher(framework: Mapping[str, object]) -> str:
         return PYTORCHDDP
     if _enabled(framework.get(TORCH_DISTRIBUTED)):
         return TORCHRUN
+    if _enabled(framework.get(SMDATAPARALLEL)):
+        return PYTORCHDDP  # the same SMDataParallel runner (see the module's docstring)
     return PROCESS
 
 
-def refusal(hyperparameters: Mapping[str, object], where: str) -> str | None:
+def refusal(hyperparameters: Mapping[str, object], where: str, code: Mapping[str, str] | None = None) -> str | None:
     """The one line for a distribution that cannot run here, or None. ``hyperparameters``
-    as the request holds them (JSON-encoded strings) or decoded."""
+    as the request holds them (JSON-encoded strings) or decoded; ``code`` (path -> text), where
+    known, is read for an import of SageMaker's data-parallel library."""
+    smddp = hyperparameters.get(SMDATAPARALLEL)
+    if code and _enabled(smddp.strip().strip('"') if isinstance(smddp, str) else smddp):
+        for path, text in sorted(code.items()):
+            match = _SMDISTRIBUTED.search(text)
+            if path.endswith(".py") and match:
+                line = text.count("\n", 0, match.start()) + 1
+                return (f"{where}: {SMDDP_LIBRARY[0]} ({path}:{line}) cannot run locally: {SMDDP_LIBRARY[1]}; "
+                        f"{INSTEAD}, with torch.distributed's own backend (gloo, nccl)")
     for key, (written, why) in _UNSUPPORTED.items():
         value = hyperparameters.get(key)
         if isinstance(value, str) and key != MODEL_PARALLEL:
@@ -138,18 +154,20 @@ def installs_torch(requirements: str | bytes | None) -> bool:
     return "torch" in parse_requirements(text).modules
 
 
-def submitted_requirements(storage, submit) -> str | None:
-    """requirements.txt of an SDK v2 ``sagemaker_submit_directory`` in the store, or None."""
+def submitted_code(storage, submit) -> dict[str, str]:
+    """The .py files and requirements.txt of an SDK v2 ``sagemaker_submit_directory`` in the
+    store ({} where it is not there yet: an earlier step makes it, judged when the job starts)."""
     from training_entry import archives
 
     if not (isinstance(submit, str) and submit.startswith("s3://") and submit.endswith(".tar.gz")):
-        return None
+        return {}
     try:
         data = storage.read_bytes(submit)
-    except Exception:  # noqa: BLE001 - not there yet (an earlier step makes it): judged at the job
-        return None
-    members = archives.read_members(data, lambda name: name.lstrip("./") == "requirements.txt", 10_000, 1 << 20)
-    return next((m.decode(errors="replace") for m in members.values()), None)
+    except Exception:  # noqa: BLE001 - the store says why when the job reads it
+        return {}
+    members = archives.read_members(
+        data, lambda name: name.endswith(".py") or name.lstrip("./") == "requirements.txt", 2_000, 1 << 20)
+    return {name.lstrip("./"): m.decode(errors="replace") for name, m in members.items()}
 
 
 def check_before_run(request: Mapping, storage, where: str, requirements: str | None = None,
@@ -166,14 +184,17 @@ def check_before_run(request: Mapping, storage, where: str, requirements: str | 
         if not isinstance(hyperparameters, Mapping):
             return None
         known = {k: v for k, v in hyperparameters.items() if isinstance(v, str)}
-        refused = refusal(known, where)
+        decoded = decode_hyperparameters(known)
+        wanted = launcher(decoded)
+        code = submitted_code(storage, decoded.get("sagemaker_submit_directory")) \
+            if wanted in (TORCHRUN, PYTORCHDDP) else {}
+        refused = refusal(known, where, code)
         if refused:
             return refused
-        if launcher(decode_hyperparameters(known)) != TORCHRUN:
+        if wanted != TORCHRUN:
             return None
         what = 'distribution={"torch_distributed": {"enabled": True}}'
-        submit = decode_hyperparameters(known).get("sagemaker_submit_directory")
-        requirements = submitted_requirements(storage, submit)
+        requirements = code.get("requirements.txt")
     image = (request.get("AlgorithmSpecification") or {}).get("TrainingImage")
     if not isinstance(image, str):
         return None  # a parameter an earlier step sets: judged when the job starts

@@ -8,7 +8,6 @@ Slow: each runs jobs whose ranks import torch (about 3 s each on 2 shared cores)
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -85,13 +84,20 @@ def test_pytorchddp_and_mpi_jobs_run_their_launchers(tmp_path):
         assert "mpirun: " in log
         assert len(re.findall(r"rank \d weights \w+ same on all ranks: True", log)) == 2, log[-3000:]
     # pytorchddp's ranks run `python -m mpi4py train.py` and get torch's variables from their MPI rank.
-    assert "-m mpi4py train.py" in json.dumps(_job_log(workdir, "TrainPyTorchDDP"))
+    ddp = re.findall(r"rank (\d) of 2 on algo-1 local rank (\d) master algo-1:\d+ mpi4py True", _job_log(workdir, "TrainPyTorchDDP"))
+    assert sorted(ddp) == [("0", "0"), ("1", "1")]
+    assert "mpi4py False" in _job_log(workdir, "TrainMPI")
 
 
-def _definition_with(tmp_path, distribution: dict, image: str | None = None) -> str:
-    from .sdk_pipelines.pytorch import pytorch_pipeline
+def _definition_with(tmp_path, distribution: dict, image: str | None = None, first_line: str = "") -> str:
+    import shutil
 
-    text = pytorch_pipeline(_session(tmp_path), "sdk-bucket", distribution=distribution).definition()
+    from .sdk_pipelines.pytorch import HERE, pytorch_pipeline
+
+    code = shutil.copytree(HERE / "torch_code", tmp_path / "code")
+    (code / "train.py").write_text(first_line + (code / "train.py").read_text())
+    text = pytorch_pipeline(_session(tmp_path), "sdk-bucket", distribution=distribution,
+                            source_dir=code).definition()
     if image is not None:
         text = text.replace("pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker", image)
     path = tmp_path / "refused.json"
@@ -99,16 +105,20 @@ def _definition_with(tmp_path, distribution: dict, image: str | None = None) -> 
     return str(path)
 
 
-@pytest.mark.parametrize("distribution, says", [
-    ({"smdistributed": {"dataparallel": {"enabled": True}}},
-     'step TrainModel: distribution={"smdistributed": {"dataparallel": ...}} cannot run locally'),
+@pytest.mark.parametrize("distribution, first_line, says", [
+    # SDK v2 writes pytorchddp as smdistributed's dataparallel: the code using AWS's library is what is refused.
+    ({"smdistributed": {"dataparallel": {"enabled": True}}}, "import smdistributed.dataparallel.torch.torch_smddp\n",
+     "step TrainModel: code that imports smdistributed (train.py:1) cannot run locally"),
+    ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}},
+      "mpi": {"enabled": True}}, "",
+     'step TrainModel: distribution={"smdistributed": {"modelparallel": ...}} cannot run locally'),
 ])
-def test_a_distribution_only_aws_images_have_is_refused_before_any_step(tmp_path, distribution, says):
-    definition = _definition_with(tmp_path, distribution)
+def test_a_distribution_only_aws_images_have_is_refused_before_any_step(tmp_path, distribution, first_line, says):
+    definition = _definition_with(tmp_path, distribution, first_line=first_line)
     done = trainpipe("run", "--local", "--definition", definition, "--workdir", str(tmp_path / "work"))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
-    assert says in line and 'torch_distributed' in line
+    assert says in line and 'torch_distributed' in line, line
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))  # no step ran
     readme_record.record(line.removeprefix("trainpipe run: error: "))
 
@@ -132,6 +142,7 @@ def test_torchrun_where_the_jobs_python_has_no_torch_is_refused_before_any_step(
     assert "runs torchrun, which needs PyTorch" in line and f"({bare})" in line and "has no torch" in line, line
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
     readme_record.record(line.removeprefix("trainpipe run: error: "))
+    readme_record.record(line.removeprefix("trainpipe run: error: "))
 
 
 def test_torchrun_on_a_tensorflow_image_is_refused_before_any_step(tmp_path):
@@ -140,6 +151,7 @@ def test_torchrun_on_a_tensorflow_image_is_refused_before_any_step(tmp_path):
     done = trainpipe("run", "--local", "--definition", definition, "--workdir", str(tmp_path / "work"))
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     line = done.stderr.strip().splitlines()[-1]
-    # The image check names the cause first: the code imports torch, which that image lacks.
-    assert "the code imports torch (train.py:" in line and "record aws-tensorflow-training-2.14" in line, line
+    assert "runs torchrun, which needs PyTorch, and the image" in line, line
+    assert "has none (record aws-tensorflow-training-2.14)" in line and "pytorch-training:2.9 or 2.10" in line, line
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
+    readme_record.record(line.removeprefix("trainpipe run: error: "))

@@ -29,10 +29,10 @@ INFERENCE_IMAGE = f"{ECR}/pytorch-inference:2.9.0-cpu-py312-ubuntu22.04-sagemake
 
 
 def estimator(session, bucket: str, distribution: dict, instance_count: int = 2, processes_per_host: int = 2,
-              epochs: int = 3) -> PyTorch:
+              epochs: int = 3, source_dir: Path = HERE / "torch_code") -> PyTorch:
     # SageMaker: processes per host are the instance's GPUs unless the framework parameter says
     # otherwise; a CPU instance runs one, so a CPU DDP job names its count.
-    return PyTorch(entry_point="train.py", source_dir=str(HERE / "torch_code"), role=ROLE,
+    return PyTorch(entry_point="train.py", source_dir=str(source_dir), role=ROLE,
                    image_uri=TRAINING_IMAGE, instance_count=instance_count, instance_type="ml.c5.2xlarge",
                    distribution=distribution,
                    hyperparameters={"epochs": epochs, "sagemaker_mpi_num_of_processes_per_host": processes_per_host},
@@ -45,14 +45,15 @@ def train_step(session, bucket, distribution, data, name="TrainModel", **kwargs)
 
 
 def pytorch_pipeline(session, bucket: str, name: str = "sdk-pytorch",
-                     distribution: dict | None = None) -> Pipeline:
+                     distribution: dict | None = None, source_dir: Path = HERE / "torch_code") -> Pipeline:
     """SKLearn processing -> PyTorch DDP training under torchrun on 2 instances x 2 processes ->
     evaluation -> condition -> ModelStep(model.register()) | Fail."""
     input_data = ParameterString(name="InputData", default_value=f"s3://{bucket}/digits/raw_data_all.csv")
     threshold = ParameterFloat(name="AccuracyThreshold", default_value=0.8)
     step_process = _preprocess_step(session, input_data, "ml.m5.xlarge")
     step_train = train_step(session, bucket, distribution or {"torch_distributed": {"enabled": True}},
-                            step_process.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri)
+                            step_process.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri,
+                            source_dir=source_dir)
     evaluator = ScriptProcessor(image_uri=TRAINING_IMAGE, command=["python3"], instance_type="ml.m5.xlarge",
                                 instance_count=1, base_job_name="digits-eval", role=ROLE, sagemaker_session=session)
     step_eval, report = _evaluation("EvaluateModel", evaluator, step_train, step_process,

@@ -18,6 +18,7 @@ IGNORE_PATTERNS = [".env", ".git", "__pycache__", ".DS_Store", ".cache", ".ipynb
 CONTAINER_ARGUMENTS = ["-c", "chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh "
                              "&& /opt/ml/input/data/sm_drivers/sm_train.sh"]
 TF_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14-cpu-py310"
+TORCH_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker"
 ROLE = "arn:aws:iam::123456789012:role/test"
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from pipeline.local.hosts import mpi as local_mpi
 from pipeline.local.jobs import failures as job_failures
+from pipeline.local.jobs import launchers
 from pipeline.local.jobs.v3 import sdk_v3, training_v3
 from pipeline.local.jobs.v3.sdk_v3 import LaunchUndetermined, read_launch
 from tests import readme_record
@@ -173,15 +174,21 @@ def test_a_job_whose_sm_drivers_name_a_driver_of_its_own_is_refused_before_it_st
     assert not list((tmp_path / "job").glob("logs/*.log"))  # no process started
 
 
-def test_torchrun_runs_only_where_pytorch_is_importable(local_storage, tmp_path):
+def test_torchrun_on_a_tensorflow_image_is_refused_naming_the_image(local_storage, tmp_path):
     result = run_job(local_storage, tmp_path, code={"train.py": REPORT}, source=v3.source_code("train.py"),
                      distributed=v3.torchrun(1))
-    if training_v3.torch_importable(sys.executable):
+    assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
+    assert "has none (record aws-tensorflow-training-2.14)" in result.failure_reason
+
+
+def test_torchrun_runs_only_where_pytorch_is_importable(local_storage, tmp_path):
+    result = run_job(local_storage, tmp_path, code={"train.py": REPORT}, source=v3.source_code("train.py"),
+                     distributed=v3.torchrun(1), image=v3.TORCH_IMAGE)
+    if launchers.torch_importable(sys.executable):
         assert result.status == "Completed", result.failure_reason
     else:
         assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
-        assert result.failure_reason.startswith("distributed=Torchrun(...) runs torchrun, and PyTorch is "
-                                                "not importable in this job's Python")
+        assert result.failure_reason.startswith("distributed=Torchrun(...) runs torchrun, which needs PyTorch")
         assert "\n" not in result.failure_reason
         readme_record.record(result.failure_reason)
 

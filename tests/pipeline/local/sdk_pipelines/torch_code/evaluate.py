@@ -9,7 +9,6 @@ import pandas as pd
 import torch
 
 
-
 def net():  # the network train.py trained (ScriptProcessor uploads this file alone)
     return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
 

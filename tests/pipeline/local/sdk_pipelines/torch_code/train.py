@@ -5,6 +5,7 @@ arguments, SM_* variables for paths, torch.distributed initialised from what the
 import argparse
 import hashlib
 import os
+import sys
 
 import numpy as np
 import pandas as pd
@@ -41,7 +42,8 @@ if __name__ == "__main__":
         dist.init_process_group(backend=backend)
     rank, world = dist.get_rank(), dist.get_world_size()
     print(f"rank {rank} of {world} on {os.environ.get('SM_CURRENT_HOST')} local rank "
-          f"{os.environ.get('LOCAL_RANK')} master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}",
+          f"{os.environ.get('LOCAL_RANK')} master {os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')} "
+          f"mpi4py {'mpi4py' in sys.modules}",
           flush=True)
 
     frame = pd.read_csv(os.path.join(args.train, "train.csv"))
