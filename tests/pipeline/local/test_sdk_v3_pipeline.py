@@ -72,7 +72,32 @@ def trainpipe(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=900)
 
 
-def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict, train: str = TRAIN) -> Path:
+TORCH_TRAIN = """
+    import argparse, json, os, pathlib
+    import torch
+    import torch.distributed as dist
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int)
+    parser.add_argument("--learning-rate", type=float)
+    args = parser.parse_args()
+    dist.init_process_group("gloo")  # torchrun set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rows = [float(x) for f in sorted(pathlib.Path(os.environ["SM_CHANNEL_TRAIN"]).glob("*.csv"))
+            for x in f.read_text().split()]
+    mine = rows[rank::world]
+    total = torch.tensor([sum(mine), len(mine)], dtype=torch.float64)
+    dist.all_reduce(total)
+    print(f"rank {rank} of {world} on {os.environ['SM_CURRENT_HOST']} local rank {os.environ['LOCAL_RANK']}: "
+          f"{len(mine)} rows, master {os.environ['MASTER_ADDR']}", flush=True)
+    if rank == 0:
+        model = {"mean": float(total[0] / total[1]), "ranks": world}
+        pathlib.Path(os.environ["SM_MODEL_DIR"], "model.json").write_text(json.dumps(model))
+    dist.destroy_process_group()
+"""
+
+
+def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict, train: str = TRAIN,
+                   image: str = v3.TF_IMAGE, requirements: str | None = "mpi4py\n") -> Path:
     """The objects a v3 notebook would have uploaded, in the run's store, and the definition."""
     storage = LocalStorage(workdir / "store")
     storage.put_bytes("\n".join(str(i) for i in range(1, 11)).encode() + b"\n", f"s3://{BUCKET}/raw/raw.csv")
@@ -80,9 +105,10 @@ def write_pipeline(workdir: Path, tmp_path: Path, distributed: dict, train: str 
         storage.put_bytes(textwrap.dedent(text).encode(), f"s3://{BUCKET}/v3-spike/code/{name}")
     code_uri, drivers_uri = v3.put_job_files(
         storage, f"s3://{BUCKET}/v3-train/v3-train-20261127000206",
-        {"train.py": train, "requirements.txt": "mpi4py\n"},
-        v3.source_code("train.py", requirements="requirements.txt"), distributed)
+        {"train.py": train, **({"requirements.txt": requirements} if requirements else {})},
+        v3.source_code("train.py", requirements="requirements.txt" if requirements else None), distributed)
     training = v3.training_arguments(code_uri, drivers_uri, output=f"s3://{BUCKET}/v3-train", instances=2,
+                                     image=image,
                                      hyperparameters={"epochs": 2, "learning-rate": 0.1},
                                      channels=[v3.channel("train", "set by the definition")])
     definition = v3.pipeline_definition(BUCKET, training, preprocess_uri=f"s3://{BUCKET}/v3-spike/code/preprocess.py",
@@ -122,6 +148,24 @@ def test_a_v3_pipeline_runs_unchanged_with_the_ranks_sagemaker_would_start(tmp_p
     listed = trainpipe("models", "--workdir", str(workdir), "--json")
     (package,) = json.loads(listed.stdout)
     assert (package["ModelPackageGroupName"], package["ModelApprovalStatus"]) == ("digits-v3", "Approved")
+
+
+@pytest.mark.slow
+@needs_namespaces
+def test_a_v3_torchrun_pipeline_runs_2_hosts_x_2_processes(tmp_path):
+    """ModelTrainer(distributed=Torchrun(process_count_per_node=2), instance_count=2) on AWS's
+    PyTorch 2.9 image: torchrun on both hosts, 4 ranks, the rendezvous at algo-1."""
+    workdir = tmp_path / "work"
+    definition = write_pipeline(workdir, tmp_path, v3.torchrun(2), train=TORCH_TRAIN, image=v3.TORCH_IMAGE,
+                                requirements=None)
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    steps = steps_of(workdir)
+    assert [steps[s]["status"] for s in ("Preprocess", "Train", "Evaluate", "Check", "Register")] == ["Succeeded"] * 5
+    log = next((workdir / "runs").glob("*/jobs/*Train*/job.log")).read_text()
+    for rank, host, local in (("0", "algo-1", "0"), ("1", "algo-1", "1"), ("2", "algo-2", "0"), ("3", "algo-2", "1")):
+        assert f"rank {rank} of 4 on {host} local rank {local}: " in log, log[-3000:]
+    assert "master algo-1" in log
 
 
 def test_a_v3_training_step_whose_launch_cannot_be_determined_is_refused_before_any_step(tmp_path):
