@@ -240,3 +240,19 @@ def parse_metric_line(line: str) -> dict[str, float]:
         if match:
             found[definition["Name"]] = float(match.group(1))
     return found
+
+
+# A URI's user information (``https://user:password@host``, ``https://token@host``) is a
+# credential: wherever trainpipe prints or stores a URI (tracking servers, their errors, run
+# links, mlflow.json), it shows ``***`` in its place. Up to the last ``@`` before the path.
+_URI_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)[^/?#\s\"'<>]+@")
+REDACTED = "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with the user information of every URI in it replaced by ``***``."""
+    return _URI_USERINFO.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
+
+
+def has_userinfo(uri: str) -> bool:
+    return _URI_USERINFO.search(uri) is not None

@@ -170,6 +170,7 @@ def ensure_mlflow(environ: Mapping[str, str] = os.environ, code_dir: str | Path 
 
 
 def _warn(uri: str, error: Exception) -> None:
-    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-    print(f"warning: MLflow tracking at {uri} failed ({first}); the job goes on without it",
+    # A password in the URI (or echoed in the error) never reaches the job's log.
+    first = contract.redact((str(error).strip().splitlines() or [type(error).__name__])[0])[:200]
+    print(f"warning: MLflow tracking at {contract.redact(uri)} failed ({first}); the job goes on without it",
           file=sys.stderr, flush=True)

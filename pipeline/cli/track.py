@@ -22,6 +22,7 @@ was down or slow), from trainpipe's own records.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from pipeline.cli.local.commands import add_storage_arguments, make_storage
@@ -29,6 +30,7 @@ from pipeline.errors import UserError
 from pipeline.local import execution as ex
 from pipeline.settings import from_environment
 from pipeline.tracking.target import HELP
+from training_entry.contract import has_userinfo, redact
 
 
 def register(subparsers) -> None:
@@ -55,13 +57,21 @@ def _target_of(run_dir: Path, args, workdir: Path):
         last = read_state(run_dir).get("last")
         if last:
             embedded = T.embedded(workdir)
-            return embedded if last == embedded.uri else T.Target(uri=last, embedded=False)
+            if last == embedded.uri:
+                return embedded
+            if not has_userinfo(last):
+                return T.Target(uri=last, embedded=False)
+            # Stored as shown: the password was never written down. The same server from the
+            # environment, with its credentials, is the one meant.
+            given = (os.environ.get(T.ENV_VAR) or "").strip()
+            if given and redact(given) == last:
+                return T.Target(uri=given, embedded=False)
+            raise UserError(f"execution {run_dir.name} logged to {last}, whose credentials trainpipe does not "
+                            f"store: give the URI again with --tracking-uri URI or ${T.ENV_VAR}")
     return T.resolve(args.tracking_uri, workdir)
 
 
 def sync_cloud(args: argparse.Namespace) -> int:
-    import os
-
     from pipeline.cloud.aws import Clients
     from pipeline.tracking import deadline
     from pipeline.tracking import target as T
@@ -85,7 +95,7 @@ def sync_cloud(args: argparse.Namespace) -> int:
         raise
     except Exception as error:  # noqa: BLE001 (the tracking server: one line, as for local executions)
         first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        print(f"execution {args.execution_arn}: cannot log to {target.uri}: {first}; run this again when it answers")
+        print(f"execution {args.execution_arn}: cannot log to {target.display}: {redact(first)}; run this again when it answers")
         return 1
     if missing:  # the execution's end is still logged; the steps wait for a later run of this
         print(f"execution {args.execution_arn}: {missing}; its condition and registration steps are not logged")
@@ -124,7 +134,7 @@ def run_sync(args: argparse.Namespace) -> int:
         if target is None:
             raise UserError("--tracking-uri off: nothing to sync to; give a tracking URI")
         if target.uri in stalled:  # it missed its deadline once: every execution would wait as long
-            print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {stalled[target.uri]}")
+            print(f"execution {doc['execution_id']}: cannot log to {target.display}: {stalled[target.uri]}")
             failed += 1
             unreached.append(target)
             continue
@@ -136,10 +146,10 @@ def run_sync(args: argparse.Namespace) -> int:
             raise
         except Exception as error:  # noqa: BLE001 (one line per execution that cannot be logged)
             with quiet():
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+                first = redact((str(error).strip().splitlines() or [type(error).__name__])[0])[:200]
             if isinstance(error, deadline.DeadlineExceeded):
                 stalled[target.uri] = first
-            print(f"execution {doc['execution_id']}: cannot log to {target.uri}: {first}")
+            print(f"execution {doc['execution_id']}: cannot log to {target.display}: {first}")
             failed += 1
             unreached.append(target)
             continue

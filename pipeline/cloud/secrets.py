@@ -2,8 +2,9 @@
 
 A pipeline definition is readable by anyone who may describe the pipeline, and stays in its
 execution history. upsert scans the definition text before sending it and refuses to send one
-that contains an AWS access key id, something shaped like a secret key or session token, or
-the value of any AWS_* environment variable or of the credentials in use.
+that contains an AWS access key id, something shaped like a secret key or session token, a
+URI with credentials in it (``https://user:password@host``), or the value of any AWS_*
+environment variable or of the credentials in use.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from training_entry.contract import redact
 
 # AKIA: long-term access key id; ASIA: temporary (STS) access key id.
 ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
@@ -24,6 +27,8 @@ SECRET_KEY = re.compile(rf"(?<![{_B64}=])(?=[{_B64}]*[a-z])(?=[{_B64}]*[A-Z])(?=
 # Session tokens are hundreds of base64 characters.
 SESSION_TOKEN = re.compile(rf"[{_B64}]{{100,}}={{0,2}}")
 MAX_SLASHES_IN_A_KEY = 2
+# A URI whose user information (a password or token) is set; up to its host.
+URI_WITH_USERINFO = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^/?#\s\"]+@[^/?#\s\"]*")
 # AWS_* variables whose values are configuration, not secrets, and may rightly appear in a
 # definition (the region is in every image URI, the account and a role in every ARN). Values
 # too short to mean anything ("true", "1") are skipped by length.
@@ -62,6 +67,8 @@ def find_secrets(
             Finding(kind, _mask(m.group(0))) for m in pattern.finditer(text)
             if pattern is not SECRET_KEY or m.group(0).count("/") <= MAX_SLASHES_IN_A_KEY
         ]
+    # https://user:password@host (a tracking server's, a database's): shown without them.
+    findings += [Finding("a URI with credentials", redact(m.group(0))) for m in URI_WITH_USERINFO.finditer(text)]
     values = {
         name: value for name, value in environ.items()
         if name.startswith("AWS_") and name not in NOT_SECRET_VARIABLES

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pipeline.errors import UserError
 from pipeline.tracking.target import is_tracking_arn
-from training_entry.contract import TRACKING_EXECUTION_ENV, TRACKING_STEP_ENV
+from training_entry.contract import TRACKING_EXECUTION_ENV, TRACKING_STEP_ENV, has_userinfo, redact
 
 REQUIREMENTS_FILE = "requirements.txt"
 # The SageMaker TensorFlow training toolkit pip-installs the code's requirements.txt first.
@@ -26,7 +26,15 @@ ARN_REQUIREMENTS = ["sagemaker-mlflow"]
 
 
 def check(uri: str, network_isolation: bool) -> None:
-    """One line, before anything is built, for a URI the jobs could not log to."""
+    """One line, before anything is built, for a URI the jobs could not log to, or one that
+    would carry a credential to SageMaker: the definition holds the jobs' environment, and
+    anyone who may describe the pipeline or its executions reads it."""
+    if has_userinfo(uri):
+        raise UserError(
+            f"--tracking-uri {redact(uri)}: the URI carries credentials, and the definition (where the "
+            f"jobs' MLFLOW_TRACKING_URI is written) is readable by anyone who may describe the pipeline; "
+            f"give the URI without them, e.g. a SageMaker MLflow tracking server ARN, whose requests "
+            f"the jobs sign with their role")
     if not (uri.startswith(("http://", "https://")) or is_tracking_arn(uri)):
         raise UserError(
             f"--tracking-uri {uri}: SageMaker's jobs log from inside their containers and cannot "

@@ -27,6 +27,7 @@ from pipeline.tracking.logger import (
     unlogged,
 )
 from pipeline.tracking.target import Target
+from training_entry.contract import redact
 
 
 class ThreadWarnings:
@@ -134,7 +135,7 @@ class Tracker:
         if self.error is None:
             return
         missing = unlogged(record, self.log.entry if self.log else None)
-        self.say(f"warning: MLflow tracking at {self.target.uri} failed ({self.error}); not logged: "
+        self.say(f"warning: MLflow tracking at {self.target.display} failed ({self.error}); not logged: "
                  f"{', '.join(missing)}; the run is not affected: `{sync_command(self.workdir, record.execution_id, self.target)}` "
                  f"logs them from this execution's records")
 
@@ -171,7 +172,7 @@ class Tracker:
             with quiet():
                 action()
         except Exception as error:  # noqa: BLE001 (a tracking failure never fails the pipeline)
-            self.error = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+            self.error = redact((str(error).strip().splitlines() or [type(error).__name__])[0])[:200]
 
     def _start(self, record: ExecutionRecord, _step) -> None:
         self.log = ExecutionLog(self.target, Path(record.run_dir), self.storage,

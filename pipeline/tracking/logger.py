@@ -54,7 +54,7 @@ _QUIET_LOGGERS = ("mlflow", "urllib3", "alembic", "sqlalchemy")
 def sync_command(workdir: Path, execution_id: str | None = None, target: Target | None = None) -> str:
     """The command that logs what is missing, to ``target``: named unless it is the workdir's
     embedded store (a server that never answered is in no record ``track sync`` reads)."""
-    named = f" --tracking-uri {shlex.quote(target.uri)}" if target is not None and not target.embedded else ""
+    named = f" --tracking-uri {shlex.quote(target.display)}" if target is not None and not target.embedded else ""
     return (f"trainpipe track sync --workdir {workdir}" + (f" --execution {execution_id}" if execution_id else "")
             + named)
 
@@ -176,8 +176,12 @@ class ExecutionLog:
         self.registry_path = registry_path
         self.client = client or client_for(target)
         self.state = read_state(self.run_dir)
-        self.state["last"] = target.uri
-        self.entry = self.state["targets"].setdefault(target.uri, {"steps": {}})
+        # Keyed by the URI as shown: a password in it is never written to mlflow.json (a state
+        # written before that keeps its entry, moved under the shown key).
+        if target.uri != target.display and target.uri in self.state["targets"]:
+            self.state["targets"].setdefault(target.display, self.state["targets"].pop(target.uri))
+        self.state["last"] = target.display
+        self.entry = self.state["targets"].setdefault(target.display, {"steps": {}})
 
     def save(self) -> None:
         write_state(self.run_dir, self.state)

@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from pipeline.errors import UserError
+from training_entry.contract import redact
 
 ENV_VAR = "MLFLOW_TRACKING_URI"
 SWITCH_ENV_VAR = "TRAINPIPE_TRACKING"
@@ -35,6 +36,8 @@ EMBEDDED_DB = "mlflow.db"
 EMBEDDED_ARTIFACTS = "mlartifacts"
 # What `mlflow ui` serves on when given no --port: the run links of the embedded store.
 UI_DEFAULT = "http://127.0.0.1:5000"
+# MLflow 3's UI keeps a workflow type (GenAI or machine learning) and takes it from the link.
+UI_RUNS_VIEW = "workflowType=machine_learning"
 # A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
 ARN_PREFIX = "arn:aws"
 ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
@@ -63,6 +66,12 @@ class Target:
     experiment: str | None = None  # the experiment to log to (default: the pipeline's name)
 
     @property
+    def display(self) -> str:
+        """The URI as printed and stored (mlflow.json, run links): its user information, a
+        password or token, is ``***`` (``training_entry.contract.redact``)."""
+        return redact(self.uri)
+
+    @property
     def is_server(self) -> bool:
         return self.uri.startswith(("http://", "https://")) or self.is_arn
 
@@ -78,14 +87,14 @@ class Target:
             return (f"aws sagemaker create-presigned-mlflow-tracking-server-url "
                     f"--tracking-server-name {self.uri.rsplit('/', 1)[-1]}")
         if self.is_server:
-            return f"open {self.uri}"
+            return f"open {self.display}"
         return f"{mlflow_command()} ui --backend-store-uri {shlex.quote(self.uri)}"
 
     def run_link(self, experiment_id: str, run_id: str) -> str:
         """The run's page in the MLflow UI (the embedded store: once `mlflow ui` serves it)."""
         if self.is_arn:  # its UI opens through a presigned URL (ui_command), not a fixed link
             return f"{self.uri} experiment {experiment_id} run {run_id}"
-        base = self.uri.rstrip("/") if self.is_server else UI_DEFAULT
+        base = self.display.rstrip("/") if self.is_server else UI_DEFAULT
         return f"{base}/#/experiments/{quote(str(experiment_id))}/runs/{quote(run_id)}"
 
 

@@ -51,6 +51,13 @@ def test_a_server_that_cannot_be_reached_is_one_line(environ, capsys):
     assert line.endswith("the job goes on without it")
 
 
+def test_a_password_in_the_uri_never_reaches_the_jobs_log(environ, capsys):
+    uri = "http://trainer:hunter2@127.0.0.1:9"
+    assert JobRun.start({}, {**environ, "MLFLOW_TRACKING_URI": uri}) is None
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("warning: MLflow tracking at http://***@127.0.0.1:9 failed (") and "hunter2" not in line
+
+
 @pytest.mark.slow
 def test_the_chief_of_a_two_rank_job_logs_every_epoch_once(environ, tmp_path):
     """train.py under mpirun, as SageMaker runs it, with the variables the definition sets:

@@ -221,7 +221,7 @@ def test_upsert_uses_the_stacks_key(stack):
 
 
 @pytest.mark.parametrize("tag", ["team=" + FAKE_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-                                 "owner=AKIAIOSFODNN7EXAMPLE"])
+                                 "owner=AKIAIOSFODNN7EXAMPLE", "db=postgres://app:hunter2@db.example/prod"])
 def test_upsert_refuses_a_tag_with_a_credential(stack, monkeypatch, capsys, tag):
     # Tags reach CreatePipeline/AddTags with the definition: scanned with the same rule.
     for name, value in FAKE_CREDENTIALS.items():

@@ -18,6 +18,7 @@ from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, all_bundles
 from pipeline.errors import UserError
 from pipeline.settings import Settings
 from pipeline.tracking import jobs
+from tests import readme_record
 
 REPO = Path(__file__).resolve().parents[3]
 ARN = "arn:aws:sagemaker:us-east-1:123456789012:mlflow-tracking-server/team"
@@ -77,6 +78,19 @@ def test_a_store_on_this_machine_or_network_isolation_is_refused_in_one_line():
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"trainpipe definition: error: --tracking-uri {ARN}: the jobs run with "
                            "network isolation") and "--no-network-isolation" in line
+
+
+def test_a_tracking_uri_with_credentials_is_refused_before_it_reaches_a_definition():
+    done = subprocess.run([sys.executable, "-m", "pipeline", "definition", "--no-network-isolation",
+                           "--tracking-uri", "https://trainer:hunter2@mlflow.example.com"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "" and "hunter2" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    readme_record.record(line)
+    assert line == ("trainpipe definition: error: --tracking-uri https://***@mlflow.example.com: the URI carries "
+                    "credentials, and the definition (where the jobs' MLFLOW_TRACKING_URI is written) is readable "
+                    "by anyone who may describe the pipeline; give the URI without them, e.g. a SageMaker MLflow "
+                    "tracking server ARN, whose requests the jobs sign with their role")
 
 
 def test_the_jobs_code_passes_the_pre_run_image_check_with_tracking():
