@@ -2,6 +2,7 @@
 
     trainpipe run --local [-p Name=Value ...] [--workdir DIR] [--s3-endpoint URL | --aws-s3]
                           [--no-cache] [--quiet] [--definition FILE] [--stub-unsupported succeed|skip]
+                          [--stub STEP.OUTPUT=VALUE ...] [--max-parallel-steps N] [--pipeline-name NAME]
         Build the definition ``trainpipe definition`` prints (or read FILE: any definition,
         e.g. one built with the plain SDK and pipeline.local.store.session.LocalStoreSession) and run
         it on this machine: no Docker, no AWS account. Artifacts go to DIR (default
@@ -15,6 +16,8 @@
         stopped (Ctrl-C, SIGTERM, SIGHUP), 2 for bad input; the reason is on the last line. An
         execution whose runner died (SIGKILL, out of memory) is marked Failed, and what its
         jobs left running is ended, by the next `run --local` in the same DIR. MLflow: see --tracking-uri.
+        A definition FILE runs as the pipeline --pipeline-name names (on SageMaker: the name it is
+        created with); without it, under the file's name, which the run's first lines say.
     trainpipe run --sagemaker-local [-p Name=Value ...]
         The same pipeline through the SageMaker SDK's own local mode (needs Docker + Compose).
     trainpipe train --local --entry-point FILE [--source-dir DIR] [--instances N]
@@ -39,6 +42,7 @@ from pathlib import Path
 
 # -p values that name local files or folders, checked and copied into the store: data.py.
 from pipeline.cli.local.data import copy_local_data, find_local_data
+from pipeline.cli.local.run_options import add_run_options, pipeline_name_line, run_options
 from pipeline.cli.options import (
     add_parameter_arguments,
     add_settings_arguments,
@@ -129,6 +133,7 @@ def register(subparsers) -> None:
     run.add_argument("--definition", type=Path, metavar="FILE",
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")
+    add_run_options(run)  # --max-parallel-steps, --stub (run_options.py)
     add_settings_arguments(run)  # --tracking-uri among them (a build setting for the cloud)
     run.set_defaults(func=run_pipeline)
 
@@ -296,13 +301,16 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     runner = PipelineRunner(definition, pipeline_name, RunOptions(
         workdir=workdir, storage=storage, region=settings.region, echo=not args.quiet,
         use_cache=not args.no_cache, execution_parameters=parameters,
-        stub_unsupported=args.stub_unsupported, tracker=tracker, local_sources=dict(local_sources or {})))
+        stub_unsupported=args.stub_unsupported, tracker=tracker, local_sources=dict(local_sources or {}),
+        **run_options(args)))
     print(args.workdir_chosen.line(), file=sys.stderr, flush=True)  # pipeline/workdir.py
     # SIGTERM and SIGHUP (the terminal closed) stop the run as Ctrl-C does: the jobs'
     # processes live in sessions of their own, and only this process can end them.
     with stop_signals_as_interrupt():
         if prepare is not None:
             with storage_errors_are_user_errors(storage):
+        if pipeline_name_line(args, pipeline_name):
+            say(pipeline_name_line(args, pipeline_name))
                 prepare()
         # Once the data and code are in place and checked: a refusal there names no run
         # directory, since none is made.

@@ -6,9 +6,13 @@ known before the run (its conditions read only parameters and literals: e.g. a L
 deploys only when ``-p Deploy=true``). ``--stub-unsupported`` says what to do with the rest:
 
 - ``succeed``: the step is marked Succeeded without running, its declared outputs empty
-  (``OutputParameters`` of Lambda and Callback steps are empty strings); steps that read
-  other properties of it fail then, naming them;
-- ``skip``: the step is NotExecuted, and so is every step that depends on it.
+  (``OutputParameters`` of Lambda and Callback steps are empty strings) unless
+  ``--stub NAME.OUTPUT=VALUE`` gives them (a step given values that way is stubbed as
+  Succeeded without the flag); steps that read other properties of it fail then, naming them;
+- ``skip``: the step is NotExecuted, and so is every step that depends on it. The execution
+  then never ends Succeeded, since SageMaker would have run those steps: it ends ``Stopped``,
+  SageMaker's state for an execution that ended before all its steps ran with none failing (the
+  state ``StopPipelineExecution`` leaves), and its reason names the steps skipped.
 
 Either way the summary shows the step as stubbed.
 """
@@ -30,6 +34,7 @@ from pipeline.local.dag.interpreter import (
 SUCCEED, SKIP = "succeed", "skip"
 MODES = (SUCCEED, SKIP)
 FLAG = "--stub-unsupported"
+VALUE_FLAG = "--stub"
 
 
 def unsupported(node: StepNode) -> bool:
@@ -75,28 +80,83 @@ def reachable(node: StepNode, by_name: Mapping[str, StepNode], outcomes: Mapping
     return True
 
 
-def check(nodes: list[StepNode], ctx: Context, mode: str | None) -> list[StepNode]:
-    """The unsupported steps the run can reach; refused (one line) when ``mode`` is None."""
+def parse_values(items: list[str]) -> dict[str, dict[str, str]]:
+    """``--stub NAME.OUTPUT=VALUE`` (repeated) -> {step: {output: value}}."""
+    values: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        step, dot, output = target.rpartition(".")
+        if not sep or not dot or not step or not output:
+            raise DefinitionError(f"{VALUE_FLAG} {item!r}: expected STEP.OUTPUT=VALUE, e.g. "
+                                  f"{VALUE_FLAG} CheckData.status=ok")
+        values.setdefault(step, {})[output] = value
+    return values
+
+
+def _declared(node: StepNode) -> list[str]:
+    declared = node.body.get("OutputParameters") or []
+    return [o.get("OutputName") for o in declared if isinstance(o, Mapping) and o.get("OutputName")]
+
+
+def check_values(nodes: list[StepNode], values: Mapping[str, Mapping[str, str]]) -> None:
+    """Each ``--stub`` names a step that does not run here and one of its declared outputs."""
+    by_name = {n.name: n for n in nodes}
+    for step, outputs in values.items():
+        node = by_name.get(step)
+        if node is None or not unsupported(node):
+            which = "no step" if node is None else f"{node.type} step {step}, which runs locally"
+            stubbable = ", ".join(n.name for n in nodes if unsupported(n)) or "none"
+            raise DefinitionError(f"{VALUE_FLAG} {step}.…: the definition has {which}; "
+                                  f"steps that can be stubbed: {stubbable}")
+        unknown = sorted(set(outputs) - set(_declared(node)))
+        if unknown:
+            raise DefinitionError(f"{VALUE_FLAG} {step}.{unknown[0]}: {node.type} step {step} declares "
+                                  f"no output {unknown[0]!r} (its OutputParameters: "
+                                  f"{', '.join(_declared(node)) or 'none'})")
+
+
+def check(nodes: list[StepNode], ctx: Context, mode: str | None,
+          values: Mapping[str, Mapping[str, str]] | None = None) -> list[StepNode]:
+    """The unsupported steps the run can reach; refused (one line) when ``mode`` is None and
+    ``--stub`` gives no values for them."""
     if mode is not None and mode not in MODES:
         raise DefinitionError(f"{FLAG} {mode!r}: must be one of {', '.join(MODES)}")
+    check_values(nodes, values or {})
     by_name = {n.name: n for n in nodes}
     outcomes = known_outcomes(nodes, ctx)
     found = [n for n in nodes if unsupported(n) and reachable(n, by_name, outcomes)]
-    if found and mode is None:
-        listed = ", ".join(_listed(n) for n in found)
+    refused = [n for n in found if n.name not in (values or {})]
+    if refused and mode is None:
+        listed = ", ".join(_listed(n) for n in refused)
         raise DefinitionError(
             f"the local runner cannot run step {listed}; it runs these step types: "
             f"{', '.join(SUPPORTED_STEP_TYPES)}. Pass {FLAG} {SUCCEED} (marked Succeeded, outputs "
-            f"empty) or {FLAG} {SKIP} (NotExecuted, with the steps that need it)")
+            f"empty, or given with {VALUE_FLAG} STEP.OUTPUT=VALUE) or {FLAG} {SKIP} (NotExecuted, "
+            f"with the steps that need it; the execution then ends Stopped)")
     return found
 
 
-def properties(node: StepNode) -> dict:
-    """What a stubbed-as-succeeded step offers later steps: its declared outputs, empty."""
-    declared = node.body.get("OutputParameters") or []
-    names = [o.get("OutputName") for o in declared if isinstance(o, Mapping) and o.get("OutputName")]
-    return {"OutputParameters": {name: "" for name in names}} if names else {}
+def mode_for(node: StepNode, mode: str | None, values: Mapping[str, Mapping[str, str]]) -> str | None:
+    """How this step is stubbed: given values make it Succeeded; else the flag's mode."""
+    return SUCCEED if node.name in values else mode
 
 
-def detail(node: StepNode, mode: str) -> str:
+def properties(node: StepNode, values: Mapping[str, str] | None = None) -> dict:
+    """What a stubbed-as-succeeded step offers later steps: its declared outputs, as given
+    with ``--stub``, else empty."""
+    names = _declared(node)
+    return {"OutputParameters": {name: (values or {}).get(name, "") for name in names}} if names else {}
+
+
+def detail(node: StepNode, mode: str, values: Mapping[str, str] | None = None) -> str:
+    if values:
+        given = ", ".join(f"{k}={v}" for k, v in values.items())
+        return f"stubbed ({VALUE_FLAG} {given}): {node.type} steps do not run locally"
     return f"stubbed ({FLAG} {mode}): {node.type} steps do not run locally"
+
+
+def skipped_reason(names: list[str]) -> str:
+    """Why an execution that skipped steps ends Stopped (the run's last line)."""
+    return (f"{FLAG} {SKIP} left {len(names)} step(s) not run ({', '.join(names)}); SageMaker would "
+            f"have run them, so this execution is Stopped (SageMaker's state for an execution that "
+            f"ended before all its steps ran, none failing), not Succeeded")

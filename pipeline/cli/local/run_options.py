@@ -1,0 +1,59 @@
+"""``trainpipe run --local``'s options for how the execution runs its steps:
+
+    --max-parallel-steps N        steps running at once at most (SageMaker's
+                                  ParallelismConfiguration.MaxParallelExecutionSteps; default 50)
+    --stub STEP.OUTPUT=VALUE      a step that cannot run here (Lambda, Callback, ...) is stubbed as
+                                  Succeeded with this output (repeatable)
+
+and the line that says which pipeline name a definition file runs under.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pipeline.errors import UserError
+from pipeline.local.dag import scheduler, stubs
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
+def add_run_options(run: argparse.ArgumentParser) -> None:
+    run.add_argument("--max-parallel-steps", type=positive, metavar="N",
+                     help="independent steps run side by side, at most N at once (SageMaker's "
+                          f"MaxParallelExecutionSteps; default {scheduler.DEFAULT_MAX_PARALLEL_STEPS}, "
+                          "its per-execution maximum); each gets its share of the cores")
+    run.add_argument("--stub", action="append", default=[], metavar="STEP.OUTPUT=VALUE",
+                     help="a step that cannot run locally (Lambda, Callback, ...) is marked Succeeded "
+                          "with this value of its declared output (repeatable), so a condition on it "
+                          "takes the branch that value takes")
+
+
+def run_options(args: argparse.Namespace) -> dict:
+    """RunOptions' fields these options set."""
+    try:
+        values = stubs.parse_values(getattr(args, "stub", None) or [])
+    except stubs.DefinitionError as error:
+        raise UserError(str(error)) from None
+    return {"max_parallel_steps": getattr(args, "max_parallel_steps", None), "stub_values": values}
+
+
+def pipeline_name_line(args: argparse.Namespace, name: str) -> str | None:
+    """A definition file run without --pipeline-name runs under a name SageMaker would not give
+    it: said at the start, since the steps see it (ExecutionVariables.PIPELINE_NAME, the ARNs,
+    the S3 paths built from them) and the step cache and MLflow experiment are keyed by it."""
+    if getattr(args, "definition", None) is None or getattr(args, "setting_pipeline_name", None) is not None:
+        return None
+    source = "the definition file's name" if name == Path(args.definition).stem else "written in the definition file"
+    return (f"pipeline name: {name} ({source}, as no --pipeline-name was given); on SageMaker "
+            f"it is the name the pipeline is created with: pass --pipeline-name NAME for the same "
+            f"ExecutionVariables.PIPELINE_NAME, ARNs and S3 paths")
