@@ -86,9 +86,11 @@ FINE_TUNE_LAYERS = "FineTuneLayers"
 FINE_TUNE_LR_FACTOR = "FineTuneLearningRateFactor"
 BATCH_INPUT_URI = "BatchInputUri"
 BATCH_INSTANCE_COUNT = "BatchInstanceCount"
-# The parameters --tune's tuning job chooses for each trial (steps/tune.py keys its ranges by
-# them): a -p of one of them with --tune would be ignored, so it is refused (cli/options.py).
-TUNED_PARAMETERS = (BASE_LEARNING_RATE, BATCH_SIZE, WARMUP_EPOCHS)
+# The parameters --tune's tuning job chooses for each trial, with the hyperparameter each feeds
+# (steps/tune.py keys its ranges by them): a -p of one of them with --tune would be ignored, so
+# it is refused (cli/options.py); MLflow shows the best trial's values under these names.
+TUNED_PARAMETERS = {BASE_LEARNING_RATE: training.HP_BASE_LEARNING_RATE, BATCH_SIZE: training.HP_BATCH_SIZE,
+                    WARMUP_EPOCHS: training.HP_WARMUP_EPOCHS}
 
 APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 # Parameters whose value is an s3:// location: `run --local` also takes a local path for them

@@ -164,6 +164,13 @@ def last_link(run_dir: Path) -> str | None:
     return entry.get("link") if entry else None
 
 
+def last_experiment_link(run_dir: Path) -> str | None:
+    """The runs table of the execution's experiment, where its runs compare side by side."""
+    state = read_state(run_dir)
+    entry = state["targets"].get(state.get("last") or "")
+    return entry.get("experiment_link") if entry else None
+
+
 # --- logging -------------------------------------------------------------------------------------
 class ExecutionLog:
     """One execution in one tracking target: the calls, and the state that makes them resumable."""
@@ -197,8 +204,10 @@ class ExecutionLog:
         if self.target.embedded:  # not MLflow's default, ./mlruns under whatever the cwd is
             location = f"{self.target.artifact_location}/{_safe(pipeline)}"
         try:
+            # MLflow 3's UI opens an experiment of no kind on its GenAI pages (traces); ours
+            # holds training runs, which its machine-learning pages show.
             return self.client.create_experiment(pipeline, artifact_location=location,
-                                                 tags={R.TAG_PIPELINE: pipeline})
+                                                 tags={R.TAG_PIPELINE: pipeline, R.TAG_EXPERIMENT_KIND: R.EXPERIMENT_KIND})
         except Exception:  # another runner created it in between
             found = self.client.get_experiment_by_name(pipeline)
             if found is None:
@@ -214,7 +223,8 @@ class ExecutionLog:
                                      run_name=payload.name)
         self._log_values(run.info.run_id, payload)
         self.entry.update(experiment_id=experiment, run_id=run.info.run_id,
-                          link=self.target.run_link(experiment, run.info.run_id))
+                          link=self.target.run_link(experiment, run.info.run_id),
+                          experiment_link=self.target.experiment_link(experiment))
         self.save()
         return run.info.run_id
 
@@ -281,6 +291,8 @@ class ExecutionLog:
         self.entry["steps"][step.name] = {"run_id": run_id, "logged": False}
         self.save()
         self._log_values(run_id, payload)
+        if payload.to_parent is not None:  # the evaluation's metrics, the best trial's values
+            self._log_values(parent, payload.to_parent)
         if payload.artifacts:
             with tempfile.TemporaryDirectory(prefix="trainpipe-mlflow-") as scratch:
                 for relative, data in payload.artifacts.items():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -19,6 +20,7 @@ from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from pipeline.definition.parameters import TUNED_PARAMETERS
 from pipeline.local.execution import (
     EXECUTING,
     FAILED,
@@ -57,6 +59,10 @@ TAG_VALUE_CHARS = 5000
 REGISTER_TYPE = "RegisterModel"
 TUNING_TYPE = "Tuning"
 TAG_TRIAL = "trainpipe.trial"
+# MLflow 3's experiment kind (its UI's "custom model development": runs, not GenAI traces).
+TAG_EXPERIMENT_KIND, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
+TAG_TUNED = "trainpipe.tuned"  # "true" on a tuned execution's run (its model is the best trial's)
+TAG_BEST_TRIAL = "trainpipe.best_trial"
 # A trial's status (SageMaker's training job words) as an MLflow run's.
 TRIAL_STATUS = {"Completed": "FINISHED", "Failed": "FAILED", "Stopped": "KILLED"}
 
@@ -75,6 +81,9 @@ class RunPayload:
     artifacts: dict[str, bytes] = field(default_factory=dict)  # artifact path -> content
     model: ModelToLog | None = None
     children: list[RunPayload] = field(default_factory=list)  # a Tuning step's trials
+    # What the execution's own run gains from this step: the evaluation's metrics (the runs
+    # compare by accuracy, not cost alone), a Tuning step's best trial's values and tuned tag.
+    to_parent: RunPayload | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,22 @@ def trainpipe_version() -> str:
         return "unknown"
 
 
+def tuned_away(run_dir: Path) -> set[str]:
+    """A tuned definition's parameters that no step reads (--tune's BatchSize, BaseLearningRate
+    and WarmupEpochs: the tuning job chooses their hyperparameters). Their defaults are not what
+    trained the model, so the execution's run shows the best trial's values instead."""
+    try:
+        definition = json.loads((Path(run_dir) / "definition.json").read_text())
+        steps = definition.get("Steps") or []
+        declared = [p["Name"] for p in definition.get("Parameters") or []]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return set()
+    if not any(isinstance(step, dict) and step.get("Type") == TUNING_TYPE for step in steps):
+        return set()
+    read = set(re.findall(r'"Parameters\.([A-Za-z0-9_-]+)"', json.dumps(steps)))
+    return {name for name in declared if name not in read}
+
+
 def parent_run(record: ExecutionRecord) -> RunPayload:
     tags = {TAG_RUN_NAME: record.execution_id, TAG_EXECUTION: record.execution_id,
             TAG_PIPELINE: record.pipeline_name, TAG_VERSION: trainpipe_version(),
@@ -140,9 +165,12 @@ def parent_run(record: ExecutionRecord) -> RunPayload:
     commit = git_commit()
     if commit:
         tags[TAG_GIT_COMMIT] = commit
+    unused = tuned_away(Path(record.run_dir))
+    if unused:
+        tags[TAG_TUNED] = "true"
     return RunPayload(name=record.execution_id, start_ms=millis(record.start),
                       end_ms=millis(record.end), status=RUN_STATUS.get(record.status, "RUNNING"),
-                      params=_params(record.parameters), tags=tags)
+                      params=_params({k: v for k, v in record.parameters.items() if k not in unused}), tags=tags)
 
 
 def parent_end(record: ExecutionRecord) -> RunPayload:
@@ -208,8 +236,8 @@ def step_run(record: ExecutionRecord, step: StepRecord, storage: Storage | None,
     return payload
 
 
-def _training(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end: int) -> None:
-    request = step.properties or {}
+def hyperparameters_of(request: dict) -> dict[str, str]:
+    """A training job's hyperparameters as params, with its instance type and count."""
     hyperparameters = {}
     for key, value in (request.get("HyperParameters") or {}).items():
         # SageMaker: hyperparameters travel JSON-encoded ('"0.01"'); the param is the value.
@@ -222,7 +250,11 @@ def _training(record: ExecutionRecord, step: StepRecord, payload: RunPayload, en
     for key in ("InstanceType", "InstanceCount"):
         if key in resources:
             hyperparameters.setdefault(key, str(resources[key]))
-    payload.params.update(_params(hyperparameters))
+    return hyperparameters
+
+
+def _training(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end: int) -> None:
+    payload.params.update(_params(hyperparameters_of(step.properties or {})))
     series = epoch_series(record, step)
     for name, points in series.items():
         for index, point in enumerate(points, 1):
@@ -270,9 +302,22 @@ def _tuning(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end:
     from pipeline.local.jobs.tuning.hyperparameter_tuning import TRIALS_FILE
 
     payload.metrics += [(k, float(v), end, 0) for k, v in step.metrics.items()]
-    best = ((step.properties or {}).get("BestTrainingJob") or {}).get("TrainingJobName")
-    if best:
-        payload.tags["trainpipe.best_trial"] = best
+    best = (step.properties or {}).get("BestTrainingJob") or {}
+    if best.get("TrainingJobName"):
+        payload.tags[TAG_BEST_TRIAL] = best["TrainingJobName"]
+        # The execution's run: what trained its model, named as the parameters the user knows.
+        names = {hyperparameter: parameter for parameter, hyperparameter in TUNED_PARAMETERS.items()}
+        values = {names.get(k, k): v for k, v in (best.get("TunedHyperParameters") or {}).items()}
+        logged = set(record.parameters) - tuned_away(Path(record.run_dir))  # MLflow params never change
+        payload.to_parent = RunPayload(
+            name=record.execution_id, start_ms=None, end_ms=None, status="RUNNING",
+            params=_params({k: v for k, v in values.items() if k not in logged}),
+            tags={TAG_TUNED: "true", TAG_BEST_TRIAL: best["TrainingJobName"]},
+            metrics=[(k, float(v), end, 0) for k, v in step.metrics.items()])
+    if step.cache_hit:
+        # Its trials ran, and were logged, in the execution it reused (a cached re-run logs
+        # nothing twice): the tag names it.
+        return
     folder = job_folder(record, step)
     try:
         trials = json.loads((folder / TRIALS_FILE).read_text()) if folder else []
@@ -280,10 +325,11 @@ def _tuning(record: ExecutionRecord, step: StepRecord, payload: RunPayload, end:
         trials = []
     for trial in trials:
         described = trial.get("description") or {}
+        # Every hyperparameter the trial trained with (static and tuned), as a training step's run.
         child = RunPayload(name=trial["name"], start_ms=millis(described.get("TrainingStartTime")),
                            end_ms=millis(described.get("TrainingEndTime")),
                            status=TRIAL_STATUS.get(trial.get("status"), "FAILED"),
-                           params=_params(trial.get("values") or {}))
+                           params=_params({**hyperparameters_of(described), **(trial.get("values") or {})}))
         child.tags.update({TAG_RUN_NAME: trial["name"], TAG_TRIAL: str(trial.get("number", "")),
                            TAG_JOB: trial["name"], TAG_STEP_TYPE: "TuningTrial"})
         reason = trial.get("stop_reason") or described.get("FailureReason")
@@ -336,9 +382,12 @@ def evaluation_payload(report: dict, uri: str, storage: Storage, payload: RunPay
     picture) and the misclassified images with their grid."""
     from evaluation.report import REPORT_FILE
 
-    for name, metric in (report.get("metrics") or {}).items():
-        if isinstance(metric, dict) and isinstance(metric.get("value"), (int, float)):
-            payload.metrics.append((name, float(metric["value"]), end, 0))
+    found = [(name, float(metric["value"]), end, 0) for name, metric in (report.get("metrics") or {}).items()
+             if isinstance(metric, dict) and isinstance(metric.get("value"), (int, float))]
+    payload.metrics += found
+    # The execution's run too, as test_<metric>: its experiment's runs then compare by accuracy.
+    payload.to_parent = RunPayload(name="", start_ms=None, end_ms=None, status="RUNNING",
+                                   metrics=[(f"test_{name}", value, when, at) for name, value, when, at in found])
     if isinstance(report.get("records"), int):
         payload.metrics.append(("test_records", float(report["records"]), end, 0))
     payload.artifacts[f"evaluation/{REPORT_FILE}"] = json.dumps(report, indent=2).encode()

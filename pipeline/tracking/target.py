@@ -38,6 +38,8 @@ EMBEDDED_ARTIFACTS = "mlartifacts"
 UI_DEFAULT = "http://127.0.0.1:5000"
 # MLflow 3's UI keeps a workflow type (GenAI or machine learning) and takes it from the link.
 UI_RUNS_VIEW = "workflowType=machine_learning"
+# MLflow 3's UI keeps a workflow type (GenAI or machine learning) and takes it from the link.
+UI_RUNS_VIEW = "workflowType=machine_learning"
 # A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
 ARN_PREFIX = "arn:aws"
 ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
@@ -89,6 +91,14 @@ class Target:
         if self.is_server:
             return f"open {self.display}"
         return f"{mlflow_command()} ui --backend-store-uri {shlex.quote(self.uri)}"
+
+    def experiment_link(self, experiment_id: str) -> str:
+        """The experiment's runs table, in MLflow 3's machine-learning view: its UI otherwise
+        opens on GenAI pages (Traces), where no run of ours shows."""
+        if self.is_arn:
+            return f"{self.uri} experiment {experiment_id}"
+        base = self.display.rstrip("/") if self.is_server else UI_DEFAULT
+        return f"{base}/#/experiments/{quote(str(experiment_id))}/runs?{UI_RUNS_VIEW}"
 
     def run_link(self, experiment_id: str, run_id: str) -> str:
         """The run's page in the MLflow UI (the embedded store: once `mlflow ui` serves it)."""

@@ -270,17 +270,12 @@ def run_definition_file(args, settings) -> int:
         raise UserError(f"--definition {args.definition}: {error}") from None
     parameters = parse_key_values(args.parameters, "-p")
     storage = make_storage(args, settings.region)
-    name = definition_pipeline_name(args.definition, definition, args.setting_pipeline_name)
+    from pipeline.definition.steps.names import written_pipeline_name
+
+    # --pipeline-name, else the name `trainpipe definition` wrote (our own file is the same
+    # pipeline: its cache, experiment and registry), else the file's stem.
+    name = args.setting_pipeline_name or written_pipeline_name(definition) or Path(args.definition).stem
     return execute(args, settings, storage, definition, name, parameters, prepare=None)
-
-
-def definition_pipeline_name(path: Path, definition: dict, given: str | None) -> str:
-    """--pipeline-name, else the name `trainpipe definition` wrote into the file (so our own
-    file is the same pipeline: its cache, experiment and registry), else the file's stem."""
-    from pipeline.definition.steps.names import METADATA_PIPELINE_NAME
-
-    written = (definition.get("Metadata") or {}).get(METADATA_PIPELINE_NAME) if isinstance(definition, dict) else None
-    return given or (written if isinstance(written, str) and written else Path(path).stem)
 
 
 def execute(args, settings, storage, definition, pipeline_name, parameters, prepare,
@@ -309,13 +304,13 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     with stop_signals_as_interrupt():
         if prepare is not None:
             with storage_errors_are_user_errors(storage):
-        if pipeline_name_line(args, pipeline_name):
-            say(pipeline_name_line(args, pipeline_name))
                 prepare()
         # Once the data and code are in place and checked: a refusal there names no run
         # directory, since none is made.
         say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
             f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
+        if pipeline_name_line(args, pipeline_name):
+            say(pipeline_name_line(args, pipeline_name))
         say(mode_line())  # whether each host gets its own /opt/ml (namespaces.py)
         try:
             record = runner.run()
@@ -334,7 +329,11 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     if made and record.status == SUCCEEDED:
         say(f"try it:        trainpipe predict --workdir {workdir} --run {record.execution_id} FILE...")
     if tracker is not None and tracker.link():  # the run in MLflow, and the UI's one command
+        from pipeline.tracking.logger import last_experiment_link
+
         say(f"mlflow run:    {tracker.link()} (open the UI: {tracking.ui_command()})")
+        if last_experiment_link(record.run_dir):  # the runs side by side, test accuracy among the columns
+            say(f"mlflow runs:   {last_experiment_link(record.run_dir)}")
     say(mode_line())
     if record.status == SUCCEEDED:
         say(f"Execution {record.execution_id} Succeeded")

@@ -23,3 +23,10 @@ STEP_ORDER = (STEP_PREPROCESS, STEP_TRAIN, STEP_TUNE, STEP_EVALUATE, STEP_CONDIT
 # on a saved `trainpipe definition` runs as that pipeline (its cache, MLflow experiment, registry
 # group), not one named after the file.
 METADATA_PIPELINE_NAME = "PipelineName"
+
+
+def written_pipeline_name(definition: object) -> str | None:
+    """The pipeline name a definition file carries (METADATA_PIPELINE_NAME), or None."""
+    metadata = definition.get("Metadata") if isinstance(definition, dict) else None
+    name = metadata.get(METADATA_PIPELINE_NAME) if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) and name else None

@@ -28,16 +28,14 @@ from training_entry import contract as training
 
 # SageMaker's objective: the name of the metric definition that reads the validation accuracy.
 OBJECTIVE_METRIC = "val_accuracy"
-# Each tuned pipeline parameter (P.TUNED_PARAMETERS): the hyperparameter it feeds, and its range.
-# The local runner clips the batch size's range to the data (local/tuning_step.py).
+# Each tuned pipeline parameter's range (P.TUNED_PARAMETERS names the hyperparameter it feeds).
+# The local runner clips the batch size's range to the data (local/jobs/tuning/data_fit.py).
 TUNED = {
-    P.BASE_LEARNING_RATE: (training.HP_BASE_LEARNING_RATE,
-                           ContinuousParameter(1e-4, 1e-1, scaling_type="Logarithmic")),
-    P.BATCH_SIZE: (training.HP_BATCH_SIZE, IntegerParameter(16, 256, scaling_type="Logarithmic")),
-    P.WARMUP_EPOCHS: (training.HP_WARMUP_EPOCHS, IntegerParameter(0, 3, scaling_type="Linear")),
+    P.BASE_LEARNING_RATE: ContinuousParameter(1e-4, 1e-1, scaling_type="Logarithmic"),
+    P.BATCH_SIZE: IntegerParameter(16, 256, scaling_type="Logarithmic"),
+    P.WARMUP_EPOCHS: IntegerParameter(0, 3, scaling_type="Linear"),
 }
-assert tuple(TUNED) == P.TUNED_PARAMETERS  # one list of what --tune owns
-RANGES = {hyperparameter: tuned for hyperparameter, tuned in TUNED.values()}
+RANGES = {P.TUNED_PARAMETERS[parameter]: tuned for parameter, tuned in TUNED.items()}
 
 
 def tuner(ctx: BuildContext) -> HyperparameterTuner:

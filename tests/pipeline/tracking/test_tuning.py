@@ -26,10 +26,15 @@ def test_each_trial_is_a_run_nested_under_the_tuning_steps_run(tmp_path):
     workdir, definition, _ = sdk_definition(tmp_path)
     train, test = digits_split(tmp_path / "data")
     env = {k: v for k, v in os.environ.items() if k not in (T.SWITCH_ENV_VAR, T.ENV_VAR)}
-    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
-                           "--workdir", str(workdir), "-p", f"TrainData={train}", "-p", f"TestData={test}"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+
+    def run():
+        done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                               "--workdir", str(workdir), "-p", f"TrainData={train}", "-p", f"TestData={test}"],
+                              cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+        return done
+
+    done = run()
     # The embedded default, and the one command that opens the UI on it.
     store = T.embedded(workdir)
     assert f"(open the UI: {T.mlflow_command()} ui --backend-store-uri {store.uri})" in done.stdout
@@ -52,3 +57,26 @@ def test_each_trial_is_a_run_nested_under_the_tuning_steps_run(tmp_path):
             history = client.get_metric_history(trial.info.run_id, objective["MetricName"])
             assert [m.step for m in history] == list(range(1, len(history) + 1)) and history
         assert trial.info.status == {"Completed": "FINISHED", "Stopped": "KILLED"}[summary["TrainingJobStatus"]]
+        # Issue 49: every hyperparameter the trial trained with, not the tuned ones alone.
+        assert trial.data.params["epochs"] == "6" and trial.data.params["epoch_seconds"] == "0.4"
+
+    # Issue 49: the execution's run says it was tuned, carries the best trial's values (not the
+    # defaults) and the evaluation's accuracy, so the experiment's runs compare by accuracy.
+    (execution,) = [r for r in found if R.TAG_PARENT not in r.data.tags]
+    assert execution.data.tags[R.TAG_TUNED] == "true"
+    assert execution.data.tags[R.TAG_BEST_TRIAL] == best["TrainingJobName"]
+    assert execution.data.params["learning_rate"] == best["TunedHyperParameters"]["learning_rate"]
+    assert 0 <= execution.data.metrics["test_accuracy"] <= 1
+    assert experiment.tags[R.TAG_EXPERIMENT_KIND] == R.EXPERIMENT_KIND
+    assert (f"mlflow runs:   {T.UI_DEFAULT}/#/experiments/{experiment.experiment_id}/runs?workflowType="
+            f"machine_learning") in done.stdout
+
+    # Issue 49: a cached re-run logged every trial's run a second time. Its Tuning step's run
+    # is a cache hit now, with no trials under it.
+    again = run()
+    assert "cache hit" in again.stdout
+    runs = client.search_runs([experiment.experiment_id])
+    assert len([r for r in runs if r.data.tags.get(R.TAG_STEP_TYPE) == "TuningTrial"]) == len(summaries)
+    (rerun,) = [r for r in runs if r.info.run_name == "TuneModel" and r.info.run_id != tuning.info.run_id]
+    assert rerun.data.tags[R.TAG_CACHE_HIT] and rerun.data.tags[R.TAG_BEST_TRIAL] == best["TrainingJobName"]
+    assert not [r for r in runs if r.data.tags.get(R.TAG_PARENT) == rerun.info.run_id]

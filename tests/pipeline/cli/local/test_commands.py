@@ -14,6 +14,7 @@ import pytest
 
 from pipeline.cli.local import commands as cmd
 from pipeline.cli.main import main
+from pipeline.definition.steps.names import written_pipeline_name
 from pipeline.local.store.registry import Registry
 from pipeline.local.store.storage import LocalStorage
 from tests.pipeline.local.helpers import (
@@ -273,9 +274,7 @@ def test_our_own_definition_file_is_the_same_pipeline(tmp_path, capsys):
     assert main(["definition", "--output", str(saved)]) == 0
     doc = json.loads(saved.read_text())
     assert doc["Metadata"] == {"PipelineName": "trainpipe"}
-    assert cmd.definition_pipeline_name(saved, doc, None) == "trainpipe"
-    assert cmd.definition_pipeline_name(saved, doc, "other") == "other"
-    assert cmd.definition_pipeline_name(tmp_path / "built-with-sdk.json", {"Metadata": {}}, None) == "built-with-sdk"
+    assert written_pipeline_name(doc) == "trainpipe" and written_pipeline_name({"Metadata": {}}) is None
     assert main(["definition", "--pipeline-name", "mine", "--output", str(saved)]) == 0
     assert json.loads(saved.read_text())["Metadata"] == {"PipelineName": "mine"}
 
