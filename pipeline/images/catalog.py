@@ -35,6 +35,7 @@ class ImageRecord:
     notes: str = ""
     path: Path | None = field(default=None, compare=False)
     extends: str | None = None  # the record of the image this one is built FROM (its name)
+    eop: str | None = None  # AWS's end-of-patch date, YYYY-MM-DD (records made by tools/image_records.py)
 
     def provides(self, module: str) -> bool:
         return module in self.modules
@@ -64,7 +65,7 @@ def parse(document: dict, path: Path | None = None) -> ImageRecord:
         python=str(document["python"]), packages=dict(document["packages"]),
         modules=frozenset(document["modules"]), sources=tuple(document["sources"]),
         retrieved=document["retrieved"], notes=document.get("notes", ""), path=path,
-        extends=document.get("extends"))
+        extends=document.get("extends"), eop=document.get("eop"))
 
 
 @cache

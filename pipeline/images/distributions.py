@@ -92,6 +92,13 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "zope-event": ("zope",),
     "zope-interface": ("zope",),
     "pip": ("pip",),
+    # The PyTorch images' own (AWS's Dockerfiles; the modules as AWS's examples import them).
+    "smdistributed-dataparallel": ("smdistributed",),
+    "sagemaker-pytorch-inference": ("sagemaker_pytorch_serving_container",),
+    "torchserve": ("ts",),
+    "torch-model-archiver": ("model_archiver",),
+    "transformer-engine": ("transformer_engine",),
+    "flash-attn": ("flash_attn",),
 }
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")

@@ -39,7 +39,18 @@ def test_every_record_is_well_formed_and_names_its_sources():
     (dict(framework="sklearn", version="1.2-1", instance_type="ml.m5.xlarge"), "aws-sklearn-1.2-1", "3.9"),
     (dict(framework="sklearn", version="0.23-1", instance_type="ml.m5.xlarge"), "aws-sklearn-0.23-1", "3.7"),
     (dict(framework="pytorch", version="2.2", py_version="py310", instance_type="ml.g5.xlarge",
-          image_scope="training"), "aws-pytorch-training-2.2", "3.10"),
+          image_scope="training"), "aws-pytorch-training-2.2-gpu", "3.10"),
+    (dict(framework="pytorch", version="2.2", py_version="py310", instance_type="ml.c5.xlarge",
+          image_scope="training"), "aws-pytorch-training-2.2-cpu", "3.10"),
+    (dict(framework="pytorch", version="2.8", py_version="py312", instance_type="ml.c5.xlarge",
+          image_scope="training"), "aws-pytorch-training-2.8-cpu", "3.12"),
+    (dict(framework="pytorch", version="2.8", py_version="py312", instance_type="ml.p4d.24xlarge",
+          image_scope="training"), "aws-pytorch-training-2.8-gpu", "3.12"),
+    # The newest inference image the SDK names (image_uri_config/pytorch.json: 2.6.0, py312).
+    (dict(framework="pytorch", version="2.6", py_version="py312", instance_type="ml.m5.large",
+          image_scope="inference"), "aws-pytorch-inference-2.6-cpu", "3.12"),
+    (dict(framework="pytorch", version="2.6", py_version="py312", instance_type="ml.g5.xlarge",
+          image_scope="inference"), "aws-pytorch-inference-2.6-gpu", "3.12"),
 ])
 def test_the_sdks_image_uri_finds_its_record(retrieve, name, python):
     for region in ("us-east-1", "eu-west-1"):

@@ -1,0 +1,86 @@
+"""tools/image_records.py, run as a maintainer runs it, on a small fixture: a git repository
+holding a Dockerfile in AWS's layout (stages, ARG defaults, pip and conda installs, a wheel
+URL, a comment inside a continued RUN), AWS's published support file and a core_packages.json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+DOCKERFILE = """\
+ARG PYTHON_VERSION=3.12.10
+ARG PYTORCH_VERSION=2.9.0
+ARG SERVE_VERSION
+FROM ubuntu:22.04 AS base_image
+FROM base_image AS common
+ARG PYTORCH_VERSION
+RUN pip install --no-cache-dir \\
+    numpy \\
+    # a comment Docker drops
+    "requests>=2.33.0" \\
+ && pip install -U torch==${PYTORCH_VERSION} --index-url https://download.pytorch.org/whl/cpu
+FROM common AS ec2
+RUN pip install ec2-only-thing
+FROM common AS sagemaker
+RUN /opt/conda/bin/mamba install -y -c conda-forge pytorch=2.9.0 cpuonly scikit-learn \\
+ && pip install https://example.com/smdistributed_dataparallel-2.2.0-cp312-cp312-linux_x86_64.whl \\
+ && pip install torchserve==${SERVE_VERSION} "sagemaker>=2,<3"
+"""
+SUPPORT = """\
+framework: PyTorch
+version: "2.9"
+accelerator: cpu
+python: py312
+ga: "2025-10-15"
+eop: "2026-10-15"
+tags:
+  - "2.9.0-cpu-py312-ubuntu22.04-sagemaker"
+"""
+CORE = {"torchserve": {"version_specifier": "==0.12.0"}, "requests": {"version_specifier": ">=2.31.0"}}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@t", "GIT_COMMITTER_DATE": "2026-07-30T12:00:00Z",
+                               "GIT_AUTHOR_DATE": "2026-07-30T12:00:00Z", "PATH": "/usr/bin:/bin"}).stdout
+
+
+def test_the_generator_writes_a_record_from_the_dockerfile_and_pins_its_commit(tmp_path):
+    dlc = tmp_path / "dlc"
+    (dlc / "pt").mkdir(parents=True)
+    (dlc / "pt" / "Dockerfile.cpu").write_text(DOCKERFILE)
+    (dlc / "pt" / "core.json").write_text(json.dumps(CORE))
+    (dlc / "pt" / "2.9-cpu-sagemaker.yml").write_text(SUPPORT)
+    git(dlc, "init", "-q")
+    git(dlc, "add", ".")
+    git(dlc, "commit", "-qm", "fixture")
+    commit = git(dlc, "rev-parse", "HEAD").strip()
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "image_records.py"), "--dlc", str(dlc / ".git"),
+         "--dockerfile", "HEAD:pt/Dockerfile.cpu", "--support", "HEAD:pt/2.9-cpu-sagemaker.yml",
+         "--core", "HEAD:pt/core.json", "--name", "aws-pytorch-training-2.9-cpu",
+         "--repository", "pytorch-training", "--retrieved", "2026-11-28"],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["python"] == "3.12" and record["eop"] == "2026-10-15"
+    assert record["uri_patterns"] == ["/pytorch-training:2\\.9(\\.\\d+)?-cpu-py312"]
+    assert record["packages"] == {
+        "numpy": "unpinned", "requests": ">=2.33.0",  # the Dockerfile's pin, not core's older one
+        "torch": "==2.9.0",  # ARG substituted; conda's pytorch=2.9.0 is pip's torch==2.9.0
+        "scikit-learn": "unpinned", "smdistributed-dataparallel": "==2.2.0",  # a wheel URL
+        "torchserve": "==0.12.0",  # no ARG default: core_packages.json gives it
+        "sagemaker": ">=2,<3"}  # the ec2 stage is another image
+    assert {"numpy", "torch", "sklearn", "smdistributed", "ts", "sagemaker"} <= set(record["modules"])
+    for source in record["sources"]:
+        assert source["commit"] == commit and source["date"] == "2026-07-30"
+        assert source["url"] == f"https://github.com/aws/deep-learning-containers/blob/{commit}/{source['file']}"
+    # What the record says can be read back as a record.
+    from pipeline.images import catalog
+
+    assert catalog.parse(record).python_minor == (3, 12)

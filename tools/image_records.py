@@ -1,0 +1,275 @@
+"""Build an image record (pipeline/images/records/*.json) from the files AWS builds the image from.
+
+    .venv/bin/python tools/image_records.py --dlc /work/.mirror/aws+deep-learning-containers/repo \
+        --dockerfile b872b74...:pytorch/training/docker/2.9/py3/Dockerfile.cpu \
+        --support HEAD:docs/src/data/pytorch-training/2.9-cpu-sagemaker.yml \
+        --name aws-pytorch-training-2.9-cpu --repository pytorch-training --stage sagemaker
+
+Facts are read, never guessed:
+- ``packages``: every ``pip install`` / ``mamba|conda install`` in the stage the SageMaker
+  image is built from (``--stage``) and the stages it is ``FROM``, ARGs substituted, a wheel
+  URL read as name and version; a later install of a name replaces an earlier specifier
+  (``pip install -U``); ``*.core_packages.json`` next to the Dockerfile, where AWS keeps
+  one, overrides (it is what AWS's own sanity test checks in the built image).
+- ``python``: the support file's ``python: py312`` (AWS's published data); the Dockerfile's
+  ``ARG PYTHON_VERSION`` must agree where it has one.
+- ``eop``: the support file's end-of-patch date; ``uri_patterns`` from its version,
+  accelerator and Python.
+- ``modules``: each package's modules (pipeline.images.distributions), and, for the
+  packages this venv holds, their dependencies as this venv resolved them (listed as
+  ``dependency (unpinned)``: the image resolves them at its own build).
+Each source is named with the commit it was read at and that commit's date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from urllib.parse import unquote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
+
+from pipeline.images.distributions import modules_of, normalise  # noqa: E402
+
+DLC_URL = "https://github.com/aws/deep-learning-containers/blob"
+# conda names that are not pip distributions a job imports (CUDA, compilers, meta-packages)
+# or whose pip name differs.
+_CONDA_SKIP = re.compile(r"^(python|conda|cpuonly|pytorch-cuda|cuda-.*|libgcc|aws-ofi-nccl|mkl-include|typing)$")
+_CONDA_NAMES = {"pytorch": "torch"}
+_OPTIONS_WITH_VALUE = {"-c", "--channel", "--index-url", "-i", "--extra-index-url", "-f", "--find-links",
+                       "--trusted-host", "--config-settings", "--prefix", "--target", "-t"}
+# Packages AWS builds from a git repository: the distribution each one installs.
+_GIT = {"NVIDIA/TransformerEngine": "transformer-engine", "NVIDIA/apex": "apex"}
+_STRAY = {"tests", "test", "third_party", "wheelhouse", "build", "docs", "examples"}
+_WHEEL = re.compile(r"([A-Za-z0-9_.]+)-(\d[^-]*)-.*\.whl$")
+
+
+def instructions(text: str) -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined; comment lines inside a
+    continued RUN dropped (Docker drops them too: AWS comments between package names)."""
+    out, current = [], ""
+    for line in text.splitlines():
+        if line.strip().startswith("#"):
+            continue
+        if line.rstrip().endswith("\\"):
+            current += line.rstrip()[:-1] + " "
+            continue
+        current += line
+        if current.strip():
+            out.append(current.strip())
+        current = ""
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]:
+    """(global ARG defaults, stage name -> (the stage it is FROM, its RUN commands))."""
+    args: dict[str, str] = {}
+    found: dict[str, tuple[str, list[str]]] = {}
+    stage = None
+    for instruction in instructions(text):
+        word, _, rest = instruction.partition(" ")
+        word = word.upper()
+        if word == "FROM":
+            parts = rest.split()
+            stage = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else parts[0]
+            found[stage] = (parts[0], [])
+        elif word == "ARG" and "=" in rest:
+            name, _, value = rest.partition("=")
+            if stage is None:  # a global default; a stage's own ARG NAME only re-declares it
+                args[name.strip()] = value.strip().strip('"')
+        elif word == "RUN" and stage is not None:
+            found[stage][1].append(rest)
+    return args, found
+
+
+def _substitute(word: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{?([A-Z_][A-Z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), word)
+
+
+def _requirement(word: str, conda: bool) -> tuple[str, str] | None:
+    """(distribution, specifier) from one install argument, or None for what is not one."""
+    word = word.strip("'\"")
+    if word.startswith("git+"):
+        repo = re.search(r"github\.com/([^/]+/[^/.@]+)(?:\.git)?(?:@(\S+))?", word)
+        name = _GIT.get(repo.group(1)) if repo else None
+        return (name, f"git {repo.group(2) or 'HEAD'}") if name else None
+    if "://" in word:
+        wheel = _WHEEL.search(unquote(word.rsplit("/", 1)[-1]))
+        return (normalise(wheel.group(1)), "==" + wheel.group(2)) if wheel else None
+    if word.startswith((".", "/")) or not re.match(r"[A-Za-z0-9]", word):
+        return None
+    match = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$", word)
+    name, spec = match.group(1), match.group(3).strip()
+    if conda:
+        if _CONDA_SKIP.match(name):
+            return None
+        name = _CONDA_NAMES.get(name, name)
+        if re.fullmatch(r"=[^=<>!].*", spec):  # conda's name=1.2 is pip's ==1.2
+            spec = "=" + spec
+    # An ARG without a default (the buildspec passes it): the version is not in the Dockerfile.
+    return normalise(name), spec if spec and "$" not in spec else "unpinned"
+
+
+def installs(command: str, args: dict[str, str]) -> list[tuple[str, str]]:
+    """What one RUN command pip- or conda-installs, in order."""
+    found = []
+    for part in re.split(r"&&|;|\|\|", command):
+        try:
+            words = shlex.split(part)
+        except ValueError:
+            words = part.split()
+        words = [_substitute(w, args) for w in words]
+        for index, word in enumerate(words[:-1]):
+            tool = Path(word).name
+            if words[index + 1] != "install" or not (tool in ("pip", "pip3", "mamba", "conda")
+                                                     or (tool == "pip" and words[index - 1:index] == ["-m"])):
+                continue
+            conda = tool in ("mamba", "conda")
+            skip = False
+            for arg in words[index + 2:]:
+                if skip:
+                    skip = False
+                elif arg.startswith("-"):
+                    skip = arg in _OPTIONS_WITH_VALUE
+                    if arg in ("-r", "--requirement", "-e", "--editable"):
+                        skip = True
+                else:
+                    requirement = _requirement(arg, conda)
+                    if requirement:
+                        found.append(requirement)
+            break
+    return found
+
+
+def packages(text: str, stage: str, core: dict | None = None) -> dict[str, str]:
+    """Distribution -> specifier for the image built from ``stage`` of the Dockerfile ``text``."""
+    args, found = stages(text)
+    chain, name = [], stage
+    while name in found and name not in chain:
+        chain.append(name)
+        name = found[name][0]
+    result: dict[str, str] = {}
+    for name in reversed(chain):
+        for command in found[name][1]:
+            for dist, spec in installs(command, args):
+                if spec != "unpinned" or dist not in result:
+                    result[dist] = spec
+    # core_packages.json: what AWS's sanity test expects; it is not updated with every patch
+    # (2.2's still says requests>=2.31.0 where the Dockerfile installs >=2.32.0), so it only
+    # fills in what the Dockerfile leaves unpinned or installs outside pip and conda.
+    for dist, entry in (core or {}).items():
+        if result.get(normalise(dist), "unpinned") == "unpinned" and entry.get("version_specifier"):
+            result[normalise(dist)] = entry["version_specifier"]
+    return result
+
+
+def support(text: str) -> dict:
+    """The few fields of AWS's published image data (docs/src/data/<repo>/<v>-<acc>-<platform>.yml)."""
+    fields = {}
+    for line in text.splitlines():
+        match = re.match(r'^(\w+):\s*"?([^"#]*?)"?\s*$', line)
+        if match and match.group(2):
+            fields[match.group(1)] = match.group(2)
+    fields["tags"] = re.findall(r'^\s*-\s*"([^"]+)"', text, re.MULTILINE)
+    return fields
+
+
+def record(*, name: str, repository: str, dockerfile: str, stage: str, supported: dict,
+           core: dict | None, sources: list[dict], retrieved: str, closure: dict[str, str]) -> dict:
+    """The record's JSON document (README.md next to the records says what each field is)."""
+    python = supported["python"].removeprefix("py")
+    python = f"{python[0]}.{python[1:]}"
+    declared = dict(stages(dockerfile)[0]).get("PYTHON_VERSION")
+    if declared and not declared.startswith(python + "."):
+        raise SystemExit(f"{name}: the Dockerfile builds Python {declared}, the support file says {python}")
+    found = packages(dockerfile, stage, core)
+    for dist, why in closure.items():
+        found.setdefault(dist, why if why.startswith("dependency") else "dependency (unpinned)")
+    modules = set()
+    for dist in found:
+        modules.update(modules_of(dist).modules)
+    version = re.escape(supported["version"])
+    accelerator = supported["accelerator"]
+    return {
+        "name": name,
+        "uri_patterns": [f"/{repository}:{version}(\\.\\d+)?-{accelerator}-py{python.replace('.', '')}"],
+        "python": python,
+        "packages": found,
+        # Folders some wheels ship at their top level by mistake: no code imports them.
+        "modules": sorted(m for m in modules if m and not m.startswith("_") and m not in _STRAY),
+        "sources": sources,
+        "retrieved": retrieved,
+        "eop": supported.get("eop"),
+        "ga": supported.get("ga"),
+        "horovod": "horovod" in found,
+    }
+
+
+def _git(repo: str, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", repo, *args], check=True, capture_output=True, text=True).stdout
+
+
+def _source(repo: str, spec: str, what: str) -> dict:
+    commit, _, path = spec.partition(":")
+    # The commit that last changed the file (as of ``commit``): what the record pins.
+    full, when = _git(repo, "log", "-1", "--format=%H %cs", commit, "--", path).split()
+    return {"url": f"{DLC_URL}/{full}/{path}", "file": path, "commit": full, "date": when, "what": what}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dlc", required=True, help="a git directory of aws/deep-learning-containers")
+    parser.add_argument("--dockerfile", required=True, help="COMMIT:PATH")
+    parser.add_argument("--support", help="COMMIT:docs/src/data/...yml (images since 2.6)")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                        help="a support field where no support file exists (older images: version, "
+                             "accelerator, python, eop from docs/reference/support_policy.md)")
+    parser.add_argument("--set-source", help="COMMIT:PATH the --set values were read from")
+    parser.add_argument("--core", help="COMMIT:PATH of a *.core_packages.json, where AWS keeps one")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--repository", required=True, help="the ECR repository: pytorch-training")
+    parser.add_argument("--stage", default="sagemaker")
+    parser.add_argument("--closure", nargs="*", default=[], help="packages whose venv dependencies count")
+    parser.add_argument("--dependency", action="append", default=[], metavar="DIST=VIA",
+                        help="a dependency of an installed package, read in VIA's own metadata "
+                             "(name that file with --source); its venv dependencies count too")
+    parser.add_argument("--source", action="append", default=[], metavar="URL|FILE|WHAT",
+                        help="one more source the record names (where a --dependency was read)")
+    parser.add_argument("--retrieved", default=date.today().isoformat())
+    args = parser.parse_args(argv)
+    dockerfile = _git(args.dlc, "show", args.dockerfile)
+    supported = support(_git(args.dlc, "show", args.support)) if args.support else {}
+    supported.update(dict(item.split("=", 1) for item in args.set))
+    core = json.loads(_git(args.dlc, "show", args.core)) if args.core else None
+    sources = [_source(args.dlc, args.dockerfile, f"the {args.stage} stage's pip/conda installs, ARG defaults"),
+               _source(args.dlc, args.support or args.set_source,
+                       "Python, tags, GA and end-of-patch dates (AWS's published data)" if args.support else
+                       f"{', '.join(dict(item.split('=', 1) for item in args.set))} (AWS's support table)")]
+    if args.core:
+        sources.append(_source(args.dlc, args.core, "core packages and version specifiers"))
+    for extra in args.source:
+        url, file, what = extra.split("|")
+        sources.append({"url": url, "file": file, "what": what})
+    via = dict(d.split("=", 1) for d in args.dependency)
+    closure: dict[str, str] = {}
+    roots = [*args.closure, *via]
+    if roots:
+        from image_record_modules import closure as venv_closure
+
+        closure = {d: v for d, v in venv_closure(roots).items() if normalise(d) not in args.closure}
+    closure.update({dist: f"dependency of {parent} (unpinned)" for dist, parent in via.items()})
+    print(json.dumps(record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
+                            supported=supported, core=core, sources=sources, retrieved=args.retrieved,
+                            closure=closure), indent=1))
+
+
+if __name__ == "__main__":
+    main()
