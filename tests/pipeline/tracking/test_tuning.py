@@ -6,6 +6,7 @@ MLFLOW_TRACKING_URI, so into the embedded store in the workdir, and read back th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -23,7 +24,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 @pytest.mark.slow
 def test_each_trial_is_a_run_nested_under_the_tuning_steps_run(tmp_path):
-    workdir, definition, _ = sdk_definition(tmp_path)
+    workdir, definition, doc = sdk_definition(tmp_path)
+    for step in doc["Steps"]:  # cached, so that the re-run below reuses its tuning job
+        if step["Type"] == "Tuning":
+            step["CacheConfig"] = {"Enabled": True, "ExpireAfter": "P30D"}
+    definition.write_text(json.dumps(doc))
     train, test = digits_split(tmp_path / "data")
     env = {k: v for k, v in os.environ.items() if k not in (T.SWITCH_ENV_VAR, T.ENV_VAR)}
 
