@@ -23,7 +23,10 @@ torch, wherever that interpreter's scripts are.
 
 from __future__ import annotations
 
+import re
 import socket
+from dataclasses import dataclass
+from pathlib import Path
 
 # SageMaker: the rendezvous host is the first host in sorted order (the toolkit's master_hostname).
 LOOPBACK = "127.0.0.1"
@@ -43,15 +46,19 @@ def free_port() -> int:
 
 
 def command(python: str, hosts: list[str], current_host: str, processes_per_host: int, port: int,
-            entry: str, args: list[str], *, master_addr: str | None = None) -> list[str]:
+            entry: str, args: list[str], *, master_addr: str | None = None,
+            log_dir: str | None = None) -> list[str]:
     """The torchrun command for ``current_host``. The master's address and port are given
     even for one host (the toolkit leaves them out there, and torchrun then takes port 29500:
-    two single-host jobs at once on this machine would collide)."""
+    two single-host jobs at once on this machine would collide). With ``log_dir``, torchrun
+    also copies each worker's output to a file of its own there (``--tee 3``; the terminal and
+    the host's log still get it), so that a failure names the failed worker's own last line."""
     ordered = sorted(hosts)
+    logs = [f"--log-dir={log_dir}", "--tee=3"] if log_dir else []
     return [python, "-m", "torch.distributed.run",
             f"--nnodes={len(ordered)}", f"--nproc_per_node={processes_per_host}",
             f"--master_addr={master_addr or master_host(hosts)}", f"--master_port={port}",
-            f"--node_rank={ordered.index(current_host)}",
+            f"--node_rank={ordered.index(current_host)}", *logs,
             entry, *args]
 
 
@@ -66,3 +73,39 @@ def environment(hosts: list[str], port: int, *, master_addr: str | None = None) 
         "NCCL_IB_DISABLE": "1",
         "NCCL_DEBUG": "WARN",
     }
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """What a host's torchrun reported of the worker that failed first."""
+
+    rank: int | None
+    exit_code: int | None
+    last_line: str | None  # the last line the workers printed before torchrun took over
+
+
+# torchrun's summary (torch.distributed.elastic's ChildFailedError) and its own log lines.
+_ROOT_CAUSE = re.compile(r"Root Cause \(first observed failure\):.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)"
+                         r".*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+_ELASTIC_LOG = re.compile(r"^[WEI]\d{4} [\d:.]+ \d+ torch/distributed/elastic/")
+
+
+def root_cause(log_text: str, log_dir: Path | None = None) -> RootCause | None:
+    """The failed worker's global rank, exit code and last line, from a host's torchrun log
+    (and the worker's own stderr file under ``log_dir``, where ``command`` had torchrun keep
+    one); None when torchrun printed no summary (it was killed, or no worker failed)."""
+    match = _ROOT_CAUSE.search(log_text)
+    if match is None:
+        return None
+    rank, local_rank, code = (int(g) for g in match.groups())
+    if log_dir is not None:
+        # torch.distributed.elastic: <log dir>/<run id>_<suffix>/attempt_<n>/<local rank>/stderr.log
+        for path in sorted(Path(log_dir).glob(f"*/attempt_*/{local_rank}/stderr.log"), reverse=True):
+            own = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+            if own:
+                return RootCause(rank, code, own[-1])
+    lines = log_text.splitlines()
+    first_elastic = next((i for i, line in enumerate(lines) if _ELASTIC_LOG.match(line)), len(lines))
+    last = next((line.strip() for line in reversed(lines[:first_elastic])
+                 if line.strip() and not line.startswith("*")), None)
+    return RootCause(rank, code, last)

@@ -262,7 +262,12 @@ class TrainingJob(LocalJob):
     def torchrun_command(self, host: str, entry: str, args: list[str]) -> list[str]:
         """torch_distributed: this host's torchrun (``hosts/torchrun.py``)."""
         return torchrun.command(self.python, self.hosts, host, self.processes_per_host,
-                                self.rendezvous_port(), entry, args, master_addr=self.master_addr())
+                                self.rendezvous_port(), entry, args, master_addr=self.master_addr(),
+                                log_dir=str(self.torchrun_logs(host)))
+
+    def torchrun_logs(self, host: str) -> Path:
+        """Where ``host``'s torchrun keeps each worker's output (runner-side: outside /opt/ml)."""
+        return self.logs_dir / f"torchrun-{host}"
 
     def rendezvous_port(self) -> int:
         if self.master_port is None:
@@ -428,9 +433,20 @@ class TrainingJob(LocalJob):
             rank, host, stem = None, child.label, child.label
             returncode = child.process.returncode
             signum, code = (-returncode, None) if returncode < 0 else (None, returncode)
+            cause = torchrun.root_cause(self.log_text(stem), self.torchrun_logs(stem)) \
+                if self.launcher == launchers.TORCHRUN else None
+            if cause is not None:
+                # torchrun: the job is named after the worker its summary names, with that worker's last line.
+                rank = cause.rank
+                signum, code = (-cause.exit_code, None) if cause.exit_code < 0 else (None, cause.exit_code)
+                raise first_failure(rank, host, signum, code, first_file, cause.last_line)
         # Named after the rank that failed first, with its own reason (failures.first_failure).
         last = self.tailer.last_line(stem) if self.tailer else None
         raise first_failure(rank, host, signum, code, first_file, last)
+
+    def log_text(self, stem: str) -> str:
+        path = self.logs_dir / f"{stem}.log"
+        return path.read_text(errors="replace") if path.is_file() else ""
 
     # -- results --
     def finish(self) -> None:

@@ -49,7 +49,9 @@ TRAIN = """
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "error":
         sys.exit("a bug in the script")
-    if mode == "sleep":
+    if mode == "one-rank-dies" and os.environ.get("RANK") == "3":
+        sys.exit("rank 3 crashed")
+    if mode in ("sleep", "one-rank-dies"):
         time.sleep(120)
     assert (base / "input/data/train/data.txt").read_text() == "training data"
     (base / "model" / "weights.txt").write_text("w")

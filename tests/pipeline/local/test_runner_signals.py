@@ -7,6 +7,7 @@ its own) whose ranks sleep, so that the signal always arrives mid-job."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import select
@@ -174,3 +175,60 @@ def test_the_next_run_ends_what_a_runner_killed_with_sigkill_left(workdir, tmp_p
     assert doc["status"] == "Failed" and doc["failure_reason"].startswith("runner died: ")
     assert [(s["name"], s["status"]) for s in doc["steps"]] == [("Make", "Succeeded"), ("Train", "Failed")]
     nothing_left(workdir, token)
+
+
+def torchrun_definition(tmp_path: Path, mode: str) -> Path:
+    """The test pipeline, its training step a torch_distributed job of 2 hosts x 2 processes."""
+    definition = step_definition(mode)
+    train = definition["Steps"][1]["Arguments"]
+    train["ResourceConfig"]["InstanceCount"] = 2
+    train["HyperParameters"].update({"sagemaker_torch_distributed_enabled": "true",
+                                     "sagemaker_mpi_num_of_processes_per_host": "2"})
+    path = tmp_path / f"torchrun-{mode}.json"
+    path.write_text(json.dumps(definition))
+    return path
+
+
+def wait_for_torchrun_workers(workdir: Path, runner: subprocess.Popen, count: int = 4) -> Path:
+    """The training job's folder, once ``count`` torchrun workers print that they started."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert runner.poll() is None, "the run ended before its workers started"
+        logs = list(workdir.glob("runs/*/jobs/*Train*/logs/algo-*.log"))
+        if sum(p.read_text(errors="replace").count("training started") for p in logs) >= count:
+            return logs[0].parents[1]
+        time.sleep(0.2)
+    raise AssertionError("the torchrun workers never started")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torchrun needs torch")
+def test_ctrl_c_during_a_4_rank_torchrun_job_leaves_no_process(workdir, tmp_path):
+    runner = start(workdir, torchrun_definition(tmp_path, "sleep"))
+    try:
+        job_dir = wait_for_torchrun_workers(workdir, runner)
+        token = (job_dir / JOB_TOKEN_FILE).read_text()
+        assert len(tagged_pids(token)) >= 6  # two torchrun agents, four workers
+        runner.send_signal(signal.SIGINT)
+        output = runner.communicate(timeout=90)[0].decode()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, output
+    assert record(workdir, job_dir)["status"] == "Stopped"
+    nothing_left(workdir, token)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torchrun needs torch")
+def test_a_crashed_torchrun_rank_fails_the_job_and_leaves_no_process(workdir, tmp_path):
+    runner = start(workdir, torchrun_definition(tmp_path, "one-rank-dies"))
+    try:
+        output = runner.communicate(timeout=180)[0].decode()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 1, output[-3000:]
+    (job_dir,) = [p.parent for p in workdir.glob("runs/*/jobs/*/job.log") if "Train" in p.read_text()[:2000]] or [None]
+    assert job_dir is not None, output[-3000:]
+    doc = record(workdir, job_dir)
+    assert doc["status"] == "Failed" and "rank 3 crashed" in json.dumps(doc), json.dumps(doc)[-2000:]
+    nothing_left(workdir, (job_dir / JOB_TOKEN_FILE).read_text())

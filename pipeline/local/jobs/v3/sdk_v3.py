@@ -319,11 +319,12 @@ def mpi_command(python: str, launch: Launch, args: list[str]) -> list[str]:
 
 
 def torchrun_command(python: str, launch: Launch, hosts: list[str], current_host: str, args: list[str],
-                     num_gpus: int = 0, port: int = MASTER_PORT, master_addr: str = MASTER_ADDR) -> list[str]:
+                     num_gpus: int = 0, port: int = MASTER_PORT, master_addr: str = MASTER_ADDR,
+                     log_dir: str | None = None) -> list[str]:
     """torchrun_driver.py's command on one host (PyTorch >= 1.9: ``torchrun``), as
     ``hosts/torchrun.py`` runs it for SDK v2's torch_distributed too."""
     return torchrun.command(python, hosts, current_host, launch.processes_per_host(num_gpus), port,
-                            str(launch.entry_script), args, master_addr=master_addr)
+                            str(launch.entry_script), args, master_addr=master_addr, log_dir=log_dir)
 
 
 def rank_warning(launch: Launch, hosts: int, num_gpus: int = 0) -> str | None:

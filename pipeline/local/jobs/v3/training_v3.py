@@ -81,6 +81,10 @@ class TrainingJobV3(TrainingJob):
         self.note(f"SDK v3 ModelTrainer job: {self.v3.kind}"
                   + (f" {self.v3.entry_script}" if self.v3.kind != COMMAND else f": {self.v3.command}")
                   + (f" (requirements {self.v3.requirements})" if self.v3.requirements else ""))
+        if self.v3.kind == TORCHRUN:
+            # torchrun_driver.py: torchrun on every host, as SDK v2's torch_distributed (training.py).
+            self.launcher = launchers.TORCHRUN
+            self.processes_per_host = self.v3.processes_per_host(gpus_per_instance(self.instance_type) or 0)
         if self.v3.kind == MPI:
             # SageMaker v3: no process_count_per_node means one rank per GPU of the instance
             # type (SM_NUM_GPUS there); this machine's own GPUs do not count.
@@ -182,12 +186,17 @@ class TrainingJobV3(TrainingJob):
         args = script_arguments(self.ordered_hyperparameters())
         if self.v3.kind == COMMAND:
             return command_line(self.v3)
+        if self.v3.kind == TORCHRUN:
+            # torchrun_driver.py: torchrun on every host, as SDK v2's torch_distributed (training.py).
+            self.launcher = launchers.TORCHRUN
+            self.processes_per_host = self.v3.processes_per_host(gpus_per_instance(self.instance_type) or 0)
         if self.v3.kind == MPI:
             return mpi_command(self.python, self.v3, args)
         if self.v3.kind == TORCHRUN:
             return torchrun_command(self.python, self.v3, self.hosts, host, args,
                                     gpus_per_instance(self.instance_type) or 0,
-                                    port=self.rendezvous_port(), master_addr=self.master_addr())
+                                    port=self.rendezvous_port(), master_addr=self.master_addr(),
+                                    log_dir=str(self.torchrun_logs(host)))
         return basic_command(self.python, self.v3, args)
 
 
