@@ -21,6 +21,7 @@ from pipeline.workdir import resolve_workdir
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
 COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local.commands",
+                   "pipeline.cli.local.callback",
                    "pipeline.cli.store", "pipeline.cli.advise", "pipeline.cli.init_weights",
                    "pipeline.cli.serving.serve", "pipeline.cli.track", "pipeline.cli.tuning")
 

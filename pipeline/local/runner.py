@@ -31,7 +31,7 @@ from functools import partial
 from pathlib import Path
 
 from pipeline.costs.prices import PriceBook
-from pipeline.local import inference_steps, register_step, tuning_step
+from pipeline.local import inference_steps, lambda_steps, register_step, tuning_step
 from pipeline.local.dag import caching, interpreter, preflight, stubs
 from pipeline.local.dag import scheduler as scheduler_module
 from pipeline.local.dag.interpreter import (
@@ -88,6 +88,9 @@ class RunOptions:
     local_sources: dict[str, Path] = field(default_factory=dict)
     # --stub STEP.OUTPUT=VALUE: {step: {output: value}} for steps stubbed as Succeeded (stubs.py).
     stub_values: dict[str, dict[str, str]] = field(default_factory=dict)
+    # --lambda STEP=file.py:function: {step: (file, function)} (lambda_steps.py)
+    lambdas: dict[str, tuple[Path, str]] = field(default_factory=dict)
+    callback_timeout: float | None = None  # seconds a Callback step waits; None: until answered
     # Steps running at once at most (SageMaker's MaxParallelExecutionSteps); None: its default.
     max_parallel_steps: int | None = None
 
@@ -137,7 +140,10 @@ class PipelineRunner(JobSteps):
                                       dict(self.parameters))
         self.taken: dict[str, bool] = {}  # condition step -> outcome
         self.started = 0  # steps begun or settled, for their lines' [i/N]
-        self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported, options.stub_values)
+        lambda_steps.check(self.nodes, options.lambdas)
+        self.local_steps = set(options.lambdas)  # Lambda steps with a handler run here
+        self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported, options.stub_values,
+                                   self.local_steps)
         self.skipped: list[str] = []  # steps --stub-unsupported skip did not run
         # Local runs never ask AWS for prices: the shipped table (or nothing, said so).
         self.prices = PriceBook()
@@ -258,7 +264,8 @@ class PipelineRunner(JobSteps):
 
     # --- the scheduler's questions (dag/scheduler.py) --------------------------------------
     def placement(self, node: StepNode) -> str:
-        if node.type in (STEP_PROCESSING, STEP_TRAINING):
+        if node.type in (STEP_PROCESSING, STEP_TRAINING, lambda_steps.STEP_CALLBACK) or \
+                node.type == lambda_steps.STEP_LAMBDA and node.name in self.local_steps:
             return scheduler_module.SIDE_BY_SIDE
         if node.type in (tuning_step.STEP_TUNING, inference_steps.STEP_TRANSFORM):
             return scheduler_module.ALONE
@@ -277,7 +284,7 @@ class PipelineRunner(JobSteps):
             self.record.save()
             self._line(node, f": not executed, {current.detail}")
             return True
-        if stubs.unsupported(node) and self._stub_mode(node) is not None:
+        if stubs.unsupported(node, self.local_steps) and self._stub_mode(node) is not None:
             current = self.record.add(StepRecord(node.name, node.type))
             self._stub(node, current)
             self._track("step_ended", self.record, current)
@@ -368,7 +375,11 @@ class PipelineRunner(JobSteps):
                 record.status = FAILED
                 record.failure_reason = interpreter.to_string(message)
                 return False
-            elif stubs.unsupported(node):  # decided unreachable before the run, reached anyway
+            elif node.type == lambda_steps.STEP_LAMBDA and node.name in self.local_steps:
+                lambda_steps.run_lambda(self, node, record, self.stop_event())
+            elif node.type == lambda_steps.STEP_CALLBACK:
+                lambda_steps.run_callback(self, node, record, self.stop_event())
+            elif stubs.unsupported(node, self.local_steps):  # decided unreachable before the run, reached anyway
                 record.status = FAILED
                 record.failure_reason = f"{node.type} steps do not run locally; pass {stubs.FLAG}"
                 return False

@@ -2,8 +2,10 @@
 
     --max-parallel-steps N        steps running at once at most (SageMaker's
                                   ParallelismConfiguration.MaxParallelExecutionSteps; default 50)
-    --stub STEP.OUTPUT=VALUE      a step that cannot run here (Lambda, Callback, ...) is stubbed as
-                                  Succeeded with this output (repeatable)
+    --stub STEP.OUTPUT=VALUE      a step that cannot run here (EMR, a Lambda with no handler, ...)
+                                  is stubbed as Succeeded with this output (repeatable)
+    --lambda STEP=FILE.py:FUNC    a Lambda step runs this local handler (repeatable)
+    --callback-timeout SECONDS    how long a Callback step waits for `trainpipe callback`
 
 and the line that says which pipeline name a definition file runs under.
 """
@@ -36,6 +38,12 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
                      help="a step that cannot run locally (Lambda, Callback, ...) is marked Succeeded "
                           "with this value of its declared output (repeatable), so a condition on it "
                           "takes the branch that value takes")
+    run.add_argument("--lambda", action="append", default=[], dest="lambdas", metavar="STEP=FILE.py:FUNCTION",
+                     help="the Lambda step STEP runs this local handler, called as Lambda calls it with the "
+                          "step's inputs; its returned dict gives the step's outputs (repeatable)")
+    run.add_argument("--callback-timeout", type=positive, metavar="SECONDS",
+                     help="a Callback step fails when no `trainpipe callback` answers it in time "
+                          "(default: it waits until answered)")
 
 
 def run_options(args: argparse.Namespace) -> dict:
@@ -44,7 +52,11 @@ def run_options(args: argparse.Namespace) -> dict:
         values = stubs.parse_values(getattr(args, "stub", None) or [])
     except stubs.DefinitionError as error:
         raise UserError(str(error)) from None
-    return {"max_parallel_steps": getattr(args, "max_parallel_steps", None), "stub_values": values}
+    from pipeline.local.lambda_steps import parse_handlers
+
+    return {"max_parallel_steps": getattr(args, "max_parallel_steps", None), "stub_values": values,
+            "lambdas": parse_handlers(getattr(args, "lambdas", None) or []),
+            "callback_timeout": getattr(args, "callback_timeout", None)}
 
 
 def pipeline_name_line(args: argparse.Namespace, name: str) -> str | None:

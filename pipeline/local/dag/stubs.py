@@ -19,7 +19,7 @@ Either way the summary shows the step as stubbed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 
 from pipeline.local.dag import inference, interpreter
 from pipeline.local.dag.interpreter import (
@@ -37,7 +37,14 @@ FLAG = "--stub-unsupported"
 VALUE_FLAG = "--stub"
 
 
-def unsupported(node: StepNode) -> bool:
+# Run locally though SageMaker's local mode refuses them: Callback steps always, Lambda steps
+# given a handler (``local``: their names; the runner's lambda_steps.py runs both).
+CALLBACK, LAMBDA = "Callback", "Lambda"
+
+
+def unsupported(node: StepNode, local: Container[str] = ()) -> bool:
+    if node.type == CALLBACK or node.type == LAMBDA and node.name in local:
+        return False
     return node.type not in SUPPORTED_STEP_TYPES or bool(_unservable(node))
 
 
@@ -98,14 +105,15 @@ def _declared(node: StepNode) -> list[str]:
     return [o.get("OutputName") for o in declared if isinstance(o, Mapping) and o.get("OutputName")]
 
 
-def check_values(nodes: list[StepNode], values: Mapping[str, Mapping[str, str]]) -> None:
+def check_values(nodes: list[StepNode], values: Mapping[str, Mapping[str, str]],
+                 local: Container[str] = ()) -> None:
     """Each ``--stub`` names a step that does not run here and one of its declared outputs."""
     by_name = {n.name: n for n in nodes}
     for step, outputs in values.items():
         node = by_name.get(step)
-        if node is None or not unsupported(node):
+        if node is None or not unsupported(node, local):
             which = "no step" if node is None else f"{node.type} step {step}, which runs locally"
-            stubbable = ", ".join(n.name for n in nodes if unsupported(n)) or "none"
+            stubbable = ", ".join(n.name for n in nodes if unsupported(n, local)) or "none"
             raise DefinitionError(f"{VALUE_FLAG} {step}.…: the definition has {which}; "
                                   f"steps that can be stubbed: {stubbable}")
         unknown = sorted(set(outputs) - set(_declared(node)))
@@ -116,15 +124,15 @@ def check_values(nodes: list[StepNode], values: Mapping[str, Mapping[str, str]])
 
 
 def check(nodes: list[StepNode], ctx: Context, mode: str | None,
-          values: Mapping[str, Mapping[str, str]] | None = None) -> list[StepNode]:
+          values: Mapping[str, Mapping[str, str]] | None = None, local: Container[str] = ()) -> list[StepNode]:
     """The unsupported steps the run can reach; refused (one line) when ``mode`` is None and
     ``--stub`` gives no values for them."""
     if mode is not None and mode not in MODES:
         raise DefinitionError(f"{FLAG} {mode!r}: must be one of {', '.join(MODES)}")
-    check_values(nodes, values or {})
+    check_values(nodes, values or {}, local)
     by_name = {n.name: n for n in nodes}
     outcomes = known_outcomes(nodes, ctx)
-    found = [n for n in nodes if unsupported(n) and reachable(n, by_name, outcomes)]
+    found = [n for n in nodes if unsupported(n, local) and reachable(n, by_name, outcomes)]
     refused = [n for n in found if n.name not in (values or {})]
     if refused and mode is None:
         listed = ", ".join(_listed(n) for n in refused)
