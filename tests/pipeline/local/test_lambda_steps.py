@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import readme_record
+
 REPO = Path(__file__).resolve().parents[3]
 pytestmark = pytest.mark.filterwarnings("ignore:Lambda function won't be updated:UserWarning")
 
@@ -83,7 +85,9 @@ def test_a_lambda_handler_and_a_callback_from_a_second_process_feed_a_condition(
         wrong = trainpipe("callback", "success", execution, "Approve", "--output", "verdict=yes",
                           "--workdir", str(workdir))
         assert wrong.wait(60) == 2
-        assert wrong.stderr.read().strip().splitlines()[-1] == (
+        refusal = wrong.stderr.read().strip().splitlines()[-1]
+        readme_record.record(refusal)
+        assert refusal == (
             "trainpipe callback: error: --output verdict: Callback step Approve declares no output 'verdict' (its OutputParameters: decision)")
         sent = trainpipe("callback", "success", execution, "Approve", "--output", "decision=yes",
                          "--workdir", str(workdir))
@@ -100,7 +104,10 @@ def test_a_lambda_handler_and_a_callback_from_a_second_process_feed_a_condition(
     # The answered step takes no second answer.
     again = trainpipe("callback", "failure", execution, "Approve", "--workdir", str(workdir))
     assert again.wait(60) == 2
-    assert "is not waiting for a callback (it has its answer)" in again.stderr.read()
+    refusal = again.stderr.read().strip().splitlines()[-1]
+    readme_record.record(refusal)
+    assert refusal.endswith(f"Callback step Approve of execution {execution} is not waiting for a callback "
+                            "(it has its answer)")
 
 
 def test_a_handler_that_returns_no_declared_output_fails_its_step(tmp_path):
@@ -110,7 +117,48 @@ def test_a_handler_that_returns_no_declared_output_fails_its_step(tmp_path):
     run = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(tmp_path / "work"),
                     "--tracking-uri", "off", "--lambda", f"Score={tmp_path / 'handler.py'}:score")
     out, err = run.communicate(timeout=120)
+    readme_record.record(err.strip().splitlines()[-1])
     assert run.returncode == 1
     assert err.strip().splitlines()[-1].endswith(
         "Failed: step Score failed: handler.py:score returned no value for the step's output(s) accuracy "
         "(it gave: ['unused'])")
+
+
+# --- in this process: the runner with an answer written beside it -------------------------------
+def runner(tmp_path, **options):
+    from pipeline.local.runner import PipelineRunner, RunOptions
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.test_runner import Capture
+
+    run_options = RunOptions(workdir=tmp_path / "work", storage=LocalStorage(tmp_path / "store"), echo=False,
+                             stream=Capture(), **options)
+    return PipelineRunner(json.loads(gated_pipeline()), "gated", run_options)
+
+
+def test_a_callback_failure_fails_its_step_and_no_answer_in_time_fails_it_too(tmp_path, monkeypatch):
+    import threading
+
+    from pipeline.local import lambda_steps
+
+    (tmp_path / "handler.py").write_text(HANDLER)
+    handlers = lambda_steps.parse_handlers([f"Score={tmp_path / 'handler.py'}:score"])
+    run = runner(tmp_path, lambdas=handlers)
+
+    def answer_when_asked():
+        message, _ = lambda_steps.callback_files(run.run_dir, "Approve")
+        while not message.is_file():
+            time.sleep(0.05)
+        lambda_steps.answer(run.run_dir, run.nodes, "Approve", "failure", {}, "the reviewer said no")
+
+    threading.Thread(target=answer_when_asked, daemon=True).start()
+    record = run.run()
+    assert record.failure_reason == "step Approve failed: callback failure: the reviewer said no"
+
+    waited = runner(tmp_path, lambdas=handlers, callback_timeout=1).run()
+    assert waited.failure_reason == "step Approve failed: no callback within --callback-timeout 1 s"
+
+    monkeypatch.setattr(lambda_steps, "LAMBDA_TIMEOUT_SECONDS", 1)
+    (tmp_path / "handler.py").write_text("import time\ndef score(event, context):\n    time.sleep(30)\n")
+    late = runner(tmp_path, lambdas=handlers).run()
+    assert late.failure_reason.startswith("step Score failed: the Lambda function handler.py:score ran past "
+                                          "its timeout (1 s, AWS's default)")

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import readme_record
+
 REPO = Path(__file__).resolve().parents[4]
 # The SDK warns that a Lambda given by its ARN alone is not updated: nothing here deploys one.
 pytestmark = pytest.mark.filterwarnings("ignore:Lambda function won't be updated:UserWarning")
@@ -68,6 +70,7 @@ def test_a_stub_value_feeds_the_condition_and_the_default_name_is_said(tmp_path)
 
 def test_skip_never_reports_succeeded(tmp_path):
     done = run(tmp_path, "--stub-unsupported", "skip")
+    readme_record.record(done.stderr.strip().splitlines()[-1])
     assert done.returncode == 130
     assert done.stderr.strip().splitlines()[-1].endswith(
         "Stopped: --stub-unsupported skip left 1 step(s) not run (CheckData); SageMaker would have run them, "
@@ -84,6 +87,7 @@ def test_skip_never_reports_succeeded(tmp_path):
 ])
 def test_stub_values_are_refused_in_one_line(tmp_path, args, message):
     done = run(tmp_path, *args)
+    readme_record.record(done.stderr.strip().splitlines()[-1])
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == f"trainpipe run: error: {message}"
 
