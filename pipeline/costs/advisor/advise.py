@@ -11,6 +11,7 @@ advisor promises (``PROMISED_ERROR``) is shown but recommends nothing, and says 
 
 from __future__ import annotations
 
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +30,8 @@ from pipeline.costs.advisor.observations import (
 )
 from pipeline.costs.advisor.recommend import Row, Workload, choose, duration, predict, table
 from pipeline.costs.prices import PriceBook
+from pipeline.definition.parameters import BATCH_SIZE as P_BATCH
+from pipeline.definition.parameters import TRAINING_INSTANCE_COUNT as P_COUNT
 from pipeline.errors import UserError
 from training_entry.input.records import KIND_IMAGE, KIND_TABLE
 
@@ -102,6 +105,14 @@ def one_workload(runs: list[Observation], named: str | None) -> tuple[list[Obser
     return by[chosen], chosen, lines
 
 
+def job_overhead(runs: list[Observation]) -> tuple[float, int]:
+    """(the median of the jobs' wall seconds outside their epochs, how many jobs say it): a
+    job's wall time less its epochs x train records / its measured samples/s."""
+    spent = [o.job_seconds - o.epochs * o.train_records / o.throughput for o in runs
+             if o.job_seconds is not None and o.epochs and o.train_records and o.throughput > 0]
+    return (max(0.0, statistics.median(spent)), len(spent)) if spent else (0.0, 0)
+
+
 def _platform_of(obs: Observation, workdir: Path) -> Platform | None:
     if obs.local:
         return PL.local_platform(obs.cores or 1, PL.load_probe(workdir))
@@ -145,7 +156,14 @@ def advise(observed: list[Observation], *, skipped: list[str], workdir: Path,
     if not candidates:
         raise UserError("no platform could be modelled: see the lines above")
     first = next(iter(groups.values()))[0]
-    workload = Workload(batch or first.batch, samples_per_epoch, epochs)
+    # A job is more than its epochs: TensorFlow's start-up, the data's first read, the model's
+    # save. Predictions include what the measured jobs spent outside their epochs, so predicted
+    # and measured times per run are on one basis (the plot draws both).
+    overhead, measured_jobs = job_overhead(observed)
+    workload = Workload(batch or first.batch, samples_per_epoch, epochs, overhead_seconds=overhead)
+    if measured_jobs:
+        report.lines.append(f"each predicted run includes {overhead:.1f} s of start-up and model save: the median "
+                            f"of {measured_jobs} measured job(s)' wall time outside their epochs")
     _predict(report, candidates, workload, max_workers, book, region, options, knee_fraction)
     _recommend(report, goal, budget, deadline_hours, knee_fraction)
     if plot_path is not None:
@@ -185,11 +203,20 @@ def _fit_measured(report: Report, groups: dict[str, list[Observation]], workdir:
         out += ["", f"model for {name} (fit on {len(runs)} run(s)):", *model.describe(run_batch, platform),
                 "", f"its error on the runs it has seen ({name}):", *errors.lines()]
         mean = errors.mean_abs
+        needed = F.fitted_parameters(runs) + 1
         if mean is not None and mean > PROMISED_ERROR:
             report.untrusted.add(name)
             out.append(f"  {name}: the fit errs by {mean:.1%} on average on the runs it has seen, above "
                        f"the {PROMISED_ERROR:.0%} the advisor promises: its predictions are shown, nothing "
                        "is recommended from them (runs taken while the machine was busy? run again)")
+        elif len(runs) < needed:
+            # An error on the very runs that set every term is 0 by construction: the 20%
+            # safeguard above would pass a fit that has shown nothing.
+            report.untrusted.add(name)
+            out.append(f"  {name}: {len(runs)} run(s) for a fit of {needed - 1} term(s): its error on them shows "
+                       f"nothing until it has {needed}; its predictions are shown, nothing is recommended from "
+                       f"them: run again at another batch size or layout (e.g. -p {P_BATCH}=64, or -p "
+                       f"{P_COUNT}=2)")
         candidates[name] = (model, platform)
     return candidates
 
@@ -299,7 +326,8 @@ def _recommend(report: Report, goal: str, budget: float | None, deadline_hours: 
     trusted = {label: rows for label, rows in report.curves.items() if label not in report.untrusted_curves}
     if not trusted:
         out.append(f"recommendation ({goal}): none: every fit errs beyond the {PROMISED_ERROR:.0%} the "
-                   "advisor promises on the runs it has seen (lines above); no layout is recommended")
+                   "advisor promises on the runs it has seen, or has too few runs to show its error (lines "
+                   "above); no layout is recommended")
         return
     everything = [r for rows in trusted.values() for r in rows]
     choice, why = choose(everything, goal, budget, deadline_hours)

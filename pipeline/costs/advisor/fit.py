@@ -152,6 +152,15 @@ def refit_comm(model: StepModel, multi: Sequence[Observation], platform: Platfor
                        notes=[*model.notes, f"overlap and comm_scale refit on {len(multi)} multi-rank run(s)"])
 
 
+def fitted_parameters(runs: Sequence[Observation]) -> int:
+    """How many of the step model's terms its runs determine: the per-sample time; the fixed
+    per-step time where 1-rank runs have two batch sizes; the allreduce's overlap and scale
+    where there are multi-rank runs. A fit has residuals, so an error that says anything,
+    only from one run more than that (``advise.py`` recommends nothing from fewer)."""
+    single = [r for r in runs if r.layout.workers == 1]
+    return 1 + (len({r.batch for r in single}) >= 2) + 2 * any(r.layout.workers > 1 for r in runs)
+
+
 def fit(runs: Sequence[Observation], platform: Platform) -> StepModel:
     model = fit_compute(runs, platform)
     return refit_comm(model, [r for r in runs if r.layout.workers > 1], platform)

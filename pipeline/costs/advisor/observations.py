@@ -37,6 +37,7 @@ from training_entry.contract import (
     HP_AUGMENTATION,
     HP_BATCH_SIZE,
     HP_DISTRIBUTION,
+    HP_EPOCHS,
     HP_FP16_ALLREDUCE,
     HP_IMAGE_SIZE,
     HP_MIXED_PRECISION,
@@ -144,6 +145,7 @@ class Observation:
     # What the whole job measured (a local run's cost record: wall seconds, start-up and model
     # save included, and its CO2e); None where not recorded (cloud jobs, older records).
     job_seconds: float | None = None
+    epochs: int | None = None  # the job's Epochs (its wall time less theirs: start-up and save)
     co2e_kg: float | None = None
     # The model and data it trained (never fitted with another's); when it started (ISO,
     # sortable: the latest workload is the default), and its train split's records.
@@ -329,6 +331,7 @@ def from_execution(doc: dict, workdir: Path | None = None) -> list[Observation]:
             tensors=int(final.get(TENSORS, 1)), step_spread=spread or 0.0,
             steps_per_execution=int(_hp(hps, HP_STEPS_PER_EXECUTION, 1)), strategy=strategy_of(hps),
             job_seconds=_number(cost.get("seconds")), co2e_kg=_number((cost.get("energy") or {}).get("co2e_kg")),
+            epochs=int(_hp(hps, HP_EPOCHS, params.get(P.EPOCHS, 0)) or 0) or None,
             workload=resolve_workload(hps, manifest), started=str(step.get("start") or doc.get("start") or ""),
             train_records=int(records) if isinstance(records, int | float) else None,
             train_uri=_manifest_channel(properties, TRAIN_CHANNEL),

@@ -3,7 +3,9 @@ per platform, the measured runs as points and the knee marked (PNG, matplotlib's
 
 A local run has no price: its cost panel draws the predicted time per run (and CO2e, dashed,
 on a second axis) as lines, and what each measured local job took (wall seconds, start-up
-and model save included) and emitted as points. With nothing to draw it says why in one line.
+and model save included) and emitted as points. Both on one basis: a predicted run includes
+the measured jobs' start-up and save (``advise.job_overhead``). With nothing to draw it says
+why in one line.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pipeline.costs.advisor.observations import Observation
 from pipeline.costs.advisor.recommend import Row
 
 MEASURED_TIME = "measured job (start-up, save included)"
+PREDICTED_TIME = "predicted run (start-up, save included)"
 MEASURED_CO2E = "measured job CO2e"
 
 
@@ -89,7 +92,7 @@ def _time_and_energy(bottom, energy, name: str, rows: list[Row], points: list[Ob
     Returns the CO2e axis (made on first use)."""
     if rows:
         bottom.plot([r.layout.workers for r in rows], [r.run_hours * 3600 for r in rows], marker=".",
-                    color=color, label=f"{name}: time")
+                    color=color, label=f"{name}: {PREDICTED_TIME}")
     timed = [(o.layout.workers, o.job_seconds) for o in points if o.job_seconds is not None]
     if timed:
         bottom.scatter(*zip(*timed, strict=True), marker="x", s=60, color=color, zorder=4,

@@ -33,16 +33,17 @@ def test_advise_fits_the_latest_workload_alone_and_names_the_others(tmp_path):
     wd = tmp_path / "wd"
     _runs(wd, "digits", DIGITS, 1, 0.002, 17226)
     _runs(wd, "penguins", PENGUINS, 2, 0.001, 1500, ppns=((1, 1), (1, 2)))
-    _runs(wd, "photos", PHOTOS, 3, 0.040, 60000)
+    # Four runs: three fit the model's three terms exactly, and recommend nothing (issue 49).
+    _runs(wd, "photos", PHOTOS, 3, 0.040, 60000, ppns=((1, 1), (1, 2), (2, 1), (1, 2)))
     done = advise(wd)
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "trainpipe advise: 3 run(s) measured (local: 3) of 8 recorded" in out
+    assert "trainpipe advise: 4 run(s) measured (local: 4) of 9 recorded" in out
     assert "workloads recorded (3):" in out
     assert '  mlp on table 64 features: 3 run(s), latest 2026-11-01T10:02:00  (--workload "mlp 64 features")' in out
     assert '  mlp on table 6 features: 2 run(s)' in out and '(--workload "mlp 6 features")' in out
     assert "advising for: small_cnn on images 64x64x3 (the latest run's; --workload selects another)" in out
-    assert "model for local (fit on 3 run(s))" in out
+    assert "model for local (fit on 4 run(s))" in out
     assert "photos1/TrainModel" in out and "digits1/TrainModel" not in out
     assert "gradient 60,000 parameters" in out
     # The epoch is the workload's own train split (its manifest), not the digits'.
@@ -78,7 +79,8 @@ def test_a_fit_beyond_the_promise_recommends_nothing(tmp_path):
     assert "model for local (fit on 3 run(s))" in out and "<- knee" in out  # predictions still shown
     assert "local: the fit errs by " in out and "above the 20% the advisor promises" in out
     assert ("recommendation (fastest): none: every fit errs beyond the 20% the advisor promises on the "
-            "runs it has seen (lines above); no layout is recommended") in out
+            "runs it has seen, or has too few runs to show its error (lines above); no layout is "
+            "recommended") in out
     assert "TrainingInstanceCount=" not in out.split("recommendation (fastest)")[1]
 
 
