@@ -142,7 +142,6 @@ def test_torchrun_where_the_jobs_python_has_no_torch_is_refused_before_any_step(
     assert "runs torchrun, which needs PyTorch" in line and f"({bare})" in line and "has no torch" in line, line
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
     readme_record.record(line.removeprefix("trainpipe run: error: "))
-    readme_record.record(line.removeprefix("trainpipe run: error: "))
 
 
 def test_torchrun_on_a_tensorflow_image_is_refused_before_any_step(tmp_path):
