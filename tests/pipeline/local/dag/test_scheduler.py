@@ -2,12 +2,14 @@
 definition the SageMaker SDK builds whose two processing steps sleep overlap in time; with
 stand-in steps, the limit, a failure beside running steps, and a stop.
 
-The CLI test runs two 2-second jobs (about 10 s on 2 shared cores); the rest take a second.
+The CLI test runs two 2-second jobs side by side, then the same execution from the cache
+(about 12 s on 2 shared cores); the rest take a second.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -19,6 +21,7 @@ import pytest
 
 from pipeline.local.dag.interpreter import StepNode
 from pipeline.local.dag.scheduler import ALONE, QUICK, SIDE_BY_SIDE, Scheduler, widest
+from pipeline.tracking.target import SWITCH_ENV_VAR
 
 REPO = Path(__file__).resolve().parents[4]
 
@@ -34,7 +37,7 @@ def sleeping_pipeline(session, bucket: str, code: Path):
     from sagemaker import image_uris
     from sagemaker.processing import ProcessingInput, ProcessingOutput, ScriptProcessor
     from sagemaker.workflow.pipeline import Pipeline
-    from sagemaker.workflow.steps import ProcessingStep
+    from sagemaker.workflow.steps import CacheConfig, ProcessingStep
 
     image = image_uris.retrieve("sklearn", "us-east-1", version="1.2-1")
     processor = ScriptProcessor(image_uri=image, command=["python3"], instance_type="ml.m5.xlarge",
@@ -45,7 +48,8 @@ def sleeping_pipeline(session, bucket: str, code: Path):
         output = ProcessingOutput(output_name="out", source="/opt/ml/processing/output",
                                   destination=f"s3://{bucket}/{name}")
         return ProcessingStep(name=name, step_args=processor.run(inputs=list(inputs), outputs=[output],
-                                                                 code=str(code)))
+                                                                 code=str(code)),
+                              cache_config=CacheConfig(enable_caching=True, expire_after="PT1H"))
 
     left, right = step("Left"), step("Right")
     both = [ProcessingInput(source=s.properties.ProcessingOutputConfig.Outputs["out"].S3Output.S3Uri,
@@ -63,9 +67,15 @@ def test_two_independent_steps_overlap_in_time(tmp_path):
     definition = tmp_path / "sleepers.json"
     definition.write_text(sleeping_pipeline(session, "par-bucket", code).definition())
 
-    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
-                           "--workdir", str(workdir), "--quiet"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    # Logged to MLflow as a user's run is (the tests' switch off removed): the workdir's own store.
+    env = {k: v for k, v in os.environ.items() if k != SWITCH_ENV_VAR}
+
+    def run():
+        return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                               "--workdir", str(workdir), "--quiet"],
+                              cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
+
+    done = run()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "independent steps run side by side: up to 2 at once (--max-parallel-steps 50)" in done.stdout
     (record,) = (workdir / "runs").glob("*/execution.json")
@@ -78,6 +88,19 @@ def test_two_independent_steps_overlap_in_time(tmp_path):
     assert overlap > 1.5, at
     # The step that reads both started after both had ended.
     assert at["Join"][0] >= max(left_end, right_end)
+    # MLflow (the embedded store): a child run per step, each ended.
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{workdir / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("sleepers").experiment_id])
+    children = {r.info.run_name: r.info.status for r in runs if r.data.tags.get("mlflow.parentRunId")}
+    assert children == {"Left": "FINISHED", "Right": "FINISHED", "Join": "FINISHED"}, children
+
+    # Again: both side-by-side steps are served from the cache they wrote at once.
+    again = run()
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    record = max((workdir / "runs").glob("*/execution.json"), key=lambda p: p.stat().st_mtime)
+    assert all(s["cache_hit"] for s in json.loads(record.read_text())["steps"])
 
 
 # --- the scheduler with stand-in steps --------------------------------------------------------
