@@ -52,6 +52,10 @@ _REMOVED_IN = {  # module -> the first minor version without it
     "pipes": 13, "sndhdr": 13, "spwd": 13, "sunau": 13, "telnetlib": 13, "uu": 13, "xdrlib": 13,
 }
 _GUARDS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+# pip install options followed by a value (a folder, a URL), not a requirement.
+_PIP_VALUE_OPTIONS = {"--find-links", "-f", "--index-url", "-i", "--extra-index-url", "--target", "-t",
+                      "--prefix", "--root", "--trusted-host", "-c", "--constraint", "--platform",
+                      "--python-version", "--cache-dir", "--src"}
 _PIP_TOKEN = re.compile(r"(?:^|[\s/])pip3?(?:\s|$)")
 
 
@@ -92,16 +96,86 @@ class _FileFacts:
     parsed: bool = True
 
 
+def _dotted(node) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ''."""
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return node.id if isinstance(node, ast.Name) else ""
+
+
+def _version_test(test, minor: int | None) -> bool | None:
+    """The value of ``sys.version_info <op> (3, N)`` (or ``[:2]``, ``[1]``, ``.minor``) under the
+    image's Python 3.``minor``; None where the test is anything else or cannot be known."""
+    if minor is None or not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return None
+    left, op, right = test.left, test.ops[0], test.comparators[0]
+    index = None
+    if isinstance(left, ast.Subscript):
+        index = left.slice
+        left = left.value
+    elif isinstance(left, ast.Attribute) and left.attr in ("major", "minor"):
+        index = ast.Constant(0 if left.attr == "major" else 1)
+        left = left.value
+    if _dotted(left) not in ("sys.version_info", "version_info"):
+        return None
+    try:
+        value = ast.literal_eval(right)
+    except ValueError:
+        return None
+    ours: tuple = (3, minor)
+    if isinstance(index, ast.Constant) and isinstance(index.value, int) and index.value < 2:
+        ours = ours[index.value]
+    elif index is not None and not isinstance(index, ast.Slice):
+        return None
+    if isinstance(value, tuple):
+        if len(value) > 2 and tuple(value[:2]) == ours:
+            return None  # the image's micro version decides: not known here
+        value = tuple(value[:2]) if len(value) > 2 else value
+    compare = {ast.GtE: lambda a, b: a >= b, ast.Gt: lambda a, b: a > b, ast.Lt: lambda a, b: a < b,
+               ast.LtE: lambda a, b: a <= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
+    try:
+        return compare[type(op)](ours, value) if type(op) in compare else None
+    except TypeError:
+        return None
+
+
+_FIND_SPEC = ("find_spec", "find_loader", "util.find_spec", "importlib.util.find_spec", "pkgutil.find_loader")
+_IMPORT_MODULE = ("import_module", "importlib.import_module", "__import__")
+
+
+def _probed(test) -> set[str]:
+    """The modules an ``if`` test asks about (``find_spec("x")`` anywhere in it): the code
+    imports them only when they are there, or installs them when they are not."""
+    return {call.args[0].value.split(".", 1)[0] for call in ast.walk(test)
+            if isinstance(call, ast.Call) and _dotted(call.func).endswith(_FIND_SPEC) and call.args
+            and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)}
+
+
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, facts: _FileFacts):
+    def __init__(self, facts: _FileFacts, minor: int | None = None):
         self.facts = facts
         self.guarded = 0
+        self.minor = minor  # the image's Python 3.minor: a sys.version_info branch that never runs is skipped
+        self.optional: list[set[str]] = []  # modules probed by an enclosing find_spec test
 
     def _add(self, module: str, line: int, level: int = 0, names: Iterable[str] = ()) -> None:
         self.facts.follow.append((module, level, tuple(names)))
-        if level or not module or self.guarded:
+        top = module.split(".", 1)[0]
+        if level or not module or self.guarded or any(top in probed for probed in self.optional):
             return
-        self.facts.imports.append((module.split(".", 1)[0], line))
+        self.facts.imports.append((top, line))
+
+    def visit_With(self, node) -> None:
+        # ``with suppress(ImportError): import x``: optional by design, as try/except is.
+        guard = any(isinstance(item.context_expr, ast.Call) and _dotted(item.context_expr.func).endswith("suppress")
+                    and {_dotted(a).rsplit(".", 1)[-1] for a in item.context_expr.args} & _GUARDS
+                    for item in node.items)
+        self.guarded += guard
+        self.generic_visit(node)
+        self.guarded -= guard
+
+    visit_AsyncWith = visit_With
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
@@ -135,22 +209,40 @@ class _Visitor(ast.NodeVisitor):
             for part in node.orelse:
                 self.visit(part)
             return
+        taken = _version_test(test, self.minor)
+        if taken is not None:  # only the branch the image's Python runs
+            for part in node.body if taken else node.orelse:
+                self.visit(part)
+            return
+        self.optional.append(_probed(test))
         self.generic_visit(node)
+        self.optional.pop()
 
     def visit_Call(self, node: ast.Call) -> None:
-        # pip run by the code itself: every argument list naming pip and install.
-        words, opaque = [], False
+        # import_module("x") with a constant name imports x, as ``import x`` does.
+        if _dotted(node.func) in _IMPORT_MODULE and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str) and not any(k.arg == "package" for k in node.keywords):
+            self._add(node.args[0].value, node.lineno)
+        # pip run by the code itself: every argument list naming pip and install. AWS's idiom,
+        # [sys.executable, "-m", "pip", "install", "x"], installs x and only x: the interpreter
+        # is no unknown; anything not constant after "install" is.
+        words, opaque = [], []
         for arg in node.args:
             items = arg.elts if isinstance(arg, (ast.List, ast.Tuple)) else [arg]
             for item in items:
                 if isinstance(item, ast.Constant) and isinstance(item.value, str):
                     words.extend(item.value.split())
+                elif _dotted(item) == "sys.executable":
+                    words.append("python")
                 else:
-                    opaque = True
+                    opaque.append(len(words))
         if "install" in words and any(w in ("pip", "pip3") or w.endswith("/pip") or _PIP_TOKEN.search(w) for w in words):
-            after = words[words.index("install") + 1:]
-            self.facts.pip_installs.extend(w for w in after if not w.startswith("-"))
-            self.facts.pip_opaque |= opaque or any(w in ("-r", "--requirement", "-e", ".") for w in after)
+            at = words.index("install")
+            after = words[at + 1:]
+            self.facts.pip_installs.extend(w for i, w in enumerate(after) if not w.startswith("-")
+                                           and not (i and after[i - 1] in _PIP_VALUE_OPTIONS))
+            self.facts.pip_opaque |= any(i > at for i in opaque) or any(
+                w in ("-r", "--requirement", "-e", ".") for w in after)
         self.generic_visit(node)
 
 
@@ -271,7 +363,7 @@ def _parse(text: str, minor: int, judge_syntax: bool) -> _FileFacts:
     if tree is None:
         facts.parsed = False
     else:
-        _Visitor(facts).visit(tree)
+        _Visitor(facts, minor).visit(tree)
     return facts
 
 
@@ -357,13 +449,16 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
         return Verdict(refusal=f"step {step}: {first}: the image {image_uri} (record {record.name}) has "
                                f"Python {record.python}, which cannot parse this code; write it for Python "
                                f"{record.python}, or run the step on an image with a newer Python", record=record)
-    wanted = parse_requirements("\n".join(filter(None, [requirements or "", *scanned.pip_installs])))
-    base = stdlib(record.python) | record.modules | wanted.modules
+    wanted = parse_requirements(requirements or "")
+    # What the code pip-installs by name (AWS's sys.executable idiom) installs that and only
+    # that (issue 47): its modules are the name's own even where the name is not known here.
+    installed = parse_requirements("\n".join(scanned.pip_installs))
+    base = stdlib(record.python) | record.modules | wanted.modules | installed.modules
     missing = {m: where for m, where in scanned.imports.items() if m not in base}
     if not missing:
         return Verdict(record=record)
     named = ", ".join(f"{m} ({where})" for m, where in sorted(missing.items(), key=lambda kv: kv[1]))
-    if wanted.guessed or wanted.opaque or scanned.pip_opaque:
+    if wanted.guessed or wanted.opaque or installed.opaque or scanned.pip_opaque:
         unsure = [*wanted.guessed, *wanted.opaque] or ["a pip install the code builds at run time"]
         return Verdict(warning=f"step {step}: imports {named} that the image {image} does not have; "
                                f"{', '.join(unsure)} may install them (their modules are not known "

@@ -44,6 +44,10 @@ _MAX_FILES = 2000
 _MAX_BYTES = 4 << 20  # per file, and per archive
 _MAX_TOTAL = 32 << 20  # per input
 _PIP_R = re.compile(r"pip3?\s+install\s+(?:[^\n]*\s)?-r\s+(\S+)")
+# SDK v3's FrameworkProcessor: runproc.sh installs the requirements through the SDK's own
+# helper, uploaded beside the code (sagemaker-core, processing.py _generate_framework_script:
+# ``python3 {dir}/install_requirements.py requirements.txt``).
+_INSTALL_REQUIREMENTS = re.compile(r"python3?\s+(\S*install_requirements\.py)\s+(\S+)")
 _RUNPROC_PY = re.compile(r"^\s*python3?\s+(\S+\.py)\b", re.MULTILINE)
 
 
@@ -115,11 +119,17 @@ def _pip_requirements(files: dict[str, str]) -> tuple[str | None, str]:
     """The requirements file a shell script of the code pip-installs (runproc.sh's), if any."""
     for path, text in files.items():
         if path.endswith(".sh"):
-            match = _PIP_R.search(text)
+            match = _PIP_R.search(text) or _INSTALL_REQUIREMENTS.search(text)
             if match:
-                name = match.group(1).strip("'\"")
+                name = match.group(match.lastindex).strip("'\"")
                 return files.get(name), name
     return None, "requirements.txt"
+
+
+def _sdk_helpers(files: dict[str, str]) -> set[str]:
+    """The SDK's install_requirements.py a runproc.sh runs: SageMaker's helper, not the job's code."""
+    return {PurePosixPath(m.group(1)).name for path, text in files.items() if path.endswith(".sh")
+            for m in _INSTALL_REQUIREMENTS.finditer(text)}
 
 
 def processing_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode | None:
@@ -162,6 +172,8 @@ def processing_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode |
     # Python files are not on this code's path.
     job.files = {p: t for p, t in job.files.items() if not p.startswith("../") or p.endswith(".sh")}
     job.requirements, job.requirements_name = _pip_requirements(job.files)
+    for helper in _sdk_helpers(job.files):
+        job.files.pop(helper, None)
     if python:
         if len(argv) > 2 and argv[1] == "-m":
             module = argv[2].replace(".", "/")
@@ -172,9 +184,9 @@ def processing_code(node: StepNode, ctx: Context, storage: Storage) -> JobCode |
         # runproc.sh (FrameworkProcessor): `python <script>.py` after unpacking the source.
         for path, text in job.files.items():
             if path.endswith(".sh"):
-                found = _RUNPROC_PY.search(text)
-                if found and found.group(1) in job.files:
-                    job.entry_points = [found.group(1)]
+                for found in _RUNPROC_PY.finditer(text):
+                    if found.group(1) in job.files:
+                        job.entry_points = [found.group(1)]
     return job
 
 

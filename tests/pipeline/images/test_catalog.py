@@ -23,8 +23,10 @@ def test_every_record_is_well_formed_and_names_its_sources():
         assert record.modules and record.packages, record.name
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", record.retrieved), record.name
         for source in record.sources:
-            # AWS's repositories, or this repository's own file (trainpipe's image).
-            assert source["url"].startswith("https://github.com/") or (REPO / source["url"]).is_file(), source
+            # AWS's repositories, a package's own metadata on PyPI (what pip installs with it),
+            # or this repository's own file (trainpipe's image).
+            assert source["url"].startswith(("https://github.com/", "https://pypi.org/project/")) \
+                or (REPO / source["url"]).is_file(), source
             assert source["file"] and source["what"]
         assert json.loads(record.path.read_text())["name"] == record.name
 

@@ -114,3 +114,47 @@ def test_a_texts_facts_are_kept_on_disk_for_later_runs_and_a_damaged_entry_is_re
     monkeypatch.setattr(imports, "_READ_CACHE", {})
     assert scan(files, ["train.py", "helper.py"], "3.10") == first
     assert '"pip_installs": ["boto3"]' in stored.read_text()
+
+
+def test_optional_imports_follow_what_the_code_does():
+    """find_spec branches, suppress(ImportError), and sys.version_info branches under the
+    image's Python (3.10 here): none is a reason to refuse (issue 47)."""
+    files = {"train.py": (
+        "import sys\nfrom contextlib import suppress\nfrom importlib.util import find_spec\nimport importlib\n"
+        "if find_spec('wandb') is not None:\n    import wandb\n"
+        "if importlib.util.find_spec('comet_ml'):\n    import comet_ml\nelse:\n    comet_ml = None\n"
+        "with suppress(ImportError):\n    import neptune\n"
+        "if sys.version_info >= (3, 11):\n    import tomllib\nelse:\n    import yaml as tomllib\n"
+        "if sys.version_info[:2] < (3, 8):\n    import importlib_metadata\n")}
+    assert verdict(files).refusal is None
+    # What the image's Python does run is still judged: 3.10 takes the else branch.
+    refused = verdict({"train.py": "import sys\nif sys.version_info < (3, 11):\n    import tomli\n"}).refusal
+    assert "tomli (train.py:3)" in refused and "tomllib" not in refused
+    # A find_spec of one module does not make another optional.
+    refused = verdict({"train.py": "from importlib.util import find_spec\nif find_spec('wandb'):\n    import optuna\n"}).refusal
+    assert "optuna (train.py:3)" in refused
+
+
+def test_the_sys_executable_pip_idiom_installs_what_it_names_and_only_that():
+    idiom = ('import subprocess, sys\nsubprocess.check_call([sys.executable, "-m", "pip", "install", '
+             '"lightgbm==4.1"])\n')
+    assert verdict({"train.py": idiom + "import lightgbm\n"}).refusal is None
+    # Not a licence for anything else, even in a branch that never runs (issue 47, item 4).
+    refused = verdict({"train.py": "import sys\nif sys.version_info < (3, 8):\n    " + idiom.replace("\n", "\n    ")
+                       + "\nimport optuna\nimport mlflow\n"}).refusal
+    assert "mlflow (train.py:" in refused and "optuna (train.py:" in refused
+    # A package list built at run time is still unknown: a warning, not a refusal.
+    built = 'import subprocess, sys\npkgs = ["x"]\nsubprocess.check_call([sys.executable, "-m", "pip", "install", *pkgs])\nimport optuna\n'
+    result = verdict({"train.py": built})
+    assert result.refusal is None and "may install them" in result.warning
+
+
+def test_import_module_with_a_constant_name_is_an_import():
+    refused = verdict({"train.py": "import pandas\nfrom importlib import import_module\npa = import_module('pyarrow')\n"}).refusal
+    assert "pyarrow (train.py:3)" in refused
+
+
+def test_what_the_pinned_packages_pull_in_is_in_the_tf_214_record():
+    # tf-models-official 2.14.2 requires matplotlib, gin-config, sentencepiece, tf-slim; scikit-learn joblib.
+    assert verdict({"train.py": "import matplotlib.pyplot\nimport gin\nimport sentencepiece\nimport tf_slim\n"
+                                "import joblib\n"}).refusal is None

@@ -145,3 +145,156 @@ def test_our_own_default_pipeline_passes_its_own_image_check(tmp_path):
     from pipeline.images import catalog
 
     assert "horovod" in catalog.find(image).modules, image
+
+
+TF_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14.1-cpu-py310-ubuntu20.04-sagemaker"
+# What issue 47 found refused that SageMaker runs: a package a pinned package pulls in
+# (matplotlib through tf-models-official), a tomllib import the image's Python 3.10 never
+# reaches, and AWS's own pip idiom installing a package (from a wheel folder: no network).
+TF_SCRIPT = """\
+import subprocess
+import sys
+
+import matplotlib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    tomllib = None
+
+subprocess.check_call([sys.executable, "-m", "pip", "install", "--no-index", "--find-links",
+                       "/opt/ml/processing/input/wheels", "tpidiom==1.0"])
+import tpidiom
+
+print("ran with", tpidiom.VERSION, matplotlib.__name__, tomllib)
+"""
+
+
+def build_script_processor(tmp_path: Path, script: str) -> Path:
+    """A one-step pipeline: SDK v2's ScriptProcessor on AWS's TF 2.14 training image, a wheel
+    folder as an input."""
+    from sagemaker.processing import ProcessingInput, ScriptProcessor
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import ProcessingStep
+
+    from pipeline.local.store.session import LocalStoreSession
+    from tests.pipeline.local.jobs.environments.test_environment import build_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "tpidiom", "1.0")
+    (tmp_path / "job.py").write_text(script)
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="images-bucket")
+    processor = ScriptProcessor(image_uri=TF_IMAGE, command=["python3"], role=ROLE, instance_type="ml.m5.xlarge",
+                                instance_count=1, base_job_name="idiom", sagemaker_session=session)
+    step = ProcessingStep(name="Idiom", step_args=processor.run(
+        code=str(tmp_path / "job.py"),
+        inputs=[ProcessingInput(source=str(wheels), destination="/opt/ml/processing/input/wheels")]))
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(Pipeline(name="idiom", steps=[step], sagemaker_session=session).definition())
+    return definition
+
+
+def test_transitive_optional_and_pip_idiom_imports_are_not_refused_only_what_nothing_provides(tmp_path):
+    done = run(tmp_path, build_script_processor(tmp_path, TF_SCRIPT + "import optuna\n"))
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    # Only optuna: not matplotlib, tomllib or tpidiom (issue 47 items 3 and 4).
+    assert "step Idiom: the code imports optuna (job.py:16), which the image " + TF_IMAGE in line, line
+    assert "matplotlib" not in line and "tomllib" not in line and "tpidiom" not in line
+    assert no_step_ran(tmp_path)
+
+
+@pytest.mark.slow
+def test_transitive_optional_and_pip_idiom_imports_run(tmp_path):
+    done = run(tmp_path, build_script_processor(tmp_path, TF_SCRIPT))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "==> Idiom: Succeeded" in done.stdout
+    assert "warning" not in done.stderr.lower(), done.stderr
+
+
+RUNPROC_V3 = """\
+#!/bin/bash
+set -e
+cd /opt/ml/processing/input/code/
+tar -xzf sourcedir.tar.gz
+if [[ -f 'requirements.txt' ]]; then
+    pip uninstall --yes typing
+    python3 /opt/ml/processing/input/code/install_requirements.py requirements.txt
+fi
+python3 report.py "$@"
+"""
+# A stand-in for the SDK's helper (sagemaker-core, utils/install_requirements.py), shaped as
+# it is: the pip command built in a variable, then run.
+INSTALL_REQUIREMENTS = """\
+import subprocess
+import sys
+
+
+def install_requirements(requirements_file, python_executable=sys.executable):
+    pip_cmd = [python_executable, "-m", "pip", "install", "-r", requirements_file]
+    subprocess.check_call(pip_cmd)
+
+
+if __name__ == "__main__":
+    install_requirements(sys.argv[1])
+"""
+
+
+def build_v3_framework_processor(tmp_path: Path, requirements: str | None) -> Path:
+    """SDK v3's FrameworkProcessor(..., requirements="requirements.txt") as it uploads its job
+    (aws/sagemaker-python-sdk acdcb6e, sagemaker-core/src/sagemaker/core/processing.py:
+    sourcedir.tar.gz, install_requirements.py and runproc.sh under the code prefix, mounted at
+    /opt/ml/processing/input/code/, the job run as ``/bin/bash .../runproc.sh``)."""
+    import io
+    import json
+    import tarfile
+
+    from pipeline.local.store.storage import LocalStorage
+
+    storage = LocalStorage(tmp_path / "work" / "store")
+    prefix = "s3://images-bucket/report-v3/source"
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, text in {"report.py": REPORT, **({"requirements.txt": requirements} if requirements else {})}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            archive.addfile(info, io.BytesIO(text.encode()))
+    storage.put_bytes(buffer.getvalue(), f"{prefix}/sourcedir.tar.gz")
+    storage.put_bytes(INSTALL_REQUIREMENTS.encode(), f"{prefix}/install_requirements.py")
+    storage.put_bytes(RUNPROC_V3.encode(), f"{prefix}/runproc.sh")
+    step = {"Name": "Report", "Type": "Processing", "Arguments": {
+        "ProcessingResources": {"ClusterConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
+                                                  "VolumeSizeInGB": 30}},
+        "AppSpecification": {"ImageUri": SKLEARN_IMAGE, "ContainerEntrypoint": [
+            "/bin/bash", "/opt/ml/processing/input/code/runproc.sh"]},
+        "RoleArn": ROLE,
+        "ProcessingInputs": [{"InputName": "code", "AppManaged": False, "S3Input": {
+            "S3Uri": prefix + "/", "LocalPath": "/opt/ml/processing/input/code/", "S3DataType": "S3Prefix",
+            "S3InputMode": "File", "S3DataDistributionType": "FullyReplicated", "S3CompressionType": "None"}}],
+        "ProcessingOutputConfig": {"Outputs": [{"OutputName": "report", "AppManaged": False, "S3Output": {
+            "S3Uri": "s3://images-bucket/report-v3/out", "LocalPath": "/opt/ml/processing/report",
+            "S3UploadMode": "EndOfJob"}}]}}}
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(json.dumps({"Version": "2020-12-01", "Metadata": {}, "Parameters": [], "Steps": [step]}))
+    return definition
+
+
+def test_a_v3_framework_processor_without_requirements_is_refused(tmp_path):
+    done = run(tmp_path, build_v3_framework_processor(tmp_path, None))
+    assert done.returncode != 0
+    assert "step Report: the code imports tpreport (report.py:3)" in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.slow
+def test_a_v3_framework_processor_with_requirements_runs(tmp_path):
+    from tests.pipeline.local.jobs.environments.test_environment import build_wheel
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    build_wheel(wheels, "tpreport", "3.1")
+    done = run(tmp_path, build_v3_framework_processor(tmp_path, f"--no-index\n--find-links {wheels}\ntpreport==3.1\n"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "==> Report: Succeeded" in done.stdout
+    (report,) = (tmp_path / "work").glob("store/**/report.txt")
+    assert report.read_text() == "3.1"
