@@ -199,32 +199,39 @@ def from_csv(model: ServedModel, body: bytes) -> Request:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise RequestError("the CSV body is not UTF-8 text") from None
-    lines = [line for line in text.splitlines() if line.strip()]
+    numbered = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines, numbers = [line for _, line in numbered], [number for number, _ in numbered]
     if not lines:
         raise RequestError("the CSV body has no rows")
     if model.takes_csv_lines:  # a header line skipped, the width checked (table_rows.py)
         return Request(model.signature(contract.SIGNATURE_CSV),
-                       {contract.SERVING_INPUT_CSV: table_rows.checked_lines(lines, model.table)}, True)
+                       {contract.SERVING_INPUT_CSV: table_rows.checked_lines(lines, model.table, numbers)}, True)
     width = model.feature_width
     if width is None:
         raise RequestError(f"text/csv is for table models; this one takes {_what_it_takes(model)}", 415)
     rows = []
-    for number, row in enumerate(_csv_rows(lines), 1):
+    header = []  # [1] once the first line was a header: rows are numbered after it, as the answers are
+
+    def name(index: int) -> str:  # the row at lines[index], numbered as its answer will be
+        return table_rows.row_name(index + 1 - len(header), numbers[index])
+
+    for index, row in enumerate(_csv_rows(lines, name)):
         try:
             values = [float(v) for v in row]
         except ValueError:
-            if number == 1 and len(lines) > 1:
+            if index == 0 and len(lines) > 1:
+                header.append(1)
                 continue  # a header line (the training CSV's first)
-            raise RequestError(f"CSV row {number} holds a value that is not a number: {row[:8]}") from None
+            raise RequestError(f"{name(index)} holds a value that is not a number: {row[:8]}") from None
         if width is not None and len(values) != width:
-            raise RequestError(f"CSV row {number} has {len(values)} values; the model takes {width} "
+            raise RequestError(f"{name(index)} has {len(values)} values; the model takes {width} "
                                "(every feature column in the training header's order, without the label)")
         rows.append(values)
     signature = model.signature(contract.SIGNATURE_DEFAULT)
     return Request(signature, {next(iter(signature.inputs)): rows}, row_format=True)
 
 
-def _csv_rows(lines: list[str]):
+def _csv_rows(lines: list[str], name):
     """csv.reader's rows, its refusal (a field over ``CSV_FIELD_LIMIT``) a 400 naming the row."""
     reader = csv.reader(lines)
     while True:
@@ -233,7 +240,7 @@ def _csv_rows(lines: list[str]):
         except StopIteration:
             return
         except csv.Error as error:
-            raise RequestError(f"CSV row {reader.line_num}: {error} (one value over {CSV_FIELD_LIMIT} "
+            raise RequestError(f"{name(reader.line_num - 1)}: {error} (one value over {CSV_FIELD_LIMIT} "
                                "characters); a table row holds numbers") from None
 
 

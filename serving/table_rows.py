@@ -48,21 +48,29 @@ def _is_header(cells: list[str], description: dict) -> bool:
     return all(str(column).strip().lower() in names for column in description["columns"])
 
 
-def checked_lines(lines: list[str], description: dict | None) -> list[str]:
-    """``lines`` without a first header line; ``RequestError`` for a line of the wrong width."""
+def row_name(row: int, line: int | None = None) -> str:
+    """``CSV row N``: the Nth row of values, as the answers number them (``file:N`` in
+    ``predict``, the Nth prediction): a header and blank lines are not rows. Where the body's
+    line differs, it is said too, for an editor's line numbers."""
+    return f"CSV row {row}" + (f" (line {line} of the body)" if line is not None and line != row else "")
+
+
+def checked_lines(lines: list[str], description: dict | None, line_numbers: list[int] | None = None) -> list[str]:
+    """``lines`` without a first header line; ``RequestError`` for a line of the wrong width.
+    ``line_numbers``: each line's in the body (blank lines dropped before); default 1, 2, ..."""
     if description is None:
         return lines
-    first = 1
+    numbers = line_numbers or list(range(1, len(lines) + 1))
     if _is_header(_cells(lines[0]), description):
-        lines, first = lines[1:], 2
+        lines, numbers = lines[1:], numbers[1:]
         if not lines:
             raise RequestError(f"the CSV body is only a header line; send rows of {takes(description)}")
     width, label = len(description["columns"]), description.get("label_column")
-    for number, line in enumerate(lines, first):  # numbered as the body's lines
+    for row, (line, number) in enumerate(zip(lines, numbers, strict=True), 1):
         count = len(_cells(line))
         if count == width:
             continue
         hint = (f"; drop the label column {label!r}" if label and count == width + 1
                 else "; the label column is left out" if label else "")
-        raise RequestError(f"CSV row {number} has {count} values; the model takes {takes(description)}{hint}")
+        raise RequestError(f"{row_name(row, number)} has {count} values; the model takes {takes(description)}{hint}")
     return lines

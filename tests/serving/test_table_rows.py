@@ -52,7 +52,7 @@ def test_a_row_with_the_label_still_in_it_says_what_the_model_takes(typed_server
     assert answer.status_code == 400
     assert answer.json()["error"] == f"CSV row 1 has 5 values; {TAKES}; drop the label column 'species'"
     short = typed_server.post("/invocations", HEADER + "Dream,41.0\n", "text/csv")
-    assert short.json()["error"] == f"CSV row 2 has 2 values; {TAKES}; the label column is left out"
+    assert short.json()["error"] == f"CSV row 1 (line 2 of the body) has 2 values; {TAKES}; the label column is left out"
     assert "image" not in short.text
     assert typed_server.post("/invocations", ROWS, "text/csv").status_code == 200  # still serving
 
