@@ -26,8 +26,10 @@ from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+
+from serving import connections
 
 # SageMaker: an endpoint's request payload limit and its model's time to answer.
 MAX_BODY_BYTES = 6 * 1024 * 1024
@@ -79,6 +81,9 @@ async def read_body(request: Request, limit: int = MAX_BODY_BYTES,
 
     try:
         refused = await asyncio.wait_for(read(), seconds)
+    except ClientDisconnect:  # the client went away mid-body: no server error, no traceback in the log
+        chunks.clear()
+        return error(400, f"the client closed the connection before its body arrived ({size} bytes came)")
     except asyncio.TimeoutError:
         chunks.clear()
         return error(408, f"the request body did not arrive within {seconds:g} s ({size} bytes came); "
@@ -274,18 +279,21 @@ async def _server_error(request: Request, exc: Exception) -> Response:
 EXCEPTION_HANDLERS = {HTTPException: _http_error, Exception: _server_error}
 
 
-def run(app, host: str, port: int, load, access_log: bool = False) -> uvicorn.Server:
+def run(app, host: str, port: int, load, access_log: bool = False,
+        header_seconds: float = connections.HEADER_SECONDS) -> uvicorn.Server:
     """Serve ``app`` until SIGTERM or Ctrl-C, which drain the requests in flight.
 
     ``load(server)`` runs on a thread beside it, so that /ping can answer 503 while the model
     loads; it sets ``server.should_exit`` when the model cannot be served. Returns the stopped
     server (``server.started`` is false when the port was taken: uvicorn said so)."""
     # uvicorn's own bounds: limit_concurrency answers 503 past MAX_CONNECTIONS connections and
-    # requests at once; timeout_keep_alive closes idle connections. A request in flight is
+    # requests at once, counting only connections whose request headers have arrived, which
+    # must arrive within header_seconds (connections.py); timeout_keep_alive closes idle ones. A request in flight is
     # bounded by BODY_READ_SECONDS to arrive and the model's timeout to answer, so the drain
     # on SIGTERM ends by itself; the graceful limit is the backstop.
     config = uvicorn.Config(CallerCheck(app, host), host=host, port=port, log_level="warning",
                             access_log=access_log, limit_concurrency=MAX_CONNECTIONS,
+                            http=connections.protocol(header_seconds),
                             timeout_keep_alive=KEEP_ALIVE_SECONDS,
                             timeout_graceful_shutdown=int(REQUEST_TIMEOUT_SECONDS + BODY_READ_SECONDS) + 5)
     if access_log:  # uvicorn writes its access lines at INFO, under the "warning" set above

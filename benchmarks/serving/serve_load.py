@@ -15,7 +15,10 @@ Hostile load (``--hostile-requests``, issue 35): the same number of requests aga
 image CNN, mixing small PNGs (checked against the model's own output), slow requests (16
 large images in one JSON body), oversized images (a 35 KB PNG declaring 6000 x 6000 pixels:
 413) and malformed bodies, while ``--stalled`` raw connections send half a body and stop (408
-after ``web.BODY_READ_SECONDS``, then again). Reported: 5xx (target 0), the server's resident
+after ``web.BODY_READ_SECONDS``, then again), ``--stalled-headers`` (issue 48: 70, past
+``web.MAX_CONNECTIONS``) send their headers a byte a second and never end them (408 after
+``connections.HEADER_SECONDS``, then again), and /ping is asked four times a second
+throughout (target: 200 every time). Reported: 5xx (target 0), the server's resident
 memory peak, the small requests' p99, the requests the server says waited for a model worker,
 and the small requests that ran while a slow one did and took longer than the p99 of those
 that did not ("waited behind a slow one").
@@ -249,7 +252,43 @@ def _stall(url: str, stop: threading.Event, counts: dict, lock: threading.Lock) 
             counts[key] += 1
 
 
-def hostile(cnn: str, total: int, clients: int, stalled: int) -> None:
+def _stall_headers(url: str, stop: threading.Event, counts: dict, lock: threading.Lock) -> None:
+    """A request line and part of a header, then one byte a second and never the end of the
+    headers, until the server answers (408 at ``connections.HEADER_SECONDS``); again until
+    ``stop``. Each connection is bounded: 120 bytes (2 minutes) at most."""
+    host, port = url.removeprefix("http://").split(":")
+    start = f"POST /invocations HTTP/1.1\r\nHost: {host}\r\nContent-Type: image/png\r\nX-Slow: ".encode()
+    while not stop.is_set():
+        reply = b""
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as conn:
+                conn.sendall(start)
+                conn.settimeout(1)
+                for _ in range(120):
+                    try:
+                        reply = conn.recv(65536)
+                        break
+                    except TimeoutError:
+                        conn.sendall(b"a")
+            key = ("headers_408" if reply.startswith(b"HTTP/1.1 408") else "5xx" if reply[9:10] == b"5"
+                   else "wrong")
+        except OSError:
+            key = "no_answer"
+        with lock:
+            counts[key] += 1
+
+
+def _watch_ping(url: str, stop: threading.Event, pings: list) -> None:
+    """/ping four times a second (what a load balancer's health check does), its status or 0."""
+    with requests.Session() as session:
+        while not stop.wait(0.25):
+            try:
+                pings.append(session.get(url + "/ping", timeout=5).status_code)
+            except requests.RequestException:
+                pings.append(0)
+
+
+def hostile(cnn: str, total: int, clients: int, stalled: int, stalled_headers: int = 0) -> None:
     import base64
 
     import tensorflow as tf
@@ -271,7 +310,9 @@ def hostile(cnn: str, total: int, clients: int, stalled: int) -> None:
     bomb = _grey_png(6000)
     malformed = [(b'{"instances": [[1, 2', "application/json"), (b"<xml/>", "application/xml"),
                  (b"not an image at all", "image/png"), (b"1,2\n", "text/csv")]
-    counts = {k: 0 for k in ("ok", "slow_ok", "oversized_413", "bad_4xx", "stalled_408", "5xx", "wrong", "no_answer")}
+    counts = {k: 0 for k in ("ok", "slow_ok", "oversized_413", "bad_4xx", "stalled_408", "headers_408", "5xx",
+                             "wrong", "no_answer")}
+    pings: list[int] = []
     lock = threading.Lock()
     small_times: list[tuple[float, float]] = []  # (start, end) of each small request
     slow_spans: list[tuple[float, float]] = []
@@ -326,6 +367,9 @@ def hostile(cnn: str, total: int, clients: int, stalled: int) -> None:
 
         threads = [threading.Thread(target=sample, daemon=True)]
         threads += [threading.Thread(target=_stall, args=(url, stop, counts, lock), daemon=True) for _ in range(stalled)]
+        threads += [threading.Thread(target=_stall_headers, args=(url, stop, counts, lock), daemon=True)
+                    for _ in range(stalled_headers)]
+        threads.append(threading.Thread(target=_watch_ping, args=(url, stop, pings), daemon=True))
         for thread in threads:
             thread.start()
         started = time.perf_counter()
@@ -341,12 +385,15 @@ def hostile(cnn: str, total: int, clients: int, stalled: int) -> None:
     alone_p99 = float(np.percentile(alone, 99)) if alone else float("nan")
     behind = sum(1 for a, b in during if b - a > alone_p99)
     p99 = float(np.percentile([b - a for a, b in small_times], 99)) * 1000 if small_times else float("nan")
-    h.say(f"hostile load: {total} requests from {clients} clients and {stalled} stalled connection(s) in "
-          f"{wall:.1f} s: {counts}; small PNGs p99 {p99:.1f} ms; server RSS peak {max(rss, default=0):.0f} MiB "
+    h.say(f"hostile load: {total} requests from {clients} clients, {stalled} connection(s) stalled mid-body and "
+          f"{stalled_headers} mid-headers in {wall:.1f} s: {counts}; /ping {len(pings)} time(s), "
+          f"{sum(p != 200 for p in pings)} not 200; small PNGs p99 {p99:.1f} ms; server RSS peak {max(rss, default=0):.0f} MiB "
           f"(from {min(rss, default=0):.0f}); {waited} request(s) waited for a model worker; {behind} small "
           f"request(s) ran beside a slow one and took longer than the p99 of the others ({alone_p99 * 1000:.1f} ms)")
     h.result("serve_hostile_5xx", counts["5xx"], "<=0")
     h.result("serve_hostile_wrong_or_unanswered", counts["wrong"] + counts["no_answer"], "<=0")
+    h.result("serve_hostile_ping_not_200", sum(p != 200 for p in pings) if pings else float("nan"), "<=0")
+    h.result("serve_hostile_stalled_headers_408", counts["headers_408"], "-")
     h.result("serve_hostile_small_p99_ms", p99, "-")
     h.result("serve_hostile_rss_peak_mib", max(rss, default=float("nan")), "-")
     h.result("serve_hostile_waited_for_a_worker", waited, "-")
@@ -378,13 +425,15 @@ def main() -> None:
     parser.add_argument("--latency-requests", type=int, default=200, help="per client, per case")
     parser.add_argument("--hostile-requests", type=int, default=10_000, help="0: no hostile load")
     parser.add_argument("--stalled", type=int, default=8, help="connections that stall mid-body, hostile load")
+    parser.add_argument("--stalled-headers", type=int, default=70,
+                        help="connections that send their headers a byte a second and never end them, hostile load")
     args = parser.parse_args()
     mlp, cnn, rows = _models(h.work_dir("serve_load"))
     if args.latency_requests:
         latency(mlp, cnn, rows, args.latency_requests)
     load(mlp, rows, args.requests, args.clients, args.malformed_every)
     if args.hostile_requests:
-        hostile(cnn, args.hostile_requests, args.clients, args.stalled)
+        hostile(cnn, args.hostile_requests, args.clients, args.stalled, args.stalled_headers)
 
 
 if __name__ == "__main__":

@@ -395,17 +395,31 @@ def test_a_script_stuck_past_its_time_does_not_hold_the_server_after_sigterm(tmp
     assert "serve: stopped" in server.process.stdout.read()
 
 
-def test_connections_past_the_cap_get_a_503_until_some_close(defaults_server):
-    """uvicorn's limit_concurrency (web.MAX_CONNECTIONS): 64 idle connections held open, and the
-    next request is answered 503 at once instead of one more connection held."""
+def test_requests_past_the_cap_get_a_503_until_some_close_and_headerless_connections_do_not_count(defaults_server):
+    """uvicorn's limit_concurrency (web.MAX_CONNECTIONS): 64 requests held open (their headers
+    sent, their bodies not), and the next request is answered 503 at once instead of one more
+    held. Connections that have sent no complete headers are not counted (serving/connections.py):
+    64 of them turn no request away."""
     import socket
 
     from serving import web
 
-    held = [socket.create_connection(("127.0.0.1", defaults_server.port), timeout=30)
-            for _ in range(web.MAX_CONNECTIONS)]
+    port = defaults_server.port
+    headerless = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(web.MAX_CONNECTIONS)]
     try:
         time.sleep(0.5)  # every connection accepted by the server
+        assert defaults_server.post("/invocations", CSV, "text/csv").status_code == 200
+    finally:
+        for conn in headerless:
+            conn.close()
+    held = []
+    for _ in range(web.MAX_CONNECTIONS):
+        conn = socket.create_connection(("127.0.0.1", port), timeout=30)
+        conn.sendall(b"POST /invocations HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/csv\r\n"
+                     b"Content-Length: 100\r\n\r\n1,")
+        held.append(conn)
+    try:
+        time.sleep(0.5)
         assert defaults_server.post("/invocations", CSV, "text/csv").status_code == 503
     finally:
         for conn in held:

@@ -53,6 +53,19 @@ def test_a_body_that_stalls_is_a_408_and_its_bytes_are_let_go():
                                                 "send it whole and at once"}
 
 
+def test_a_client_gone_mid_body_is_a_400_not_an_internal_error():
+    from starlette.requests import ClientDisconnect
+
+    class Gone(_Request):
+        async def stream(self):
+            yield b"1,"
+            raise ClientDisconnect()
+
+    answer = asyncio.run(web.read_body(Gone([]), seconds=5))
+    assert answer.status_code == 400
+    assert json.loads(answer.body) == {"error": "the client closed the connection before its body arrived (2 bytes came)"}
+
+
 def test_the_host_names_a_server_answers_to():
     assert web.host_names("127.0.0.1") == {"127.0.0.1", "localhost", "::1"}
     assert web.host_names("10.1.2.3") == {"10.1.2.3"}
