@@ -173,11 +173,13 @@ class PipelineRunner(JobSteps):
         self.options.local_sources.update({uri: preflight.local_path_of(given[name])
                                            for name, uri in placed.items()})
         self.record.parameters.update(placed)
-        preflight.check(self.nodes, self.ctx, self.storage)
+        # Stubbed steps (an @step function, EMR, ...) run nothing: their code and inputs are not checked.
+        runs = [n for n in self.nodes if not stubs.unsupported(n, self.local_steps)]
+        preflight.check(runs, self.ctx, self.storage)
         # How each training job launches (a distribution that cannot run here names itself
         # first), then each job's imports against its image's record: one line, before any step.
-        preflight.check_launches(self.nodes, self.ctx, self.storage, partial(check_launch, say=self.say))
-        preflight.check_images(self.nodes, self.ctx, self.storage, self.say,
+        preflight.check_launches(runs, self.ctx, self.storage, partial(check_launch, say=self.say))
+        preflight.check_images(runs, self.ctx, self.storage, self.say,
                                code_of=partial(preflight.job_code, v3_code=code_for_image_check))
         tuning_step.check(self.nodes, self.ctx)
 

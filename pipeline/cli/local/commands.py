@@ -126,10 +126,11 @@ def register(subparsers) -> None:
     add_storage_arguments(run)
     run.add_argument("--no-cache", action="store_true", help="ignore CacheConfig: run every step")
     run.add_argument("--stub-unsupported", choices=("succeed", "skip"), metavar="succeed|skip",
-                     help="steps that cannot run locally (Lambda, Callback, EMR, QualityCheck, ..., "
-                          "and a Model step whose container does not run here): mark them Succeeded "
-                          "with empty outputs, or skip them (NotExecuted, with what depends on them); "
-                          "without it they are refused")
+                     help="steps that cannot run locally (Lambda without --lambda, EMR, QualityCheck, ..., "
+                          "an @step function or built-in algorithm, and a Model step whose container "
+                          "does not run here): mark them Succeeded with empty outputs (or --stub's), or "
+                          "skip them (NotExecuted, with what depends on them; the execution ends "
+                          "Stopped); without it they are refused")
     run.add_argument("--definition", type=Path, metavar="FILE",
                      help="run this definition JSON (e.g. saved by `trainpipe definition -o`) "
                           "instead of building trainpipe's; -p then sets its declared parameters")

@@ -1,4 +1,5 @@
-"""Steps the local runner cannot execute (Lambda, Callback, EMR, a CreateModel of an image it cannot serve, ...).
+"""Steps the local runner cannot execute (EMR, a Lambda with no handler, a CreateModel of an image
+it cannot serve, an ``@step`` function or a built-in algorithm (``training_kinds.py``), ...).
 
 They are refused before the run only when the run can reach them and nothing says what to
 do. A step is unreachable when it sits in the branch of a condition whose outcome is already
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
-from pipeline.local.dag import inference, interpreter
+from pipeline.local.dag import inference, interpreter, training_kinds
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
+    STEP_TRAINING,
     SUPPORTED_STEP_TYPES,
     Context,
     DefinitionError,
@@ -49,7 +51,10 @@ def unsupported(node: StepNode, local: Container[str] = ()) -> bool:
 
 
 def _unservable(node: StepNode) -> str:
-    """Why a Model step's container does not run locally ("" when it does: inference.py)."""
+    """Why a Model step's container, or a Training step's code, does not run locally ("" when it
+    does: inference.py, training_kinds.py)."""
+    if node.type == STEP_TRAINING:
+        return training_kinds.why_not_local(node)
     if node.type != inference.STEP_MODEL:
         return ""
     kind, why = inference.model_kind(node.body.get("Arguments") or {})

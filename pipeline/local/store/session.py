@@ -51,6 +51,21 @@ class _StoredObject:
         self.storage.put_bytes(data, self.uri)
 
 
+class _StoredBucket:
+    """What the SDK calls on ``s3_resource.Bucket(name)`` (S3Uploader.upload_bytes and
+    S3Downloader.read_bytes, which an ``@step`` function's serializer uses)."""
+
+    def __init__(self, storage: Storage, name: str):
+        self.storage = storage
+        self.name = name
+
+    def upload_fileobj(self, Fileobj, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+        self.storage.put_bytes(Fileobj.read(), f"s3://{self.name}/{Key}")
+
+    def download_fileobj(self, Key, Fileobj, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803
+        Fileobj.write(self.storage.read_bytes(f"s3://{self.name}/{Key}"))
+
+
 class _StoreResource:
     """The part of ``boto3.resource("s3")`` the SDK uses to upload, backed by a Storage."""
 
@@ -59,6 +74,9 @@ class _StoreResource:
 
     def Object(self, bucket_name=None, key=None, *args):  # noqa: N802 (boto3's name)
         return _StoredObject(self.storage, bucket_name, key)
+
+    def Bucket(self, name):  # noqa: N802 (boto3's name)
+        return _StoredBucket(self.storage, name)
 
 
 class LocalStoreSession(OfflinePipelineSession):

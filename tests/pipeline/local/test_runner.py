@@ -414,3 +414,22 @@ def test_the_summary_names_the_model_and_evaluation_files_beside_their_uris(code
                                                       {"S3Output": {"S3Uri": "s3://bucket/none"}}]}}
     assert PipelineRunner._reports(Runner(), outputs) == (
         f"evaluation.json s3://bucket/eval/evaluation.json ({code.local_path('s3://bucket/eval/evaluation.json')})")
+
+
+def test_which_steps_run_side_by_side(tmp_path):
+    """Job steps (and Callback, and Lambda given a handler) run beside others; a Tuning or
+    Transform step runs alone; steps with no job run at once (dag/scheduler.py's placements)."""
+    from pipeline.local.dag.interpreter import StepNode
+    from pipeline.local.dag.scheduler import ALONE, QUICK, SIDE_BY_SIDE
+    from pipeline.local.store.storage import LocalStorage
+
+    lambda_step = {"Name": "Handled", "Type": "Lambda", "Arguments": {}, "FunctionArn": "arn:aws:lambda:x"}
+    runner = PipelineRunner({"Version": "2020-12-01", "Steps": [lambda_step]}, "p",
+                            RunOptions(workdir=tmp_path, storage=LocalStorage(tmp_path / "store"),
+                                       lambdas={"Handled": (tmp_path / "h.py", "f")}))
+    placed = {kind: runner.placement(StepNode(name, kind, {}, ())) for name, kind in (
+        ("P", "Processing"), ("T", "Training"), ("C", "Callback"), ("Handled", "Lambda"), ("H", "Tuning"),
+        ("X", "Transform"), ("Cond", "Condition"), ("F", "Fail"), ("R", "RegisterModel"))}
+    assert placed == {"Processing": SIDE_BY_SIDE, "Training": SIDE_BY_SIDE, "Callback": SIDE_BY_SIDE,
+                      "Lambda": SIDE_BY_SIDE, "Tuning": ALONE, "Transform": ALONE, "Condition": QUICK,
+                      "Fail": QUICK, "RegisterModel": QUICK}

@@ -1,0 +1,100 @@
+"""Training steps that are not a script of the user's (pipeline/local/dag/training_kinds.py):
+an SDK v2 ``@step`` pipeline and a built-in XGBoost algorithm step, built with the real SDK on
+``LocalStoreSession``, are refused through the CLI before any step runs, in one line naming what
+they are (not the sagemaker_program advice); ``--stub-unsupported`` applies to them.
+
+No job runs: the CLI starts and refuses (a few seconds each)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests import readme_record
+
+REPO = Path(__file__).resolve().parents[4]
+ROLE = "arn:aws:iam::111122223333:role/SageMaker"
+SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+
+
+def run(definition: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir), "--tracking-uri", "off", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def test_an_at_step_pipeline_is_refused_before_any_step_naming_at_step(tmp_path):
+    from sagemaker.workflow.function_step import step
+    from sagemaker.workflow.pipeline import Pipeline
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    # LocalStoreSession builds it: the SDK uploads the pickled function through s3_resource.Bucket.
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="fs-bucket")
+
+    @step(name="Preprocess", role=ROLE, instance_type="ml.m5.xlarge", image_uri=SKLEARN_IMAGE)
+    def preprocess(x):
+        return x * 2
+
+    @step(name="Train", role=ROLE, instance_type="ml.m5.xlarge", image_uri=SKLEARN_IMAGE)
+    def train(y):
+        return y + 1
+
+    definition = tmp_path / "fsteps.json"
+    definition.write_text(Pipeline(name="fsteps", steps=[train(preprocess(3))], sagemaker_session=session).definition())
+    assert list((tmp_path / "work" / "store" / "fs-bucket" / "fsteps").rglob("*"))  # the function went up
+
+    done = run(definition, tmp_path / "work")
+    refusal = done.stderr.strip().splitlines()[-1]
+    readme_record.record(refusal)
+    assert done.returncode == 2
+    assert refusal.startswith("trainpipe run: error: the local runner cannot run step Preprocess (Type Training: "
+                              "an @step function, whose remote-function job driver does not run locally yet), "
+                              "Train (Type Training: an @step function")
+    assert "sagemaker_program" not in refusal and not (tmp_path / "work" / "runs").exists()
+
+
+def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_path):
+    from sagemaker import image_uris
+    from sagemaker.estimator import Estimator
+    from sagemaker.inputs import TrainingInput
+    from sagemaker.processing import ProcessingOutput, ScriptProcessor
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    # AWS's abalone example: a processing step, then XGBoost as a built-in algorithm (no script).
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="xgb-bucket")
+    code = tmp_path / "prep.py"
+    code.write_text("print('never runs')\n")
+    processor = ScriptProcessor(image_uri=SKLEARN_IMAGE, command=["python3"], role=ROLE, instance_count=1,
+                                instance_type="ml.m5.xlarge", sagemaker_session=session)
+    prep = ProcessingStep(name="Prep", step_args=processor.run(
+        outputs=[ProcessingOutput(output_name="train", source="/opt/ml/processing/train")], code=str(code)))
+    image = image_uris.retrieve("xgboost", "us-east-1", version="1.7-1")
+    xgb = Estimator(image_uri=image, role=ROLE, instance_count=1, instance_type="ml.m5.xlarge",
+                    output_path="s3://xgb-bucket/models", sagemaker_session=session)
+    xgb.set_hyperparameters(objective="reg:linear", num_round=50)
+    train = TrainingStep(name="TrainAbaloneModel", step_args=xgb.fit({"train": TrainingInput(
+        prep.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri, content_type="text/csv")}))
+    definition = tmp_path / "abalone.json"
+    definition.write_text(Pipeline(name="abalone", steps=[prep, train], sagemaker_session=session).definition())
+
+    done = run(definition, tmp_path / "work")
+    refusal = done.stderr.strip().splitlines()[-1]
+    readme_record.record(refusal)
+    assert done.returncode == 2
+    assert refusal.startswith(f"trainpipe run: error: the local runner cannot run step TrainAbaloneModel (Type Training: "
+                              f"image {image} is SageMaker's built-in XGBoost algorithm, which does not run locally; "
+                              f"an estimator with an entry_point script does)")
+    assert "sagemaker_program" not in refusal and not (tmp_path / "work" / "runs").exists()
+
+    # Stubbed, the processing step runs and the algorithm's step is skipped: the run is Stopped.
+    stubbed = run(definition, tmp_path / "work", "--stub-unsupported", "skip", "--quiet")
+    assert stubbed.returncode == 130, stubbed.stdout[-2000:] + stubbed.stderr[-2000:]
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    steps = {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}
+    assert steps == {"Prep": "Succeeded", "TrainAbaloneModel": "NotExecuted"}
