@@ -138,20 +138,23 @@ class LocalMeter:
     """Around one local job: wall time, the machine's busy CPU time (``/proc/stat``: every
     process, as RAPL and codecarbon's default ``tracking_mode="machine"`` see it; the job's
     ranks run under Open MPI daemons that leave the runner's process tree, so the runner's
-    own children's rusage misses them), and the RAPL package counter where readable."""
+    own children's rusage misses them), and the RAPL package counter where readable.
+
+    A job pinned to some of the cores (a step running beside others, dag/scheduler.py) is
+    metered on its cores only, and its share of the RAPL energy is its share of the busy time:
+    side-by-side steps would otherwise each count the whole machine."""
 
     def __init__(self):
+        self.cpus = _own_cpus()
         self.wall0 = time.perf_counter()
-        self.cpu0 = self._busy_cpu()
+        self.cpu0 = self._busy_cpu(self.cpus)
+        self.all0 = self._busy_cpu(None) if self.cpus is not None else self.cpu0
         self.rapl0 = self._rapl()
 
     @staticmethod
-    def _busy_cpu() -> float:
+    def _busy_cpu(cpus: frozenset[int] | None = None) -> float:
         try:
-            fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
-            ticks = [int(v) for v in fields]
-            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
-            return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+            return busy_ticks(Path("/proc/stat").read_text(), cpus) / os.sysconf("SC_CLK_TCK")
         except (OSError, ValueError, IndexError):
             import resource
 
@@ -168,10 +171,38 @@ class LocalMeter:
     def stop(self) -> tuple[float, float, float | None]:
         """(wall seconds, CPU seconds, RAPL joules or None)."""
         wall = time.perf_counter() - self.wall0
-        cpu = self._busy_cpu() - self.cpu0
+        cpu = self._busy_cpu(self.cpus) - self.cpu0
         rapl1 = self._rapl()
         joules = (rapl1 - self.rapl0) / 1e6 if rapl1 is not None and self.rapl0 is not None and rapl1 >= self.rapl0 else None
+        if joules is not None and self.cpus is not None:
+            everything = self._busy_cpu(None) - self.all0
+            joules *= min(1.0, cpu / everything) if everything > 0 else 0.0
         return wall, cpu, joules
+
+
+def _own_cpus() -> frozenset[int] | None:
+    """The cores this thread may run on, when they are fewer than the machine's; else None."""
+    try:
+        own = frozenset(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+    return own if len(own) < (os.cpu_count() or len(own)) else None
+
+
+def busy_ticks(stat: str, cpus: frozenset[int] | None = None) -> float:
+    """Busy clock ticks in ``/proc/stat``'s text: the machine's (its ``cpu`` line), or the sum of
+    the ``cpuN`` lines of ``cpus``."""
+    total = 0
+    for line in stat.splitlines():
+        name, *fields = line.split()
+        if not name.startswith("cpu"):
+            continue
+        if (cpus is None and name != "cpu") or (cpus is not None and (name == "cpu" or int(name[3:]) not in cpus)):
+            continue
+        ticks = [int(v) for v in fields]
+        idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle + iowait
+        total += sum(ticks[:8]) - idle
+    return total
 
 
 def local_job_cost(description: dict, kind: str, region: str, book: PriceBook,

@@ -179,3 +179,16 @@ def test_a_cloud_job_stopped_before_billing_adds_nothing_and_keeps_the_totals():
     assert total["energy_kwh"] == pytest.approx(started["energy"]["kwh"])
     text = "\n".join(accounting.report_lines([started, unbilled], local=False))
     assert text.count(f"{JOB} (stopped)") == 2
+
+
+def test_a_job_pinned_to_some_cores_is_metered_on_those_cores_only():
+    """Steps side by side (dag/scheduler.py) are each pinned to their cores: each counts its own
+    cores' busy time, not the machine's, so their energies add up to the machine's once."""
+    stat = ("cpu  300 0 100 1000 50 0 0 0 0 0\n"
+            "cpu0 100 0 50 500 25 0 0 0 0 0\n"
+            "cpu1 200 0 50 500 25 0 0 0 0 0\n"
+            "intr 12345\n")
+    assert accounting.busy_ticks(stat) == 400
+    assert accounting.busy_ticks(stat, frozenset({0})) == 150
+    assert accounting.busy_ticks(stat, frozenset({1})) == 250
+    assert accounting.busy_ticks(stat, frozenset({0, 1})) == accounting.busy_ticks(stat)
