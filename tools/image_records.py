@@ -213,6 +213,61 @@ def record(*, name: str, repository: str, dockerfile: str, stage: str, supported
     }
 
 
+# The repositories whose end-of-patch dates the image check reads (pipeline/images/support.json).
+SUPPORT_REPOSITORIES = ("pytorch-training", "pytorch-inference", "pytorch", "tensorflow-training",
+                        "tensorflow-inference")
+# support_policy.md names frameworks, not repositories: each framework row covers these.
+_POLICY_REPOSITORIES = {"PyTorch": ("pytorch-training", "pytorch-inference"),
+                        "TensorFlow": ("tensorflow-training", "tensorflow-inference")}
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def policy_rows(text: str) -> list[dict]:
+    """The rows of AWS's docs/reference/support_policy.md: framework, version, GA, end of patch."""
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in _POLICY_REPOSITORIES and re.fullmatch(r"\d+\.\d+", cells[1]):
+            for repository in _POLICY_REPOSITORIES[cells[0]]:
+                rows.append({"repository": repository, "version": cells[1], "accelerator": None,
+                             "python": None, "ga": cells[3], "eop": cells[4], "tag": None})
+    return rows
+
+
+def support_table(repo: str, data_commit: str, policy: str) -> dict:
+    """Every SageMaker image AWS's published data (docs/src/data/<repository>/*-sagemaker.yml at
+    ``data_commit``) and its older support table (``policy``: COMMIT:PATH) date, for the
+    end-of-patch warning (pipeline/images/support.py)."""
+    images, seen = [], set()
+    for path in _git(repo, "ls-tree", "-r", "--name-only", data_commit, "docs/src/data/").split():
+        parts = path.split("/")
+        if len(parts) != 5 or parts[3] not in SUPPORT_REPOSITORIES or not parts[4].endswith("-sagemaker.yml"):
+            continue
+        fields = support(_git(repo, "show", f"{data_commit}:{path}"))
+        python = fields.get("python", "").removeprefix("py")
+        images.append({"repository": parts[3], "version": fields["version"], "accelerator": fields["accelerator"],
+                       "python": f"{python[0]}.{python[1:]}" if python else None,
+                       "ga": fields.get("ga"), "eop": fields.get("eop"), "tag": min(fields["tags"], key=len)})
+        seen.add((parts[3], _version(fields["version"])))
+    # The policy's framework rows only for versions older than every published image of the
+    # repository: a framework version in the table is no promise of an inference image (AWS
+    # published no pytorch-inference past 2.6).
+    oldest = {}
+    for repository, version in seen:
+        oldest[repository] = min(oldest.get(repository, version), version)
+    images += [row for row in policy_rows(_git(repo, "show", policy))
+               if _version(row["version"]) < oldest.get(row["repository"], (0,))
+               or row["repository"] not in oldest]
+    images.sort(key=lambda r: (r["repository"], _version(r["version"]), r["accelerator"] or ""))
+    return {"sources": [_source(repo, f"{data_commit}:docs/src/data", "each SageMaker image's version, "
+                                "accelerator, Python, GA and end-of-patch date (docs/src/data/<repository>/*.yml)"),
+                        _source(repo, policy, "the support table's older versions (GA, end of patch)")],
+            "images": images}
+
+
 def _git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", repo, *args], check=True, capture_output=True, text=True).stdout
 
@@ -225,6 +280,15 @@ def _source(repo: str, spec: str, what: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["support-table"]:  # image_records.py support-table --dlc GITDIR DATA_COMMIT POLICY
+        table = argparse.ArgumentParser(prog="image_records.py support-table")
+        table.add_argument("--dlc", required=True)
+        table.add_argument("data_commit")
+        table.add_argument("policy", help="COMMIT:docs/reference/support_policy.md")
+        targs = table.parse_args(argv[1:])
+        print(json.dumps(support_table(targs.dlc, targs.data_commit, targs.policy), indent=1))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dlc", required=True, help="a git directory of aws/deep-learning-containers")
     parser.add_argument("--dockerfile", required=True, help="COMMIT:PATH")

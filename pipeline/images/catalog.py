@@ -103,3 +103,38 @@ def find(image_uri: str | None, directory: Path = RECORDS_DIR) -> ImageRecord | 
 def named(prefix: str, directory: Path = RECORDS_DIR) -> ImageRecord | None:
     """The first record whose name starts with ``prefix`` (``trainpipe-`` for our own image)."""
     return next((r for r in records(directory) if r.name.startswith(prefix)), None)
+
+
+def _repository_version(record: ImageRecord) -> tuple[str, tuple[int, int]] | None:
+    """The AWS repository and MAJOR.MINOR a record's first URI pattern names."""
+    match = re.match(r"^/([a-z0-9-]+):(\d+)\\\.(\d+)", record.uri_patterns[0]) if record.uri_patterns else None
+    return (match.group(1), (int(match.group(2)), int(match.group(3)))) if match else None
+
+
+def nearest(image_uri: str | None, directory: Path = RECORDS_DIR) -> tuple[ImageRecord, str] | None:
+    """For an AWS framework image with no record: the record of the nearest version of the same
+    repository (same accelerator first), its Python replaced by the one the tag names, and one
+    line saying what that leaves unchecked; None for an image whose tag says nothing usable."""
+    from pipeline.images import support
+
+    tag = support.parse(image_uri)
+    if tag is None:
+        return None
+    candidates = []
+    for record in records(directory):
+        found = _repository_version(record)
+        if found and found[0] == tag.repository:
+            distance = abs((found[1][0] - tag.version[0]) * 100 + found[1][1] - tag.version[1])
+            other_accelerator = f"-{tag.accelerator}" not in record.uri_patterns[0] and "cpu|gpu" not in record.uri_patterns[0]
+            candidates.append(((distance, other_accelerator, record.name), record, found[1]))
+    if not candidates:
+        return None
+    _, record, (major, minor) = min(candidates, key=lambda c: c[0])
+    python = tag.python or record.python
+    derived = replace(record, python=python, name=f"{record.name}, the nearest to {tag.repository} {tag.version_text}")
+    unchecked = (f"no record of {tag.repository} {tag.version_text} (pipeline/images/records/): its code is judged "
+                 f"against {record.name} ({major}.{minor}, the nearest recorded) under Python {python}"
+                 f"{' from its tag' if tag.python else ''}; what {tag.version_text} holds that {major}.{minor} "
+                 f"does not, and every package's version, are not checked")
+    return derived, unchecked
+

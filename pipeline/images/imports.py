@@ -437,7 +437,9 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
     """Judge one job's code against its image (see the module docstring). ``files``: path
     relative to the code's root -> text; ``requirements``: the text of the requirements.txt
     SageMaker would install for this job (None: none)."""
-    record = catalog.find(image_uri)
+    record, unchecked = catalog.find(image_uri), None
+    if record is None and catalog.nearest(image_uri):  # an AWS image of a version not recorded
+        record, unchecked = catalog.nearest(image_uri)
     if record is None:
         return Verdict(warning=f"step {step}: no record of what the image {image_uri or '(none)'} holds "
                                f"(pipeline/images/records/): its imports are not checked, and the job "
@@ -456,7 +458,7 @@ def check_code(files: Mapping[str, str], image_uri: str, requirements: str | Non
     base = stdlib(record.python) | record.modules | wanted.modules | installed.modules
     missing = {m: where for m, where in scanned.imports.items() if m not in base}
     if not missing:
-        return Verdict(record=record)
+        return Verdict(record=record, warning=unchecked and f"step {step}: {unchecked}")
     named = ", ".join(f"{m} ({where})" for m, where in sorted(missing.items(), key=lambda kv: kv[1]))
     if wanted.guessed or wanted.opaque or installed.opaque or scanned.pip_opaque:
         unsure = [*wanted.guessed, *wanted.opaque] or ["a pip install the code builds at run time"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from pipeline.errors import UserError
+from pipeline.images import support
 from pipeline.images.imports import Verdict, check_code
 from pipeline.local.dag import interpreter
 from pipeline.local.dag.interpreter import (
@@ -248,6 +249,20 @@ def check(nodes: list[StepNode], ctx: Context, storage: Storage, say: Callable[[
     what its image lacks or cannot be parsed by its Python; say each warning. ``code_of``
     reads a step's code (SDK v3 jobs: pass a reader of their own contract)."""
     verdicts = []
+    # Before any verdict: one line per AWS image past its end of patch (or newer than the data
+    # knows), naming every step that runs it: SageMaker runs it without a word.
+    images: dict[str, list[str]] = {}
+    for node in nodes:
+        request = node.body.get("Arguments", {}) or {}
+        uri = _known((request.get("AppSpecification") or {}).get("ImageUri") if node.type == STEP_PROCESSING
+                     else (request.get("AlgorithmSpecification") or {}).get("TrainingImage")
+                     if node.type == STEP_TRAINING else None, ctx)
+        if isinstance(uri, str):
+            images.setdefault(uri, []).append(node.name)
+    for uri, steps in images.items():
+        line = support.end_of_patch(uri, steps)
+        if line and say is not None:
+            say(f"warning: {line}")
     for node in nodes:
         reader = code_of or {STEP_PROCESSING: processing_code, STEP_TRAINING: training_code}.get(node.type)
         job = reader(node, ctx, storage) if reader else None

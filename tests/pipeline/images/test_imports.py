@@ -158,3 +158,15 @@ def test_what_the_pinned_packages_pull_in_is_in_the_tf_214_record():
     # tf-models-official 2.14.2 requires matplotlib, gin-config, sentencepiece, tf-slim; scikit-learn joblib.
     assert verdict({"train.py": "import matplotlib.pyplot\nimport gin\nimport sentencepiece\nimport tf_slim\n"
                                 "import joblib\n"}).refusal is None
+
+
+def test_an_aws_image_with_no_record_is_judged_by_its_tag_against_the_nearest_record_in_one_line():
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.4.1-cpu-py37"
+    result = verdict({"train.py": "import tensorflow as tf\nimport pandas\n"}, image=image)
+    readme_record.record(result.warning)
+    assert result.refusal is None and result.warning == (
+        "step Train: no record of tensorflow-training 2.4 (pipeline/images/records/): its code is judged against "
+        "aws-tensorflow-training-2.14 (2.14, the nearest recorded) under Python 3.7 from its tag; what 2.4 holds "
+        "that 2.14 does not, and every package's version, are not checked")
+    # The tag's Python decides the standard library: tomllib is not in 3.7's.
+    assert "tomllib (train.py:1)" in verdict({"train.py": "import tomllib\n"}, image=image).refusal

@@ -137,7 +137,12 @@ def test_our_own_default_pipeline_passes_its_own_image_check(tmp_path):
     verdicts = image_check.check(nodes, ctx, storage, said.append)
     judged = {node.name for node in nodes if node.type in ("Processing", "Training")}
     assert len(verdicts) == len(judged) >= 3
-    assert not said, said  # every image it names has a record
+    # Every image it names has a record; AWS's TF 2.14 (preprocessing, evaluation) is past its
+    # end of patch: one line for both steps.
+    assert len(said) == 1 and said[0].startswith(
+        "warning: steps PreprocessData, EvaluateModel: the image 763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+        "tensorflow-training:2.14.1-cpu-py310 is past its end of patch: AWS's end of patch for tensorflow-training "
+        "2.14 was 2024-09-26"), said
     assert all(v.record is not None and v.refusal is None for v in verdicts)
     # The training step runs Horovod: its image must be one that has it.
     train = next(n for n in nodes if n.type == "Training")
@@ -298,3 +303,68 @@ def test_a_v3_framework_processor_with_requirements_runs(tmp_path):
     assert "==> Report: Succeeded" in done.stdout
     (report,) = (tmp_path / "work").glob("store/**/report.txt")
     assert report.read_text() == "3.1"
+
+
+ML_OPS_TRAIN = """\
+import argparse
+import os
+
+import lightgbm
+import tensorflow as tf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=1)
+args, _ = parser.parse_known_args()
+print(tf.__version__, lightgbm.__version__, os.environ.get("SM_MODEL_DIR"))
+"""
+
+
+def test_an_image_with_no_record_is_judged_by_its_tag_and_the_nearest_record(tmp_path):
+    """AWS's ml_ops example (amazon-sagemaker-examples, ml_ops): a SKLearn processing step, then
+    SDK v2's TensorFlow estimator on framework_version 2.4.1, py37, with ``import lightgbm``
+    added. No record holds TF 2.4: its tag says Python 3.7, the nearest record (2.14) has no
+    lightgbm; refused before the processing step runs, after one line for each image past its
+    end of patch."""
+    from sagemaker.inputs import TrainingInput
+    from sagemaker.processing import ProcessingOutput
+    from sagemaker.sklearn.processing import SKLearnProcessor
+    from sagemaker.tensorflow import TensorFlow
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import ProcessingStep, TrainingStep
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(ML_OPS_TRAIN)
+    (tmp_path / "prepare.py").write_text("import pandas\n")
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="images-bucket")
+    processor = SKLearnProcessor(framework_version="0.23-1", role=ROLE, instance_type="ml.m5.xlarge",
+                                 instance_count=1, sagemaker_session=session)
+    prepare = ProcessingStep(name="Prepare", step_args=processor.run(
+        code=str(tmp_path / "prepare.py"),
+        outputs=[ProcessingOutput(output_name="train", source="/opt/ml/processing/train")]))
+    estimator = TensorFlow(entry_point="train.py", source_dir=str(tmp_path / "code"), role=ROLE,
+                           framework_version="2.4.1", py_version="py37", instance_type="ml.c5.xlarge",
+                           instance_count=1, hyperparameters={"epochs": 1}, sagemaker_session=session)
+    train = TrainingStep(name="Train", step_args=estimator.fit(inputs={"train": TrainingInput(
+        s3_data=prepare.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri)}))
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(Pipeline(name="ml-ops", steps=[prepare, train], sagemaker_session=session).definition())
+    done = run(tmp_path, definition)
+    assert done.returncode != 0
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.4.1-cpu-py37"
+    line = done.stderr.strip().splitlines()[-1]
+    readme_record.record(line)
+    assert line.endswith(
+        "step Train: the code imports lightgbm (train.py:4), which the image " + image + " (Python 3.7, record "
+        "aws-tensorflow-training-2.14, the nearest to tensorflow-training 2.4) does not have and no "
+        "requirements.txt installs: it would fail there with ModuleNotFoundError; add a line lightgbm to the "
+        "requirements.txt next to the entry point, or name an image that has it"), line
+    said = done.stdout + done.stderr
+    eop = ("warning: step Train: the image " + image + " is past its end of patch: tensorflow-training 2.4 is "
+           "older than every version in AWS's support data (2.14's end of patch was 2024-09-26), so it gets no "
+           "security fixes; the nearest image AWS still patches is 763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+           "tensorflow-training:2.21-cpu-py312-sagemaker (until 2027-07-10)")
+    readme_record.record(eop)
+    assert said.count(eop) == 1, said
+    assert no_step_ran(tmp_path)

@@ -1,0 +1,48 @@
+"""End of patch (pipeline/images/support.py, support.json from AWS's published data): one line
+for an image past it, with the nearest image AWS still patches; one for a newer image."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from pipeline.images import support
+from tests import readme_record
+
+ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
+
+
+def test_an_image_past_its_end_of_patch_is_one_line_with_the_date_and_the_nearest_supported():
+    line = support.end_of_patch(f"{ECR}/pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker", ["Train"],
+                                today=date(2026, 11, 28))
+    readme_record.record(line)
+    assert line == (f"step Train: the image {ECR}/pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker is past "
+                    "its end of patch: AWS's end of patch for pytorch-training 2.9 was 2026-10-15, so it gets no "
+                    f"security fixes; the nearest image AWS still patches is {ECR}/pytorch-training:2.10-cpu-py313 "
+                    "(until 2027-01-21)")
+    # The day before it ended: nothing to say.
+    assert support.end_of_patch(f"{ECR}/pytorch-training:2.9.0-cpu-py312", ["Train"], today=date(2026, 10, 14)) is None
+
+
+def test_every_step_on_the_image_is_named_in_its_one_line_and_the_accelerator_is_kept():
+    line = support.end_of_patch(f"{ECR}/tensorflow-training:2.14.1-gpu-py310", ["Prep", "Eval"], today=date(2026, 11, 28))
+    assert line.startswith("steps Prep, Eval: the image ") and "2024-09-26" in line
+    assert line.endswith(f"{ECR}/tensorflow-training:2.21-gpu-py312-sagemaker (until 2027-07-10)")
+    line = support.end_of_patch(f"{ECR}/tensorflow-inference:2.14-cpu", ["Serve"], today=date(2026, 11, 28))
+    assert line.endswith("names no tensorflow-inference image it still patches")
+
+
+def test_a_newer_image_than_the_data_knows_is_one_line_and_other_images_none():
+    line = support.end_of_patch(f"{ECR}/tensorflow-training:2.99.0-cpu-py313", ["Train"])
+    readme_record.record(line)
+    assert line.startswith(f"step Train: the image {ECR}/tensorflow-training:2.99.0-cpu-py313 names "
+                           "tensorflow-training 2.99, newer than any in trainpipe's copy of AWS's support data")
+    assert support.end_of_patch("683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3",
+                                ["P"]) is None
+    assert support.end_of_patch("111122223333.dkr.ecr.us-east-1.amazonaws.com/mine:2.9-cpu", ["P"]) is None
+
+
+def test_the_tag_says_repository_version_accelerator_and_python():
+    tag = support.parse(f"{ECR}/tensorflow-training:2.4.1-cpu-py37")
+    assert (tag.repository, tag.version, tag.accelerator, tag.python) == ("tensorflow-training", (2, 4), "cpu", "3.7")
+    assert support.parse(f"{ECR}/pytorch-training:2.10-gpu-py313-cu130-ubuntu22.04-sagemaker-v1").python == "3.13"
+    assert support.parse("mine:latest") is None
