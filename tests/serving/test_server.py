@@ -138,6 +138,19 @@ def test_an_image_declaring_more_pixels_than_the_limit_is_a_413_before_it_is_dec
     assert image_server.post("/invocations", encoded_image("png"), "image/png").status_code == 200
 
 
+def test_a_png_whose_header_is_garbage_is_a_400_not_a_size(image_server):
+    import struct
+
+    # The signature, then a chunk that is no IHDR, whose bytes read as 100000 x 100000 pixels.
+    garbage = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\x0dJUNK" + struct.pack(">II", 100_000, 100_000) + b"\x07" * 64
+    answer = image_server.post("/invocations", garbage, "image/png")
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    readme_record.record(error)
+    assert error.startswith("the bytes are not an image the model can read (JPEG, PNG, GIF or BMP): ")
+    assert "pixels" not in error
+
+
 def test_body_limit_routes_and_methods(table_server):
     big = b"[" + b"0," * (3 * 2**20) + b"0]"
     answer = table_server.post("/invocations", big)

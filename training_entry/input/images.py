@@ -129,8 +129,19 @@ def declared_size(encoded: tf.Tensor) -> tf.Tensor:
         return tf.stack([shape[1], shape[0], tf.constant(1, tf.int64)])
 
     one = tf.constant(1, tf.int64)
+
+    def png() -> tf.Tensor:
+        # The size is the IHDR chunk's (13 bytes, first after the signature; 1 to 2^31 - 1
+        # pixels a side): behind the signature, garbage is no size to refuse (413) but bytes
+        # that are no image (decode refuses them: 400).
+        width, height = number(16, 4, True), number(20, 4, True)
+        ihdr = tf.reduce_all(tf.equal(byte[12:16], tf.constant(tuple(b"IHDR"), tf.int64)))
+        valid = (tf.equal(number(8, 4, True), 13) & ihdr & (width >= 1) & (width < 2**31)
+                 & (height >= 1) & (height < 2**31))
+        return tf.where(valid, tf.stack([width, height, one]), tf.constant([0, 0, 1], tf.int64))
+
     return tf.case([
-        (starts_with(_PNG_MAGIC), lambda: tf.stack([number(16, 4, True), number(20, 4, True), one])),
+        (starts_with(_PNG_MAGIC), png),
         (tf.io.is_jpeg(encoded), jpeg),
         (starts_with((0x47, 0x49, 0x46, 0x38)), gif),  # GIF8
         (starts_with((0x42, 0x4D)), lambda: tf.stack([number(18, 4, False), bmp_height(), one])),  # BM
