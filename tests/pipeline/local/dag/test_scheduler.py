@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -101,6 +102,36 @@ def test_two_independent_steps_overlap_in_time(tmp_path):
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     record = max((workdir / "runs").glob("*/execution.json"), key=lambda p: p.stat().st_mtime)
     assert all(s["cache_hit"] for s in json.loads(record.read_text())["steps"])
+
+
+def test_ctrl_c_stops_both_steps_running_side_by_side_and_leaves_no_process(tmp_path):
+    from pipeline.local.store.session import LocalStoreSession
+    from tests.pipeline.local.helpers import leftover_processes
+
+    code = tmp_path / "sleep.py"
+    code.write_text(SLEEP.replace("time.sleep(2)", "time.sleep(120)"))
+    workdir = tmp_path / "work"
+    definition = tmp_path / "sleepers.json"
+    definition.write_text(sleeping_pipeline(LocalStoreSession(workdir=workdir, bucket="par-bucket"), "par-bucket",
+                                            code).definition())
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                                "--workdir", str(workdir), "--quiet", "--tracking-uri", "off"],
+                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if "] Right (Processing)" in line:
+            break
+    time.sleep(1.5)  # both jobs started (one still staging is stopped at its first poll)
+    process.send_signal(signal.SIGINT)
+    rest, _ = process.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert process.returncode == 130, output
+    (record,) = (workdir / "runs").glob("*/execution.json")
+    steps = {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}
+    assert steps == {"Left": "Stopped", "Right": "Stopped"}, output
+    assert leftover_processes(str(workdir)) == []
 
 
 # --- the scheduler with stand-in steps --------------------------------------------------------
@@ -216,3 +247,16 @@ def test_widest_counts_job_steps_at_one_depth():
     assert widest(nodes, lambda n: True) == 3
     assert widest(nodes, lambda n: n.name != "D") == 2
     assert widest([node("A"), node("B", "A")], lambda n: True) == 1
+
+
+def test_each_step_beside_others_runs_on_its_own_cores():
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("one core: nothing to divide")
+    steps = Steps(seconds=0.2)
+    seen = {}
+    perform = steps.perform
+    steps.perform = lambda n, stop: seen.setdefault(n.name, os.sched_getaffinity(0)) and perform(n, stop)
+    Scheduler([node("A"), node("B")], steps, max_parallel=2, slots=[[cpus[0]], [cpus[1]]]).run()
+    assert seen == {"A": {cpus[0]}, "B": {cpus[1]}}
+    assert os.sched_getaffinity(0) == set(cpus)  # the scheduler's own thread keeps every core

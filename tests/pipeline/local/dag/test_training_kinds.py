@@ -98,3 +98,23 @@ def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_pat
     (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
     steps = {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}
     assert steps == {"Prep": "Succeeded", "TrainAbaloneModel": "NotExecuted"}
+
+
+def test_an_sdk_v3_function_step_is_told_apart_as_v2s_is():
+    """SDK v3's remote function (sagemaker 3.27, written here as the v3 tests write its format)
+    keeps v2's bootstrap channel and job driver; only the dependencies channel is renamed."""
+    from pipeline.local.dag import training_kinds
+    from pipeline.local.dag.interpreter import StepNode
+
+    channel = {"ChannelName": "sagemaker_remote_function_bootstrap", "DataSource": {"S3DataSource": {
+        "S3DataType": "S3Prefix", "S3Uri": "s3://b/fsteps/Train/bootstrap", "S3DataDistributionType": "FullyReplicated"}}}
+    request = {"AlgorithmSpecification": {
+        "TrainingImage": SKLEARN_IMAGE, "TrainingInputMode": "File",
+        "ContainerEntrypoint": ["/bin/bash", "/opt/ml/input/data/sagemaker_remote_function_bootstrap/job_driver.sh"]},
+        "InputDataConfig": [channel, {**channel, "ChannelName": "pre_exec_script_and_deps"}]}
+    node = StepNode("Train", "Training", {"Arguments": request}, ())
+    assert training_kinds.is_function_step(node)
+    assert training_kinds.why_not_local(node).startswith("an @step function")
+    script = StepNode("Fit", "Training", {"Arguments": {"AlgorithmSpecification": {"TrainingImage": SKLEARN_IMAGE},
+                                                        "HyperParameters": {"sagemaker_program": "\"fit.py\""}}}, ())
+    assert training_kinds.why_not_local(script) == ""
