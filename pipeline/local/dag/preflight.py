@@ -121,8 +121,12 @@ def _known(expr, ctx: Context):
 def known_request(node: StepNode, ctx: Context) -> dict:
     """A step's request as far as it is known before the run: each argument, and each
     training channel, evaluated alone; None where an earlier step makes the value."""
+    return known_arguments(node.body.get("Arguments", {}) or {}, ctx)
+
+
+def known_arguments(arguments: dict, ctx: Context) -> dict:
     known = {}
-    for key, value in (node.body.get("Arguments", {}) or {}).items():
+    for key, value in arguments.items():
         if key == "InputDataConfig" and isinstance(value, list):
             known[key] = [_known(c, ctx) or {"ChannelName": c.get("ChannelName") if isinstance(c, dict) else None}
                           for c in value]
@@ -138,6 +142,16 @@ def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check)
     for node in nodes:
         if node.type == STEP_TRAINING:
             check(known_request(node, ctx), storage, f"step {node.name}")
+        elif node.type == STEP_TUNING:
+            # Each trial is a training job of the TrainingJobDefinition (its static
+            # hyperparameters as HyperParameters): refused now, not after earlier steps ran.
+            definition = (node.body.get("Arguments") or {}).get("TrainingJobDefinition")
+            if isinstance(definition, dict):
+                trial = known_arguments(definition, ctx)
+                trial["HyperParameters"] = trial.get("StaticHyperParameters") or {}
+                check(trial, storage, f"step {node.name} (each trial of its TrainingJobDefinition; SDK v3's "
+                                      f"HyperparameterTuner names the script only from SourceCode(entry_script=...), "
+                                      f"not command=)")
 
 
 def job_code(node: StepNode, ctx: Context, storage: Storage, v3_code=None) -> image_check.JobCode | None:
