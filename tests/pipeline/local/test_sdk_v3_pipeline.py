@@ -251,14 +251,14 @@ def test_v3s_model_and_transform_steps_are_steps_the_runner_runs():
 
 
 def test_a_training_step_that_names_no_script_is_refused_before_any_step(tmp_path):
-    """Neither v2's sagemaker_program nor v3's sm_drivers (a built-in algorithm's image, say):
-    refused before the processing step runs, not after it."""
+    """Neither v2's sagemaker_program nor v3's sm_drivers, on a framework image: refused before
+    the processing step runs, not after it. (A built-in algorithm's image is refused naming the
+    image: tests/pipeline/local/dag/test_training_kinds.py.)"""
     workdir = tmp_path / "work"
     path = write_pipeline(workdir, tmp_path, v3.mpi(2))
     definition = json.loads(path.read_text())
     train = next(s for s in definition["Steps"] if s["Name"] == "Train")["Arguments"]
-    train["AlgorithmSpecification"] = {"TrainingInputMode": "File", "TrainingImage": "683313688378.dkr.ecr."
-                                       "us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"}
+    train["AlgorithmSpecification"] = {"TrainingInputMode": "File", "TrainingImage": v3.TF_IMAGE}
     train["InputDataConfig"] = [c for c in train["InputDataConfig"] if c["ChannelName"] == "train"]
     path.write_text(json.dumps(definition))
     done = trainpipe("run", "--local", "--definition", str(path), "--workdir", str(workdir))
