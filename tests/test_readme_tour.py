@@ -67,17 +67,44 @@ def check_what_the_tour_line_did(line: str, done: subprocess.CompletedProcess, w
         log = (Path(steps[D.STEP_TRAIN]["job_dir"]) / "job.log").read_text()
         assert "model small_cnn on 32x32 images" in log, log[-2000:]
     elif "--definition pipeline.json" in line:
-        # The definition make run interpreted, from its file: the same steps, run and registered.
-        assert [p.version for p in registered] == [1, 2, 3, 4]
-        assert all(steps[name]["status"] == "Succeeded"
-                   for name in (D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE, D.STEP_CONDITION))
+        # The definition make run interpreted, from its file: the same pipeline (issue 49: it was
+        # one named after the file), so make run's steps are cache hits and no version is added.
+        from pipeline.settings import Settings
+
+        said = next(ln for ln in done.stdout.splitlines() if ln.startswith("trainpipe run --local: execution "))
+        assert f" of {Settings().pipeline_name}, " in said, said
+        assert [p.version for p in registered] == [1, 2, 3]
+        assert all(steps[name]["status"] == "Succeeded" and steps[name].get("cache_hit")
+                   for name in (D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE))
+
+
+def check_the_tuned_run(work: Path) -> None:
+    from mlflow import MlflowClient
+
+    from pipeline.definition import build as D
+    from pipeline.local.store.registry import Registry
+    from pipeline.settings import Settings
+    from pipeline.tracking import records as R
+    from pipeline.tracking import target as T
+
+    runs = sorted((work / "runs").iterdir())
+    steps = {s["name"]: s for s in json.loads((runs[-1] / "execution.json").read_text())["steps"]}
+    best = steps[D.STEP_TUNE]["properties"]["BestTrainingJob"]
+    assert [p.version for p in Registry(work / "registry.sqlite").list()] == [1, 2, 3, 4]
+    client = MlflowClient(T.embedded(work).uri)
+    (execution,) = client.search_runs([client.get_experiment_by_name(Settings().pipeline_name).experiment_id],
+                                      filter_string=f"tags.`{R.TAG_EXECUTION}` = '{runs[-1].name}' "
+                                                    f"and tags.`{R.TAG_TUNED}` = 'true'")
+    assert execution.data.params["BatchSize"] == best["TunedHyperParameters"]["batch-size"]
+    assert "test_accuracy" in execution.data.metrics
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # four whole pipeline runs: over the suite's 600 s on a busy machine
 def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
-    """Issue 36: every line of the tour, as written, in a fresh workdir and folder; then the
-    next section's ``predict new-rows.csv digit.png`` with both kinds registered. ``make``
+    """Issue 36: every line of the tour, as written, in a fresh workdir and folder; then a run
+    with ``--tune 2`` (issue 49), and the next section's ``predict new-rows.csv digit.png`` with
+    both kinds registered. ``make``
     keeps its install stamp as it is (``make test`` installed; the tour is not the install)."""
     work = tmp_path / "work"
     env = {**{k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "TRAINPIPE_"))},
@@ -101,6 +128,14 @@ def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
         else:
             assert done.returncode == 0, f"{line}: exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
             check_what_the_tour_line_did(line, done, work)
+
+    # Issue 49: tuning, as docs/tuning.md runs it, kept small (2 trials of 1 epoch, side by side;
+    # the processing is make run's, cached): the best trial's model registered, the execution's
+    # MLflow run tagged tuned with the best trial's values, the tuning job described.
+    tuned = run(f"{REPO}/.venv/bin/trainpipe run --local --tune 2 -p Epochs=1 -p AccuracyThreshold=0")
+    assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr[-2000:]
+    assert "best of 2 trials: " in tuned.stdout
+    check_the_tuned_run(work)
 
     # Both kinds are registered now: the next section's predict sends each file to its own.
     store = work / "store" / "trainpipe-artifacts-placeholder" / "trainpipe" / "data"

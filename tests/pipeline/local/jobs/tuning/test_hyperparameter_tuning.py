@@ -309,3 +309,51 @@ def test_ctrl_c_leaves_a_stopped_tuning_job_with_its_finished_trials(tmp_path, c
     shown = json.loads(capsys.readouterr().out)
     assert shown["HyperParameterTuningJobName"] == "tune-3" and shown["HyperParameterTuningJobStatus"] == "Stopped"
     assert len(shown["TrainingJobSummaries"]) == 2
+
+
+# Short epochs (0.05 s, under the runner's 0.2 s poll): a stopped trial trains on for a few
+# epochs between the verdict and its processes' stop.
+FAST_SCRIPT = """
+import argparse, os, signal, sys, time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float)
+args, _ = parser.parse_known_args()
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+for epoch in range(1, 41):
+    print(f"acc={args.lr * epoch:.4f}", flush=True)
+    time.sleep(0.05)
+"""
+
+
+def test_an_early_stopped_trial_says_the_epoch_it_stopped_at_and_the_verdicts(tmp_path):
+    """Issue 49: a trial said "at epoch 1" when judged, then "Stopped after 3 epoch(s)". Its
+    last line now names the epoch it stopped at and, where it differs, the verdict's."""
+    import re
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"train.py": FAST_SCRIPT})
+    definition = training_request(code, program="train.py", output=f"s3://{BUCKET}/models",
+                                  metrics=[{"Name": "validation:accuracy", "Regex": "acc=([0-9.]+)"}])
+    definition["StaticHyperParameters"] = definition.pop("HyperParameters")
+    request = {
+        "HyperParameterTuningJobConfig": {
+            "Strategy": "Grid", "ResourceLimits": {"MaxParallelTrainingJobs": 1},
+            "TrainingJobEarlyStoppingType": "Auto",
+            "HyperParameterTuningJobObjective": {"Type": "Maximize", "MetricName": "validation:accuracy"},
+            "ParameterRanges": {"CategoricalParameterRanges": [
+                {"Name": "lr", "Values": ["0.02", "0.021", "0.001"]}]}},
+        "TrainingJobDefinition": definition,
+    }
+    job = ht.HyperparameterTuningJob(request, "tune-4", storage, tmp_path / "jobs", echo=False)
+    result = job.run()
+    log = (job.log_dir / "tuning-job.log").read_text()
+    (judged,) = re.findall(r"trial 3 stopping early: early stopping \(Auto\): at epoch (\d+) ", log)
+    (stopped, rest) = re.findall(r"trial 3 Stopped at epoch (\d+)(.*)", log)[0]
+    third = next(t for t in result.trials if t.number == 3)
+    assert int(stopped) == third.reported and int(judged) == third.verdict_epoch <= int(stopped)
+    assert rest.startswith(f" (stopping was decided at epoch {judged}; it trained on until its processes "
+                           "stopped), validation:accuracy=") if judged != stopped else rest.startswith(", ")
