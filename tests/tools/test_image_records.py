@@ -84,3 +84,38 @@ def test_the_generator_writes_a_record_from_the_dockerfile_and_pins_its_commit(t
     from pipeline.images import catalog
 
     assert catalog.parse(record).python_minor == (3, 12)
+
+
+POLICY = """\
+| Framework  | Version | CUDA | GitHub GA  | End of Patch |
+| ---------- | ------- | ---- | ---------- | ------------ |
+| PyTorch    | 2.9     | 13.0 | 2025-10-15 | 2026-10-15   |
+| PyTorch    | 2.2     | 12.1 | 2024-01-30 | 2025-01-30   |
+"""
+
+
+def test_the_support_table_reads_the_published_files_and_the_older_policy_rows(tmp_path):
+    dlc = tmp_path / "dlc"
+    data = dlc / "docs" / "src" / "data" / "pytorch-training"
+    data.mkdir(parents=True)
+    (data / "2.9-cpu-sagemaker.yml").write_text(SUPPORT)
+    (data / "2.9-cpu-ec2.yml").write_text(SUPPORT)  # not a SageMaker image
+    (dlc / "docs" / "reference").mkdir()
+    (dlc / "docs" / "reference" / "support_policy.md").write_text(POLICY)
+    git(dlc, "init", "-q")
+    git(dlc, "add", ".")
+    git(dlc, "commit", "-qm", "fixture")
+    commit = git(dlc, "rev-parse", "HEAD").strip()
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "image_records.py"), "support-table", "--dlc",
+                           str(dlc / ".git"), "HEAD", "HEAD:docs/reference/support_policy.md"],
+                          capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    table = json.loads(done.stdout)
+    assert [(r["repository"], r["version"], r["accelerator"], r["eop"], r["tag"]) for r in table["images"]] == [
+        # The policy's framework rows: every one where no file of the repository is published,
+        # only the older versions where one is (2.9 training comes from its file).
+        ("pytorch-inference", "2.2", None, "2025-01-30", None),
+        ("pytorch-inference", "2.9", None, "2026-10-15", None),
+        ("pytorch-training", "2.2", None, "2025-01-30", None),
+        ("pytorch-training", "2.9", "cpu", "2026-10-15", "2.9.0-cpu-py312-ubuntu22.04-sagemaker")]
+    assert all(s["commit"] == commit for s in table["sources"])
