@@ -368,3 +368,34 @@ def test_an_image_with_no_record_is_judged_by_its_tag_and_the_nearest_record(tmp
     readme_record.record(eop)
     assert said.count(eop) == 1, said
     assert no_step_ran(tmp_path)
+
+
+def test_a_pytorch_29_job_may_import_torch_and_torchvision_and_not_what_the_image_lacks(tmp_path):
+    """SDK v2's PyTorch estimator on AWS's PyTorch 2.9 training image (its record from AWS's
+    Dockerfile, issue 44): torch and torchvision are the image's; lightgbm is refused before any step."""
+    from sagemaker.inputs import TrainingInput
+    from sagemaker.pytorch import PyTorch
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import TrainingStep
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text("import torch\nimport torchvision\nimport torch.distributed as dist\n"
+                                                "import lightgbm\n")
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="images-bucket")
+    estimator = PyTorch(entry_point="train.py", source_dir=str(tmp_path / "code"), role=ROLE, image_uri=image,
+                        instance_count=1, instance_type="ml.c5.xlarge", sagemaker_session=session)
+    step = TrainingStep(name="Train", step_args=estimator.fit(
+        inputs={"train": TrainingInput(s3_data="s3://images-bucket/train")}))
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(Pipeline(name="pt29", steps=[step], sagemaker_session=session).definition())
+    done = run(tmp_path, definition)
+    assert done.returncode != 0
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.endswith(f"step Train: the code imports lightgbm (train.py:4), which the image {image} (Python 3.12, "
+                         "record aws-pytorch-training-2.9-cpu) does not have and no requirements.txt installs: it "
+                         "would fail there with ModuleNotFoundError; add a line lightgbm to the requirements.txt next "
+                         "to the entry point, or name an image that has it"), line
+    assert no_step_ran(tmp_path)
