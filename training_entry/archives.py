@@ -30,6 +30,7 @@ import bz2
 import contextlib
 import gzip
 import io
+import itertools
 import lzma
 import os
 import stat
@@ -124,7 +125,9 @@ def read_members(archive, accept, max_files: int, max_bytes: int) -> dict[str, b
     source = {"fileobj": io.BytesIO(archive)} if isinstance(archive, bytes) else {"name": archive}
     try:
         with tarfile.open(mode="r:*", **source) as tar:
-            for member in tar.getmembers()[:max_files]:
+            # Header by header, stopping at max_files: getmembers() reads (and keeps) every
+            # header first, 18 s and 319 MB for a 3.9 MB archive of 400,000 empty members.
+            for member in itertools.islice(tar, max_files):
                 name = member.name.lstrip("./")
                 if member.isfile() and not member.issparse() and member.size <= max_bytes and accept(name):
                     data = tar.extractfile(member)

@@ -329,3 +329,21 @@ def test_the_init_channel_refuses_a_link_out(tmp_path):
     with pytest.raises(InitError, match=r"^init channel: refusing to extract .*model\.tar\.gz: member "
                                         r"'1/saved_model\.pb' is a symbolic link \(-> '/etc/passwd'\)"):
         find_source(str(tmp_path / "init"), str(tmp_path / "scratch"))
+
+
+def test_reading_members_stops_at_max_files_without_reading_every_header(monkeypatch):
+    """A code archive of 2,000 empty members, read for its first 10 (the pre-run checks' way):
+    11 headers read at most, not all of them first (400,000 took 18 s and 319 MB)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for index in range(2000):
+            info = tarfile.TarInfo(f"pkg/m{index}.py")
+            data = f"import m{index}\n".encode()
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    headers = []
+    original = tarfile.TarFile.next
+    monkeypatch.setattr(tarfile.TarFile, "next", lambda self: headers.append(1) or original(self))
+    found = archives.read_members(buffer.getvalue(), lambda name: name.endswith(".py"), 10, 1024)
+    assert found == {f"pkg/m{i}.py": f"import m{i}\n".encode() for i in range(10)}
+    assert len(headers) <= 11
