@@ -9,6 +9,7 @@ its siblings.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -40,6 +41,22 @@ def matching_policy(policies: list[dict], failure_type: str | None) -> int | Non
         if failure_type and failure_type in policy.get("ExceptionType", []):
             return index
     return None
+
+
+class StepStream:
+    """The terminal for a job whose step runs beside others: each of its lines begins with the
+    step's name, so that two jobs' ``[algo-1] ...`` lines can be told apart."""
+
+    def __init__(self, stream, step: str):
+        self.stream = stream
+        self.prefix = f"{step} | "
+
+    def write(self, text: str) -> None:
+        target = self.stream or sys.stdout
+        target.write("".join(self.prefix + line for line in text.splitlines(keepends=True)))
+
+    def flush(self) -> None:
+        (self.stream or sys.stdout).flush()
 
 
 class JobSteps:
@@ -161,7 +178,8 @@ class JobSteps:
             try:
                 job = kind(request, name, self.storage, Path(record.job_dir),
                            region=self.options.region, echo=self.options.echo,
-                           stream=self.options.stream,
+                           stream=self.options.stream if self.stop_event() is None
+                           else StepStream(self.options.stream, node.name),
                            environments=self.workdir / JOB_ENVIRONMENTS)
                 job.stop_requested = self.stop_event()
                 result = job.run()

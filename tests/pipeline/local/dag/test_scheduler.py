@@ -29,6 +29,7 @@ REPO = Path(__file__).resolve().parents[4]
 SLEEP = """
 import time, pathlib
 time.sleep(2)
+print("slept", flush=True)
 pathlib.Path("/opt/ml/processing/output/done.txt").write_text("done")
 """
 
@@ -73,12 +74,15 @@ def test_two_independent_steps_overlap_in_time(tmp_path):
 
     def run():
         return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
-                               "--workdir", str(workdir), "--quiet"],
+                               "--workdir", str(workdir)],
                               cwd=REPO, capture_output=True, text=True, timeout=600, env=env)
 
     done = run()
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "independent steps run side by side: up to 2 at once (--max-parallel-steps 50)" in done.stdout
+    # The live output: a step's job lines carry its name while it runs beside another.
+    shown = done.stdout.splitlines()
+    assert "Left | [algo-1] slept" in shown and "Right | [algo-1] slept" in shown and "[algo-1] slept" in shown
     (record,) = (workdir / "runs").glob("*/execution.json")
     steps = {s["name"]: s for s in json.loads(record.read_text())["steps"]}
     at = {name: (datetime.fromisoformat(s["start"]), datetime.fromisoformat(s["end"])) for name, s in steps.items()}
