@@ -171,6 +171,33 @@ def packages(text: str, stage: str, core: dict | None = None) -> dict[str, str]:
     return result
 
 
+def lock_packages(text: str, extras: list[str]) -> dict[str, str]:
+    """Distribution -> ==version for what ``uv sync --frozen --no-install-project --extra ...``
+    installs from a uv.lock (AWS's images since PyTorch 2.11 and TensorFlow 2.21 are built so):
+    the root project's dependencies and ``extras``, and theirs, as the lock resolved them."""
+    import tomllib
+
+    packages = {p["name"]: p for p in tomllib.loads(text)["package"]}
+    root = next(p for p in packages.values() if (p.get("source") or {}).get("virtual") == ".")
+    todo = list(root.get("dependencies", []))
+    for extra in extras:
+        todo += (root.get("optional-dependencies") or {}).get(extra, [])
+    found: dict[str, str] = {}
+    seen: set[tuple[str, tuple]] = set()
+    while todo:
+        dependency = todo.pop()
+        name, wanted = dependency["name"], tuple(dependency.get("extra", ()))
+        if (name, wanted) in seen or name not in packages:
+            continue
+        seen.add((name, wanted))
+        package = packages[name]
+        found[normalise(name)] = f"=={package['version']}"
+        todo += package.get("dependencies", [])
+        for extra in wanted:
+            todo += (package.get("optional-dependencies") or {}).get(extra, [])
+    return dict(sorted(found.items()))
+
+
 def support(text: str) -> dict:
     """The few fields of AWS's published image data (docs/src/data/<repo>/<v>-<acc>-<platform>.yml)."""
     fields = {}
@@ -182,25 +209,34 @@ def support(text: str) -> dict:
     return fields
 
 
+def _pattern(repository: str, supported: dict, python: str) -> str:
+    """The URI pattern of the image's tags: version (any patch), then the tag's accelerator word
+    (cpu, gpu, or a CUDA word such as cu130) and its Python where the tags name one."""
+    version = re.escape(supported["version"])
+    tags = supported.get("tags") or []
+    words = tags[0].split("-") if tags else ["", supported["accelerator"], f"py{python.replace('.', '')}"]
+    python_word = next((w for w in words if re.fullmatch(r"py3\d+", w)), None)
+    return f"/{repository}:{version}(\\.\\d+)?-{words[1]}-" + (python_word or "")
+
+
 def record(*, name: str, repository: str, dockerfile: str, stage: str, supported: dict,
-           core: dict | None, sources: list[dict], retrieved: str, closure: dict[str, str]) -> dict:
+           core: dict | None, sources: list[dict], retrieved: str, closure: dict[str, str],
+           lock: dict[str, str] | None = None) -> dict:
     """The record's JSON document (README.md next to the records says what each field is)."""
     python = supported["python"].removeprefix("py")
     python = f"{python[0]}.{python[1:]}"
     declared = dict(stages(dockerfile)[0]).get("PYTHON_VERSION")
-    if declared and not declared.startswith(python + "."):
+    if declared and declared != python and not declared.startswith(python + "."):
         raise SystemExit(f"{name}: the Dockerfile builds Python {declared}, the support file says {python}")
-    found = packages(dockerfile, stage, core)
+    found = lock or packages(dockerfile, stage, core)
     for dist, why in closure.items():
         found.setdefault(dist, why if why.startswith("dependency") else "dependency (unpinned)")
     modules = set()
     for dist in found:
         modules.update(modules_of(dist).modules)
-    version = re.escape(supported["version"])
-    accelerator = supported["accelerator"]
     return {
         "name": name,
-        "uri_patterns": [f"/{repository}:{version}(\\.\\d+)?-{accelerator}-py{python.replace('.', '')}"],
+        "uri_patterns": [_pattern(repository, supported, python).rstrip("-")],
         "python": python,
         "packages": found,
         # Folders some wheels ship at their top level by mistake: no code imports them.
@@ -302,6 +338,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repository", required=True, help="the ECR repository: pytorch-training")
     parser.add_argument("--stage", default="sagemaker")
     parser.add_argument("--closure", nargs="*", default=[], help="packages whose venv dependencies count")
+    parser.add_argument("--lock", help="COMMIT:PATH of the uv.lock the image is synced from (replaces the "
+                                       "Dockerfile's installs)")
+    parser.add_argument("--extra", action="append", default=[], help="the lock's extras the image installs")
     parser.add_argument("--dependency", action="append", default=[], metavar="DIST=VIA",
                         help="a dependency of an installed package, read in VIA's own metadata "
                              "(name that file with --source); its venv dependencies count too")
@@ -330,9 +369,14 @@ def main(argv: list[str] | None = None) -> None:
 
         closure = {d: v for d, v in venv_closure(roots).items() if normalise(d) not in args.closure}
     closure.update({dist: f"dependency of {parent} (unpinned)" for dist, parent in via.items()})
+    lock = None
+    if args.lock:
+        lock = lock_packages(_git(args.dlc, "show", args.lock), args.extra)
+        sources.append(_source(args.dlc, args.lock, f"every installed package at its locked version "
+                                                    f"(uv sync --frozen{''.join(' --extra ' + e for e in args.extra)})"))
     print(json.dumps(record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
                             supported=supported, core=core, sources=sources, retrieved=args.retrieved,
-                            closure=closure), indent=1))
+                            closure=closure, lock=lock), indent=1))
 
 
 if __name__ == "__main__":

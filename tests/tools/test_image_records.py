@@ -119,3 +119,60 @@ def test_the_support_table_reads_the_published_files_and_the_older_policy_rows(t
         ("pytorch-training", "2.2", None, "2025-01-30", None),
         ("pytorch-training", "2.9", "cpu", "2026-10-15", "2.9.0-cpu-py312-ubuntu22.04-sagemaker")]
     assert all(s["commit"] == commit for s in table["sources"])
+
+
+LOCK = """\
+version = 1
+requires-python = "==3.12.*"
+
+[[package]]
+name = "img"
+version = "1.0"
+source = { virtual = "." }
+dependencies = [{ name = "numpy" }]
+
+[package.optional-dependencies]
+sagemaker = [{ name = "sagemaker", extra = ["local"] }]
+dev = [{ name = "pytest" }]
+
+[[package]]
+name = "numpy"
+version = "2.3.1"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "sagemaker"
+version = "3.8.0"
+source = { registry = "https://pypi.org/simple" }
+dependencies = [{ name = "boto3" }]
+
+[package.optional-dependencies]
+local = [{ name = "docker" }]
+
+[[package]]
+name = "boto3"
+version = "1.40.0"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "docker"
+version = "7.1.0"
+source = { registry = "https://pypi.org/simple" }
+
+[[package]]
+name = "pytest"
+version = "9.0.0"
+source = { registry = "https://pypi.org/simple" }
+"""
+
+
+def test_a_uv_lock_gives_what_uv_sync_installs_with_the_extras_named():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        from image_records import lock_packages
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    assert lock_packages(LOCK, ["sagemaker"]) == {
+        "boto3": "==1.40.0", "docker": "==7.1.0", "numpy": "==2.3.1", "sagemaker": "==3.8.0"}  # not pytest (dev)
+    assert lock_packages(LOCK, []) == {"numpy": "==2.3.1"}
+

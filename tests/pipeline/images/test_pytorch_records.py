@@ -84,3 +84,22 @@ def test_the_generated_records_carry_the_generators_fields():
         if record.name.startswith("aws-pytorch-"):
             document = json.loads(record.path.read_text())
             assert {"eop", "ga", "horovod"} <= document.keys(), record.name
+
+
+@pytest.mark.parametrize("uri, name, pinned", [
+    # AWS's images built from a uv.lock (docker/<framework>/<v>/<cpu|cuda>/uv.lock): every package pinned.
+    (f"{ECR}/pytorch:2.13.0-cpu-amzn2023-sagemaker", "aws-pytorch-2.13-cpu", {"torch": "==2.13.0+cpu"}),
+    (f"{ECR}/pytorch:2.13-cu133-amzn2023-sagemaker", "aws-pytorch-2.13-gpu", {"torch": "==2.13.0+cu130"}),
+    (f"{ECR}/pytorch:2.11.0-cpu-amzn2023-sagemaker", "aws-pytorch-2.11-cpu", {"torch": "==2.11.0+cpu"}),
+    (f"{ECR}/tensorflow-training:2.21.0-cpu-py312-amzn2023-sagemaker", "aws-tensorflow-training-2.21-cpu",
+     {"tensorflow-cpu": "==2.21.0", "sagemaker": "==3.11.0"}),
+    (f"{ECR}/tensorflow-training:2.21-gpu-py312-sagemaker", "aws-tensorflow-training-2.21-gpu",
+     {"tensorflow": "==2.21.0"}),
+])
+def test_the_images_built_from_a_lock_have_every_package_at_its_version(uri, name, pinned):
+    record = catalog.find(uri)
+    assert record is not None and record.name == name and record.python == "3.12", uri
+    assert {k: record.packages[k] for k in pinned} == pinned
+    assert all(v.startswith("==") for v in record.packages.values())
+    assert {"numpy", "matplotlib", "sagemaker"} <= record.modules and "horovod" not in record.modules
+
