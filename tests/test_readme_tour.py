@@ -132,7 +132,7 @@ def test_the_readme_tour_runs_top_to_bottom_in_a_fresh_workdir(tmp_path):
     # Issue 49: tuning, as docs/tuning.md runs it, kept small (2 trials of 1 epoch, side by side;
     # the processing is make run's, cached): the best trial's model registered, the execution's
     # MLflow run tagged tuned with the best trial's values, the tuning job described.
-    tuned = run(f"{REPO}/.venv/bin/trainpipe run --local --tune 2 -p Epochs=1 -p AccuracyThreshold=0")
+    tuned = run(".venv/bin/trainpipe run --local --tune 2 -p Epochs=1 -p AccuracyThreshold=0")
     assert tuned.returncode == 0, tuned.stdout[-3000:] + tuned.stderr[-2000:]
     assert "best of 2 trials: " in tuned.stdout
     check_the_tuned_run(work)
