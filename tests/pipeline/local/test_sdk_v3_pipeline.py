@@ -134,17 +134,17 @@ def test_a_v3_pipeline_runs_unchanged_with_the_ranks_sagemaker_would_start(tmp_p
     steps = steps_of(workdir)
     assert [steps[s]["status"] for s in ("Preprocess", "Train", "Evaluate", "Check", "Register")] == ["Succeeded"] * 5
     assert steps["Fail"]["status"] == "NotExecuted"
-    # The warning, before the ranks start: 2 ranks as v3's mpirun -np 2 starts them, both on algo-1.
-    out = done.stdout
-    warning = out.index("warning: SageMaker would start 2 MPI rank(s), not the 4 asked for (2 instances x "
-                        "process_count_per_node=2)")
+    # The warning: 2 ranks as v3's mpirun -np 2 starts them, both on algo-1. Said once before
+    # any step (the step's instance count is known), and once more only in the job's log (issue 47).
+    out = done.stdout + done.stderr
+    said = "SageMaker would start 2 MPI rank(s), not the 4 asked for (2 instances x process_count_per_node=2)"
+    warning = out.index("warning: step Train: " + said)
     assert "mpi_additional_options=['-np', '4']" in out[warning:].splitlines()[0]
+    assert out.count(said) == 1 and warning < out.index("==> [1/6] Preprocess")
     log = next((workdir / "runs").glob("*/jobs/*Train*/job.log")).read_text()
     assert "rank 0 of 2 on algo-1: 5 rows, epochs=2" in log and "rank 1 of 2 on algo-1: 5 rows, epochs=2" in log
     assert "on algo-2:" not in log
-    assert warning < out.index("rank 0 of 2 on algo-1")
-    # Said before any step too, where the step's instance count is known.
-    assert out.index("warning: step Train: SageMaker would start 2 MPI rank(s)") < out.index("==> [1/6] Preprocess")
+    assert log.count(said) == 1 and log.index(said) < log.index("rank 0 of 2 on algo-1")
     listed = trainpipe("models", "--workdir", str(workdir), "--json")
     (package,) = json.loads(listed.stdout)
     assert (package["ModelPackageGroupName"], package["ModelApprovalStatus"]) == ("digits-v3", "Approved")

@@ -62,6 +62,10 @@ _DRIVER_RE = re.compile(r"distributed_drivers/([A-Za-z0-9_]+\.py)")
 _KNOWN_DRIVERS = {"mpi_driver.py": MPI, "torchrun_driver.py": TORCHRUN, "basic_script_driver.py": BASIC}
 # mpirun's options for the total process count (Open MPI 4): the last one given wins.
 _NP_OPTIONS = ("-np", "--np", "-n", "-c")
+# Rank warnings the runner said before any step (check_launch's ``say``): the job writes them
+# once more in its own log only, not again on the console and in its result (issue 47: the
+# same line was printed five times).
+SAID_BEFORE_RUN: set[str] = set()
 
 
 class LaunchUndetermined(UserError):
@@ -395,6 +399,7 @@ def check_launch(request: Mapping, storage: Storage, where: str, say=None) -> La
             warning = rank_warning(launch, count, gpus)
             if warning:
                 say(f"warning: {where}: {warning}")
+                SAID_BEFORE_RUN.add(warning)
         return launch
     hyperparameters = request.get("HyperParameters")
     if isinstance(hyperparameters, Mapping) and "sagemaker_program" not in hyperparameters:

@@ -23,6 +23,7 @@ from pipeline.local.jobs.v3.sdk_v3 import (
     COMMAND,
     DRIVERS_CHANNEL,
     MPI,
+    SAID_BEFORE_RUN,
     TORCHRUN,
     Launch,
     LaunchUndetermined,
@@ -102,7 +103,9 @@ class TrainingJobV3(TrainingJob):
             self.rank_count = self.num_processes
             self.rank_to_host = mpi.rank_hosts(self.hosts, per_host, self.rank_count)
             warning = rank_warning(self.v3, len(self.hosts), gpus)
-            if warning:
+            if warning in SAID_BEFORE_RUN:
+                self.sink.line(f"[{self.name}] warning: {warning}", echo=False)
+            elif warning:
                 self.warn(warning)
 
     def custom_mpi_options(self) -> str:
