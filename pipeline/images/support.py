@@ -20,7 +20,7 @@ from pathlib import Path
 SUPPORT_FILE = Path(__file__).resolve().parent / "support.json"
 # registry/repository:MAJOR.MINOR[.PATCH]-cpu|gpu[-pyNNN]... : AWS's framework image tags.
 _TAG = re.compile(r"^(?P<registry>[^/]+)/(?P<repository>[a-z0-9-]+):(?P<version>\d+\.\d+)(?:\.\d+)*"
-                  r"-(?P<accelerator>cpu|gpu)(?:-py(?P<py>\d)(?P<minor>\d+))?")
+                  r"-(?P<accelerator>cpu|gpu|cu\d+)(?:-py(?P<py>\d)(?P<minor>\d+))?")
 # A repository AWS continued under another name (PyTorch 2.11 on: "pytorch").
 _SUCCESSOR = {"pytorch-training": "pytorch"}
 
@@ -45,8 +45,9 @@ def parse(uri: str | None) -> Tag | None:
         return None
     major, minor = match.group("version").split(".")
     python = f"{match.group('py')}.{match.group('minor')}" if match.group("py") else None
-    return Tag(match.group("registry"), match.group("repository"), (int(major), int(minor)),
-               match.group("accelerator"), python)
+    # PyTorch 2.11 on names its CUDA build where older tags said gpu (2.13-cu133-amzn2023-sagemaker).
+    accelerator = "gpu" if match.group("accelerator").startswith("cu") else match.group("accelerator")
+    return Tag(match.group("registry"), match.group("repository"), (int(major), int(minor)), accelerator, python)
 
 
 @cache

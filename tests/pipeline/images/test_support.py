@@ -46,3 +46,9 @@ def test_the_tag_says_repository_version_accelerator_and_python():
     assert (tag.repository, tag.version, tag.accelerator, tag.python) == ("tensorflow-training", (2, 4), "cpu", "3.7")
     assert support.parse(f"{ECR}/pytorch-training:2.10-gpu-py313-cu130-ubuntu22.04-sagemaker-v1").python == "3.13"
     assert support.parse("mine:latest") is None
+    cuda = support.parse(f"{ECR}/pytorch:2.13-cu133-amzn2023-sagemaker")
+    assert (cuda.repository, cuda.version, cuda.accelerator, cuda.python) == ("pytorch", (2, 13), "gpu", None)
+    assert support.end_of_patch(f"{ECR}/pytorch:2.13-cu133-amzn2023-sagemaker", ["T"], today=date(2026, 11, 28)) is None
+    assert "2027-07-20" in support.end_of_patch(f"{ECR}/pytorch:2.13-cu133-amzn2023-sagemaker", ["T"],
+                                                today=date(2027, 8, 1))
+
