@@ -356,3 +356,37 @@ def test_a_v3_tuning_step_runs_unchanged(tmp_path):
     assert storage.exists(f"s3://{BUCKET}/models/{best}/output/model.tar.gz")
     request = json.loads(next((workdir / "runs").glob(f"*/jobs/{best}/request.json")).read_text())
     assert request["HyperParameters"]["sagemaker_program"] == "train.py"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_tuning_leaves_the_job_stopped_with_its_trials(tmp_path):
+    """Issue 49: after Ctrl-C during tuning, `describe-hyper-parameter-tuning-job` said "no
+    tuning job" and `status` showed no trials. Ctrl-C (SIGINT) once a trial has completed: the
+    tuning job is Stopped and both commands show its trials (the SDK pipeline: trials of six
+    0.4 s epochs, two at a time)."""
+    import signal
+    import time
+
+    workdir, definition, _ = sdk_definition(tmp_path)
+    train, test = digits_split(tmp_path / "data")
+    env = {**os.environ, "TRAINPIPE_TRACKING": "off"}
+    run = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                            "--workdir", str(workdir), "-p", f"TrainData={train}", "-p", f"TestData={test}"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    deadline = time.monotonic() + 240
+    while not any('"TrainingJobStatus": "Completed"' in p.read_text()
+                  for p in workdir.glob("runs/*/jobs/*/description.json")):
+        assert time.monotonic() < deadline and run.poll() is None, "no trial completed"
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    out, _ = run.communicate(timeout=120)
+    assert run.returncode != 0, out[-3000:]
+    described = trainpipe("describe-hyper-parameter-tuning-job", "--training-jobs", "--workdir", str(workdir))
+    assert described.returncode == 0, described.stderr
+    job = json.loads(described.stdout)
+    assert job["HyperParameterTuningJobStatus"] == "Stopped"
+    statuses = [s["TrainingJobStatus"] for s in job["TrainingJobSummaries"]]
+    assert "Completed" in statuses and set(statuses) <= {"Completed", "Stopped"}, statuses
+    status = trainpipe("status", "--local", "--workdir", str(workdir))
+    assert status.returncode == 0, status.stderr
+    assert f"TuneModel: {len(statuses)} trials" in status.stdout, status.stdout
