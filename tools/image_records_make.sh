@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-*,
+# aws-tensorflow-training-2.21-*) and pipeline/images/support.json, from a clone of
+# aws/deep-learning-containers (its git directory: $1) at the commits named below.
+#     tools/image_records_make.sh /path/to/deep-learning-containers/.git
+set -euo pipefail
+D=${1:?the git directory of a clone of aws/deep-learning-containers}
+cd "$(dirname "$0")/.."
+# The published data and the uv.lock builds as read on 2026-11-28.
+DATA=e0ecedea6a1c56d6b5914f9cfb2fec5c548e67e0
+gen() { .venv/bin/python tools/image_records.py --dlc "$D" --retrieved 2026-11-28 "$@"; }
+R=pipeline/images/records
+NUMBA="https://pypi.org/project/numba/0.67.0/|numba-0.67.0 wheel: METADATA|numba requires llvmlite"
+PANDAS="https://pypi.org/project/pandas/2.2.3/|pandas-2.2.3 wheel: METADATA|pandas 2 requires tzdata, python-dateutil, pytz"
+SEA="https://github.com/mwaskom/seaborn/blob/f04b6cd5484267a0885d1fed068e99dff3a1b226/pyproject.toml|pyproject.toml|seaborn requires numpy, pandas, matplotlib (commit of 2026-07-05)"
+for v in 2.8:0f8bea76e85b6d49c4a5a2401cca54f4e425b565:cu129 2.9:959ce8a4ea1c00c6d542225404af13632df2e359:cu130 2.10:b872b74994eb91d42f5123ef87f8af3a24cd0425:cu130; do
+  IFS=: read ver c cu <<< "$v"
+  sm="sagemaker"; [ $ver = 2.10 ] && sm=""
+  gen --dockerfile $c:pytorch/training/docker/$ver/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-training/$ver-cpu-sagemaker.yml \
+      --name aws-pytorch-training-$ver-cpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-cpu.json
+  gen --dockerfile $c:pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-training/$ver-gpu-sagemaker.yml \
+      --name aws-pytorch-training-$ver-gpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-gpu.json
+done
+c=a70e18c87888b7398c1ba66de77c0c5dc4e61614
+gen --dockerfile $c:pytorch/inference/docker/2.6/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-inference/2.6-cpu-sagemaker.yml \
+    --core $c:pytorch/inference/docker/2.6/py3/Dockerfile.sagemaker.cpu.core_packages.json \
+    --name aws-pytorch-inference-2.6-cpu --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-2.6-cpu.json
+gen --dockerfile $c:pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-inference/2.6-gpu-sagemaker.yml \
+    --core $c:pytorch/inference/docker/2.6/py3/cu124/Dockerfile.sagemaker.gpu.core_packages.json \
+    --name aws-pytorch-inference-2.6-gpu --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-2.6-gpu.json
+c=ac7e218ad3f743a1ffc3846d87614d23e6b81a65
+POL=e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md
+gen --dockerfile $c:pytorch/training/docker/2.2/py3/Dockerfile.cpu --set version=2.2 --set accelerator=cpu --set python=py310 --set ga=2024-01-30 --set eop=2025-01-30 --set-source $POL \
+    --core $c:pytorch/training/docker/2.2/py3/Dockerfile.sagemaker.cpu.core_packages.json \
+    --name aws-pytorch-training-2.2-cpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-2.2-cpu.json
+gen --dockerfile $c:pytorch/training/docker/2.2/py3/cu121/Dockerfile.gpu --set version=2.2 --set accelerator=gpu --set python=py310 --set ga=2024-01-30 --set eop=2025-01-30 --set-source $POL \
+    --core $c:pytorch/training/docker/2.2/py3/cu121/Dockerfile.sagemaker.gpu.core_packages.json \
+    --name aws-pytorch-training-2.2-gpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-2.2-gpu.json
+for acc in cpu:cpu:cpu cuda:gpu:cuda; do
+  IFS=: read dir label data <<< "$acc"
+  gen --dockerfile $DATA:docker/tensorflow/2.21/Dockerfile.$dir --support $DATA:docs/src/data/tensorflow-training/2.21-$label-sagemaker.yml \
+      --lock $DATA:docker/tensorflow/2.21/$dir/uv.lock --extra sagemaker \
+      --name aws-tensorflow-training-2.21-$label --repository tensorflow-training > $R/aws-tensorflow-training-2.21-$label.json
+  for v in 2.11 2.12 2.13; do
+    gen --dockerfile $DATA:docker/pytorch/Dockerfile.$dir --support $DATA:docs/src/data/pytorch/$v-$data-sagemaker.yml \
+        --lock $DATA:docker/pytorch/$v/$dir/uv.lock --extra sagemaker \
+        --name aws-pytorch-$v-$label --repository pytorch > $R/aws-pytorch-$v-$label.json
+  done
+done
+.venv/bin/python tools/image_records.py support-table --dlc "$D" $DATA e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md > pipeline/images/support.json
