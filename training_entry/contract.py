@@ -102,6 +102,15 @@ STRATEGY_MIRRORED = "mirrored"
 STRATEGIES = (STRATEGY_HOROVOD, STRATEGY_PARAMETER_SERVER, STRATEGY_MIRRORED)
 
 # Images and transfer learning (see training_entry/model/architectures.py, images.py).
+# PyTorch (training_torch/): how the ranks share the work, and GPipe's micro-batches per batch.
+HP_TORCH_STRATEGY = "strategy"
+TORCH_DDP = "ddp"
+TORCH_STRATEGIES = (TORCH_DDP,)
+HP_MICRO_BATCHES = "micro-batches"
+DEFAULT_MICRO_BATCHES = 4
+# PyTorch: what rank 0 writes to the model folder (TorchScript, readable without our code).
+TORCH_MODEL_FILE = "model.pt"
+TORCH_METADATA_FILE = "metadata.json"
 HP_MODEL_ARCHITECTURE = "model-architecture"
 HP_IMAGE_SIZE = "image-size"  # pixels per side the images are resized to
 HP_HEAD_EPOCHS = "head-epochs"  # phase 1: the new head only, backbone frozen

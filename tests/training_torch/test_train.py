@@ -1,0 +1,74 @@
+"""The PyTorch entrypoint under torchrun, as SageMaker's toolkit starts it: 2 ranks on the
+digits shards the processing step writes; the model it exports answers like the trained one.
+
+Slow-marked: torchrun and two ranks importing torch (~15 s on 2 shared cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.hosts.torchrun import free_port
+from tests.training_entry.helpers import make_splits
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run_torchrun(tmp_path: Path, *args: str, processes: int = 2, distribution: str = "FullyReplicated"):
+    splits = make_splits(tmp_path / "splits", shard_count=processes)
+    model_dir = tmp_path / "model"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "RANK", "WORLD_SIZE", "MASTER_"))}
+    env.update({
+        "SM_CHANNEL_TRAIN": str(splits["train"]), "SM_CHANNEL_VALIDATION": str(splits["validation"]),
+        "SM_CHANNEL_MANIFEST": str(splits["manifest"]), "SM_MODEL_DIR": str(model_dir),
+        "SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1", "PYTHONPATH": str(REPO),
+        "SM_INPUT_DATA_CONFIG": json.dumps({c: {"S3DistributionType": distribution} for c in ("train", "validation")}),
+    })
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={processes}",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(REPO / "training_torch" / "train.py"), *args]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout, model_dir, splits
+
+
+def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_rows(tmp_path):
+    from training_entry.contract import parse_metric_line
+    from training_entry.input import records
+    from training_torch import data, export
+
+    out, model_dir, splits = run_torchrun(tmp_path, "--epochs", "4", "--batch-size", "32",
+                                          "--base-learning-rate", "0.002", "--strategy", "ddp")
+    epochs = [parse_metric_line(line) for line in out.splitlines() if "trainpipe-metrics" in line]
+    assert len(epochs) == 4  # rank 0 alone prints the averaged metrics
+    assert epochs[-1]["val_accuracy"] > 0.85 and epochs[-1]["loss"] < epochs[0]["loss"]
+    state = re.search(r"strategy=ddp world=2 state_bytes_per_rank=(\d+) (\d+)", out)
+    assert state and state.group(1) == state.group(2)  # DDP: every rank holds everything
+    model, metadata = export.load(str(model_dir))
+    assert metadata["kind"] == "table" and metadata["class_names"] == [str(i) for i in range(10)]
+    test = data.load([str(p) for p in sorted(splits["test"].glob("*.tfrecord"))], records.KIND_TABLE, 32)
+    with torch.no_grad():
+        accuracy = float((model(test.x).argmax(1) == test.y).float().mean())
+    assert accuracy > 0.85
+    # The inference image's handlers answer a raw CSV row as the model does.
+    sys.path.insert(0, str(model_dir / "code"))
+    try:
+        import inference
+        loaded = inference.model_fn(str(model_dir))
+        row = ",".join(str(v) for v in test.x[0].tolist())
+        answer = inference.predict_fn(inference.input_fn(row.encode(), "text/csv"), loaded)
+    finally:
+        sys.path.pop(0)
+        sys.modules.pop("inference", None)
+    with torch.no_grad():
+        expected = torch.softmax(model(test.x[:1]), 1)
+    assert answer["probabilities"][0] == pytest.approx(expected[0].tolist(), abs=1e-6)
+    assert answer["classes"] == [str(int(expected.argmax()))]

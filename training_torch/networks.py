@@ -1,0 +1,71 @@
+"""The PyTorch models, the same shapes as TensorFlow's (``training_entry/model``): an MLP of
+128 and 64 units with dropout 0.2 for a table, a three-block CNN for images. Each takes raw
+input: a table's standardisation (the train split's mean and deviation, from the manifest) and
+an image's scaling to [0, 1] are layers inside, so the exported model answers raw rows and pixels.
+
+``stages`` is how GPipe-style strategies cut a network: a list of consecutive ``nn.Module``s
+whose composition is the network."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+HIDDEN_UNITS = (128, 64)  # = training_entry.model.network.HIDDEN_UNITS
+DROPOUT = 0.2
+CNN_FILTERS = (32, 64, 128)
+
+
+class Standardize(nn.Module):
+    def __init__(self, mean, std):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32))
+        # A constant column has deviation 0: divide by 1 instead (the column carries nothing).
+        self.register_buffer("std", torch.tensor([s if s > 0 else 1.0 for s in std], dtype=torch.float32))
+
+    def forward(self, x):
+        return (x - self.mean) / self.std
+
+
+class Pixels(nn.Module):
+    """uint8-range HWC pixels (what a decoded JPEG gives) -> [0, 1] NCHW."""
+
+    def forward(self, x):
+        return x.permute(0, 3, 1, 2).float() / 255.0
+
+
+def mlp(num_features: int, num_classes: int, mean=None, std=None) -> nn.Sequential:
+    layers: list[nn.Module] = [Standardize(mean, std)] if mean is not None and std is not None else []
+    width = num_features
+    for units in HIDDEN_UNITS:
+        layers += [nn.Linear(width, units), nn.ReLU(), nn.Dropout(DROPOUT)]
+        width = units
+    return nn.Sequential(*layers, nn.Linear(width, num_classes))
+
+
+def small_cnn(num_classes: int) -> nn.Sequential:
+    layers: list[nn.Module] = [Pixels()]
+    channels = 3
+    for filters in CNN_FILTERS:
+        layers += [nn.Conv2d(channels, filters, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+        channels = filters
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(DROPOUT),
+                         nn.Linear(channels, num_classes))
+
+
+def stages(model: nn.Sequential, count: int) -> list[nn.Sequential]:
+    """``model`` cut into ``count`` consecutive stages of about equal parameter counts (a cut
+    never splits a layer); ValueError where the model has fewer parameterised layers than that."""
+    layers = list(model)
+    weights = [sum(p.numel() for p in layer.parameters()) for layer in layers]
+    heavy = [i for i, w in enumerate(weights) if w]
+    if count < 1 or len(heavy) < count:
+        raise ValueError(f"the model has {len(heavy)} layer(s) with parameters: it cannot be split "
+                         f"into {count} stages")
+    total, cuts, running = sum(weights), [], 0
+    for i, w in enumerate(weights):
+        running += w
+        if len(cuts) < count - 1 and running >= total * (len(cuts) + 1) / count and i < heavy[-(count - 1 - len(cuts))]:
+            cuts.append(i + 1)
+    bounds = [0, *cuts, len(layers)]
+    return [nn.Sequential(*layers[a:b]) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

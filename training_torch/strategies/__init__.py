@@ -1,0 +1,40 @@
+"""One module per way of spreading training over the ranks, each behind the same small
+interface (``Strategy``), as ``torch.distributed.pipelining`` keeps one module per schedule:
+``ddp`` (data parallel). Lines that exist only for a strategy carry its name (``# DDP:``)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+
+class Strategy:
+    """``wrap`` the model and make its optimizer; ``step`` one batch (returns the loss and the
+    batch's correct predictions); ``module`` is the whole model to evaluate and export."""
+
+    name = "?"
+
+    def wrap(self, model: nn.Module, make_optimizer):  # -> (model to train, optimizer)
+        raise NotImplementedError
+
+    def step(self, model, optimizer, x, y, loss_fn):
+        raise NotImplementedError
+
+    def module(self, model) -> nn.Module:
+        raise NotImplementedError
+
+    def state_bytes(self, model, optimizer) -> int:
+        """Bytes of parameters, gradients and optimizer state this rank holds."""
+        tensors = list(model.parameters())
+        tensors += [p.grad for p in model.parameters() if p.grad is not None]
+        for state in optimizer.state.values():
+            tensors += [v for v in state.values() if hasattr(v, "element_size")]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def get(name: str) -> Strategy:
+    from training_torch.strategies import ddp
+
+    known = {ddp.NAME: ddp.DataParallel}
+    if name not in known:
+        raise ValueError(f"strategy {name!r} is not one of {', '.join(sorted(known))}")
+    return known[name]()

@@ -1,0 +1,176 @@
+"""Train a classifier on the processing step's TFRecord shards with PyTorch, on every rank that
+torchrun started (SageMaker: ``distribution={"torch_distributed": {"enabled": True}}``).
+
+    torchrun --nnodes 2 --nproc_per_node 2 --master_addr algo-1 --master_port 7777 --node_rank 0 \\
+        train.py --epochs 10 --batch-size 32 --base-learning-rate 0.001 --strategy ddp
+
+The Horovod recipe (``training_entry/train.py``), in PyTorch: each rank reads its own shards;
+the learning rate is scaled by the world size after a linear warm-up; the strategy broadcasts
+rank 0's weights and averages the gradients; the epoch's metrics are averaged over every rank;
+only rank 0 prints them and writes the model. Every line that exists for the distribution
+carries the strategy's name (``# DDP:``) or ``# torch.distributed:``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from training_entry import contract
+from training_entry.input import records
+from training_torch import data, export, networks, strategies
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(f"--{contract.HP_EPOCHS}", type=int, default=10)
+    parser.add_argument(f"--{contract.HP_BATCH_SIZE}", type=int, default=32)
+    parser.add_argument(f"--{contract.HP_BASE_LEARNING_RATE}", type=float, default=0.001)
+    parser.add_argument(f"--{contract.HP_WARMUP_EPOCHS}", type=int, default=2)
+    parser.add_argument(f"--{contract.HP_SEED}", type=int, default=0)
+    parser.add_argument(f"--{contract.HP_MODEL_ARCHITECTURE}", default=contract.ARCH_AUTO)
+    parser.add_argument(f"--{contract.HP_IMAGE_SIZE}", type=int, default=contract.DEFAULT_IMAGE_SIZE)
+    parser.add_argument(f"--{contract.HP_TORCH_STRATEGY}", default=contract.TORCH_DDP)
+    parser.add_argument(f"--{contract.HP_MICRO_BATCHES}", type=int, default=contract.DEFAULT_MICRO_BATCHES)
+    # The TensorFlow entrypoint's settings a shared definition may send: accepted, unused here.
+    args, _ = parser.parse_known_args(argv)
+    return args
+
+
+def _channel(name: str) -> str:
+    # SageMaker: SM_CHANNEL_<NAME>, else the contract's folder.
+    return os.environ.get(f"SM_CHANNEL_{name.upper()}") or contract.container_path(f"{contract.INPUT_DATA_DIR}/{name}")
+
+
+def _distribution(channel: str) -> str:
+    config = json.loads(os.environ.get("SM_INPUT_DATA_CONFIG") or "{}")
+    return (config.get(channel) or {}).get("S3DistributionType", "FullyReplicated")
+
+
+def _lr_at(step: int, steps_per_epoch: int, base: float, world: int, warmup_epochs: int) -> float:
+    """Goyal et al. 2017: the rate x world size, reached linearly over the warm-up epochs."""
+    target = base * world
+    warmup = warmup_epochs * steps_per_epoch
+    if warmup <= 0 or step >= warmup:
+        return target
+    return base + (target - base) * step / warmup
+
+
+def _build(args, manifest: records.Manifest, kind: str) -> torch.nn.Module:
+    arch = args.model_architecture
+    if kind == records.KIND_IMAGE:
+        if arch not in (contract.ARCH_AUTO, contract.ARCH_SMALL_CNN):
+            raise ValueError(f"ModelArchitecture={arch} is not built for PyTorch yet; use small_cnn (or auto)")
+        return networks.small_cnn(manifest.num_classes)
+    if arch not in (contract.ARCH_AUTO, contract.ARCH_MLP):
+        raise ValueError(f"ModelArchitecture={arch} does not fit table data; use mlp (or auto)")
+    return networks.mlp(manifest.num_features, manifest.num_classes, manifest.feature_mean, manifest.feature_std)
+
+
+def _batches(split: data.Split, batch_size: int, steps: int, generator: torch.Generator):
+    order = torch.randperm(len(split.y), generator=generator)
+    for i in range(steps):
+        idx = order[(i * batch_size) % max(len(order), 1):][:batch_size]
+        yield split.x[idx], split.y[idx]
+
+
+def _summed(values: list[float], device) -> list[float]:
+    """torch.distributed: the sum over every rank of each value."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()
+
+
+def _per_rank(value: float, rank: int, world: int, device) -> list[float]:
+    """torch.distributed: every rank's ``value``, in rank order."""
+    values = [0.0] * world
+    values[rank] = float(value)
+    return _summed(values, device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    cuda = torch.cuda.is_available()
+    # torch.distributed: torchrun set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT.
+    dist.init_process_group("nccl" if cuda else "gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    hosts = json.loads(os.environ.get("SM_HOSTS") or '["algo-1"]')
+    host_index = hosts.index(os.environ.get("SM_CURRENT_HOST", hosts[0]))
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(device)  # torch.distributed: one GPU per local rank
+    torch.manual_seed(args.seed)
+
+    manifest_dir = _channel(contract.CHANNEL_MANIFEST)
+    manifest = records.Manifest.load(os.path.join(manifest_dir, records.manifest_name("train")))
+    if manifest.columns is not None:
+        raise ValueError("a table of typed columns (categories, gaps) is not read by the PyTorch entrypoint yet; "
+                         "train it with the TensorFlow one")
+    kind = manifest.kind
+    splits = {}
+    for name in contract.DATA_CHANNELS:
+        paths = data.rank_shards(_channel(name), _distribution(name), host_index, len(hosts), local_rank, local_size)
+        splits[name] = data.load(paths, kind, args.image_size)
+    train, val = splits[contract.CHANNEL_TRAIN], splits[contract.CHANNEL_VALIDATION]
+
+    model = _build(args, manifest, kind).to(device)
+    strategy = strategies.get(args.strategy)
+    base_lr = args.base_learning_rate
+    model, optimizer = strategy.wrap(model, lambda params: torch.optim.Adam(params, lr=base_lr))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    # Every rank takes the same number of steps (a collective waits for all): the fewest batches any rank has.
+    steps = int(min(_per_rank(max(1, -(-len(train.y) // args.batch_size)), rank, world, device)))
+    generator = torch.Generator().manual_seed(args.seed + rank)
+    step_index = 0
+    for epoch in range(1, args.epochs + 1):
+        model.train()
+        started, cpu_started = time.perf_counter(), time.process_time()
+        loss_sum, correct, seen = 0.0, 0, 0
+        for x, y in _batches(train, args.batch_size, steps, generator):
+            for group in optimizer.param_groups:
+                group["lr"] = _lr_at(step_index, steps, base_lr, world, args.warmup_epochs)
+            x, y = x.to(device), y.to(device)
+            loss, right = strategy.step(model, optimizer, x, y, loss_fn)
+            loss_sum += float(loss) * len(y)
+            correct += int(right)
+            seen += len(y)
+            step_index += 1
+        wall = time.perf_counter() - started
+        cpu = time.process_time() - cpu_started
+        model.eval()
+        with torch.no_grad():
+            logits = strategy.module(model)(val.x.to(device)) if len(val.y) else torch.zeros(0, manifest.num_classes)
+            val_loss = float(loss_fn(logits, val.y.to(device))) * len(val.y) if len(val.y) else 0.0
+            val_right = int((logits.argmax(1).cpu() == val.y).sum()) if len(val.y) else 0
+        # torch.distributed: the epoch's metrics averaged over every rank's examples.
+        t_loss, t_right, t_seen, v_loss, v_right, v_seen = _summed(
+            [loss_sum, correct, seen, val_loss, val_right, len(val.y)], device)
+        if rank == 0:
+            print(contract.format_metric_line(epoch, {
+                "loss": t_loss / max(t_seen, 1), "accuracy": t_right / max(t_seen, 1),
+                "val_loss": v_loss / max(v_seen, 1), "val_accuracy": v_right / max(v_seen, 1),
+                "throughput": t_seen / max(wall, 1e-9), "step_time": wall / steps, "cpu_time": cpu / steps,
+                "parameters": sum(p.numel() for p in strategy.module(model).parameters()),
+            }), flush=True)
+    state = _per_rank(strategy.state_bytes(model, optimizer), rank, world, device)
+    if rank == 0:
+        print(f"trainpipe-torch strategy={strategy.name} world={world} "
+              f"state_bytes_per_rank={' '.join(str(int(b)) for b in state)}", flush=True)
+        # Only rank 0 writes the model.
+        export.save(strategy.module(model).cpu(), contract.container_path(os.environ.get("SM_MODEL_DIR", contract.MODEL_DIR)),
+                    kind=kind, manifest=manifest, image_size=args.image_size)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
