@@ -1,6 +1,6 @@
 """PyTorch pipelines built the way AWS's examples build them: SDK v2's ``PyTorch`` estimator
 with ``distribution=`` on AWS's PyTorch 2.9 training image, evaluation in the same image, the
-model registered with the PyTorch inference image the SDK pairs with it."""
+model registered with the newest PyTorch inference image AWS publishes."""
 
 from __future__ import annotations
 
@@ -23,9 +23,10 @@ from .pipelines import ROLE, _evaluation, _metrics, _preprocess_step
 
 HERE = Path(__file__).resolve().parent
 ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
-# AWS's PyTorch 2.9 images (SDK 2.257's image_uris knows none past 2.8, so AWS's examples name them).
+# AWS's PyTorch 2.9 training image (SDK 2.257's image_uris knows none past 2.8, so AWS's examples name
+# it) and the newest PyTorch inference image AWS publishes (2.6).
 TRAINING_IMAGE = f"{ECR}/pytorch-training:2.9.0-cpu-py312-ubuntu22.04-sagemaker"
-INFERENCE_IMAGE = f"{ECR}/pytorch-inference:2.9.0-cpu-py312-ubuntu22.04-sagemaker"
+INFERENCE_IMAGE = f"{ECR}/pytorch-inference:2.6.0-cpu-py312-ubuntu22.04-sagemaker"
 
 
 def estimator(session, bucket: str, distribution: dict, instance_count: int = 2, processes_per_host: int = 2,
