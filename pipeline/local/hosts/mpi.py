@@ -150,11 +150,13 @@ def prepare(
     scratch = Path(tempfile.mkdtemp(prefix="trainpipe-mpi-"))
     agent = mpi_dir / "rsh-agent"
     exec_line = 'exec /bin/sh -c "$*"'
+    if shared:  # one daemon for every host: one PID namespace for all its ranks (namespaces.py)
+        exec_line = f'exec {shlex.join(namespaces.pid_only_command(["/bin/sh", "-c"], python))} "$*"'
     if host_trees:
         # The daemon is started in its host's namespaces: ranks inherit them. Hosts not
         # listed (none, in practice) run without.
         cases = "".join(
-            f'  {shlex.quote(h)}) exec {shlex.join(namespaces.command(h, t, "/", ["/bin/sh", "-c"], python, hosts_file))} "$*" ;;\n'
+            f'  {shlex.quote(h)}) exec {shlex.join(namespaces.command(h, t, "/", ["/bin/sh", "-c"], python, hosts_file, daemon=True))} "$*" ;;\n'
             for h, t in host_trees.items())
         exec_line = f'case "$host" in\n{cases}  *) exec /bin/sh -c "$*" ;;\nesac'
     agent.write_text(_RSH_AGENT.format(host_env=rank_exec.HOST_ENV, scratch=shlex.quote(str(scratch)),
@@ -190,7 +192,7 @@ def _per_rank_spec(host: str, spec: dict, shim: Path, tree: Path | None, hosts_f
     if tree is None:
         return {**spec, "argv": argv}
     return {**spec, "cwd": "/", "argv": namespaces.command(host, tree, spec["cwd"], argv, python, hosts_file,
-                                                          env=spec.get("env"))}
+                                                          env=spec.get("env"), pid=False)}  # the daemon's
 
 
 def remove_specs(launch: MpiLaunch) -> None:

@@ -8,10 +8,19 @@ a private mount namespace where that tree is bind-mounted on ``/opt/ml``, and in
 namespace whose hostname is the host's name. The job's hosts file (the machine's
 ``/etc/hosts`` plus ``127.0.0.1 algo-1 ... algo-N``, ``hosts_file()``) is bind-mounted on
 ``/etc/hosts``, so the host names resolve as they do between SageMaker's instances (to this
-machine). Nothing else changes: the rest of the file
-system, the network and the process IDs are the machine's own, so MPI ranks on different
-simulated hosts still share memory (``shared_memory.py``) and the loopback interface, and
-the runner still sees and ends them.
+machine).
+
+Each host also gets a PID namespace of its own with its own /proc, where this machine allows
+it (``pid_probe``): a job sees its host's processes only, never the runner's, so it cannot
+read the runner's environment (/proc/PID/environ: AWS keys, MLflow tokens) or signal it, and
+the usual credential files of the runner's user (~/.aws, ~/.netrc, ...) are empty folders or
+files for it. Its first process is this file's launcher (``run_as_init``), never the
+command. The ranks of a shared-memory MPI launch (``shared_memory.py``: every host's ranks
+under one Open MPI daemon) share that daemon's PID namespace, one per job: Open MPI's
+shared memory breaks between PID namespaces. Where PID namespaces are not allowed, the run
+says in one line what a job can see (``pid_notice``). Nothing else changes: the rest of the
+file system and the network are the machine's own, so ranks share memory and the loopback
+interface, and the runner still sees and ends every process (its /proc shows them all).
 
 As root this takes ``unshare(2)`` and ``mount(2)``; as another user it first enters a user
 namespace of its own (where the kernel allows unprivileged ones) mapping the user to itself,
@@ -28,19 +37,22 @@ host's directory (``SAGEMAKER_BASE_DIR``), says so at the start of the run and i
 
 Standard library only, and run by file path (like ``rank_exec.py``):
 
-    python namespaces.py HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]
+    python namespaces.py [--pid [--wait-all] [--hide PATH ...]] HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]
 
-(HOSTS_FILE may be ""; TARGET, where the tree is mounted, is /opt/ml unless given.)
+(HOSTS_FILE may be ""; TARGET, where the tree is mounted, is /opt/ml unless given; --pid: a
+PID namespace of the host's own, with its /proc; --hide: a credential file or folder made empty.)
 ``TRAINPIPE_NAMESPACES=0`` in the runner's environment turns the namespaces off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,15 +68,28 @@ LAUNCHER = os.path.abspath(__file__)
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUTS = 0x04000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_MS_RDONLY = 1
+_MS_NOSUID = 2
+_MS_NODEV = 4
+_MS_NOEXEC = 8
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
+_PR_SET_PDEATHSIG = 1
+# The runner's and the user's credentials: hidden from a host's processes (an empty, read-only
+# folder or file mounted over each one that exists), relative to the home folder; also the
+# files AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE name.
+CREDENTIAL_PATHS = (".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".ssh", ".netrc",
+                    ".git-credentials", ".pypirc", ".databrickscfg", ".mlflow", ".config/sagemaker")
+CREDENTIAL_FILE_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
 
 
 class NamespaceError(OSError):
     pass
 
 
+@lru_cache(maxsize=1)  # found once, before unshare: find_library starts a process (ldconfig)
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
@@ -92,14 +117,17 @@ def hosts_file(path, hosts: list[str]) -> str:
     return str(path)
 
 
-def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE) -> None:
+def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE, pid: bool = False,
+          hide: list[str] | tuple[str, ...] = ()) -> None:
     """Make this process (and what it execs) see ``tree`` at ``target`` (/opt/ml), hostname
-    ``host``, and ``hosts`` (when given) at /etc/hosts. The mount point must exist (``probe``)."""
+    ``host``, and ``hosts`` (when given) at /etc/hosts. The mount point must exist (``probe``).
+    ``pid``: this process's next child is the first process of a new PID namespace (``run_as_init``
+    does the rest); ``hide``: credential files and folders (``credential_paths``) made empty."""
     if not os.path.isdir(target):
         raise NamespaceError(2, f"{target} does not exist: {missing_mount_point_fix()}")
     libc = _libc()
     uid, gid = os.geteuid(), os.getegid()
-    flags = _CLONE_NEWNS | _CLONE_NEWUTS | (_CLONE_NEWUSER if uid != 0 else 0)
+    flags = _CLONE_NEWNS | _CLONE_NEWUTS | (_CLONE_NEWUSER if uid != 0 else 0) | (_CLONE_NEWPID if pid else 0)
     _check(libc.unshare(flags), "unshare")
     if uid != 0:
         # The new user namespace maps the user to itself: files keep their owner, and the
@@ -114,8 +142,123 @@ def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE) -
     if hosts:
         _check(libc.mount(os.fsencode(hosts), b"/etc/hosts", None, _MS_BIND, None),
                f"mount --bind {hosts} /etc/hosts")
+    hide_credentials(libc, hide)
     name = host.encode()
     _check(libc.sethostname(name, len(name)), "sethostname")
+
+
+def enter_pid_only(hide: list[str] | tuple[str, ...] = ()) -> None:
+    """A PID namespace (and the mount namespace its /proc needs) for this process's next child,
+    ``hide`` made empty: one Open MPI daemon's in a shared-memory launch (``pid_only_command``)."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    _check(libc.unshare(_CLONE_NEWNS | _CLONE_NEWPID | (_CLONE_NEWUSER if uid != 0 else 0)), "unshare")
+    if uid != 0:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "mount --make-rprivate /")
+    hide_credentials(libc, hide)
+
+
+def pid_only_command(argv: list[str], python: str = sys.executable) -> list[str]:
+    """``argv`` in a PID namespace of its own (with its /proc, no credential files), else as it
+    is: one Open MPI daemon's, whose ranks share it (apart, shared memory crashes: pids collide)."""
+    if pid_probe() is not None:
+        return list(argv)
+    hide = [arg for path in credential_paths() for arg in ("--hide", path)]
+    return [python, "-S", "-I", LAUNCHER, "--pid-only", *hide, "--", *argv]
+
+
+def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The usual credential files and folders of this user that exist: found by the runner
+    (its HOME; a job's environment is not the runner's) and handed to the launcher."""
+    home = os.path.expanduser("~")
+    paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
+    paths += [environ[name] for name in CREDENTIAL_FILE_VARIABLES if environ.get(name)]
+    return [path for path in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(path)]
+
+
+def hide_credentials(libc, paths) -> None:
+    """An empty read-only folder over each credential folder, /dev/null over each file: a
+    job reads none of them by path (its own are in its environment, as on SageMaker)."""
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            _check(libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                              b"size=4k,mode=0500"), f"mount tmpfs over {path}")
+        elif os.path.isfile(path):
+            _check(libc.mount(b"/dev/null", os.fsencode(path), None, _MS_BIND, None), f"mount --bind /dev/null {path}")
+
+
+# Signals that end a job from outside (the runner's killpg, Open MPI's daemon): they reach the
+# command straight from the process group; the launcher and the namespace's first process
+# outlive them until the command has ended, as the command alone did before.
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def run_as_init(program: list[str], wait_all: bool = False) -> int:
+    """After ``enter(pid=True)``: fork the new PID namespace's first process, which mounts a
+    /proc of that namespace and runs ``program`` as its child; end as ``program`` ended (its
+    exit code, or killed by the same signal). A command is never the namespace's first
+    process: that one drops every signal it has no handler for (pid_namespaces(7)), so a
+    Python job would ignore the runner's SIGTERM. When the first process ends, the kernel
+    kills whatever is left in the namespace. ``wait_all``: the namespace lives until its last
+    process ends (an Open MPI daemon started with --daemonize: its first process exits at once)."""
+    libc = _libc()  # enter()'s: a process started now (find_library's) would be the namespace's first
+    status_read, status_write = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(status_read)
+        os._exit(_init(libc, program, status_write, wait_all))
+    os.close(status_write)
+    for sig in _STOP_SIGNALS:  # the command gets them from the process group; this one waits for it
+        signal.signal(sig, signal.SIG_IGN)
+    with os.fdopen(status_read, "rb") as pipe:
+        said = pipe.read()
+    _, init_status = os.waitpid(init, 0)
+    status = int(said) if said.strip().isdigit() else init_status
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL has no disposition to reset
+            signal.signal(number, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
+        return 128 + number  # not reached for a signal that ends a process
+    return os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1
+
+
+def _init(libc, program: list[str], status_write: int, wait_all: bool) -> int:
+    """The namespace's first process: /proc, then ``program`` as its child, whose raw wait
+    status it hands the launcher. It reaps every orphan of the namespace meanwhile."""
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the launcher gone (SIGKILL): all go
+    try:
+        _check(libc.mount(b"proc", b"/proc", b"proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, None),
+               "mount -t proc proc /proc")
+    except OSError as error:
+        print(f"namespaces.py: cannot mount this host's /proc: {error}", file=sys.stderr, flush=True)
+        return 126
+    child = os.fork()
+    if child == 0:
+        os.close(status_write)
+        try:
+            os.execvp(program[0], program)
+        except OSError as error:
+            print(f"cannot run {program[0]}: {error}", file=sys.stderr, flush=True)
+        os._exit(127)
+    said = None
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:  # nothing left in the namespace
+            break
+        if pid == child:
+            said = str(status).encode()
+            if not wait_all:
+                break
+    if said is None:
+        return 1
+    os.write(status_write, said)
+    return 0
 
 
 # As root, util-linux's unshare and mount do the same as this file's main() in a few
@@ -144,11 +287,22 @@ def shell_safe(argv: list[str], env: Mapping[str, str] | None) -> list[str]:
 
 def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.executable,
             hosts: str | None = None, env: Mapping[str, str] | None = None,
-            target: str = CONTAINER_BASE) -> list[str]:
+            target: str = CONTAINER_BASE, pid: bool | None = None, daemon: bool = False) -> list[str]:
     """``argv`` run as a process of ``host`` whose /opt/ml is ``tree``, started in ``cwd``
     (a container path such as /opt/ml/code: it exists only once the tree is mounted), with
     ``hosts`` (from ``hosts_file()``) as its /etc/hosts when given. ``env`` is the environment
-    the command will be started with: what the launcher's shell would lose of it is kept."""
+    the command will be started with: what the launcher's shell would lose of it is kept.
+    ``pid``: in a PID namespace of its own with its own /proc and no credential files (by
+    default where ``pid_probe`` found that this machine allows it), through this file's
+    launcher: Python's start (tens of ms) is the price of a first process that forwards
+    nothing, reaps orphans and ends as the command ended, which the shell cannot."""
+    if pid is None:
+        pid = pid_probe() is None
+    if pid:
+        hide = [arg for path in credential_paths() for arg in ("--hide", path)]
+        daemonizes = ["--wait-all"] if daemon else []  # the namespace outlives argv (orted --daemonize)
+        return [python, "-S", "-I", LAUNCHER, "--pid", *daemonizes, *hide, host, str(tree), cwd, hosts or "", target,
+                "--", *argv]
     if _fast_path() and os.path.isdir(target):
         return [shutil.which("unshare"), "--mount", "--uts", "--propagation", "private", "/bin/sh", "-c",
                 _SHELL_ENTER, "trainpipe-namespace", str(tree), host, cwd, hosts or "", target,
@@ -177,7 +331,7 @@ def probe() -> str | None:
         check = (f'test -e {target}/{marker} && '
                  f'test "$(cat /proc/sys/kernel/hostname)" = algo-1')
         try:
-            done = subprocess.run(command("algo-1", tree, "/", ["/bin/sh", "-c", check], target=target),
+            done = subprocess.run(command("algo-1", tree, "/", ["/bin/sh", "-c", check], target=target, pid=False),
                                   capture_output=True, text=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as error:
             return str(error)
@@ -191,6 +345,40 @@ def probe() -> str | None:
             return f"{CONTAINER_BASE} does not exist and cannot be created ({error.strerror}): " \
                    f"{missing_mount_point_fix()}"
     return None
+
+
+@lru_cache(maxsize=1)
+def pid_probe() -> str | None:
+    """None when hosts can also have a PID namespace of their own with its /proc (a job then
+    sees its host's processes only, none of the runner's), else why not. Tried once per
+    runner process, after ``probe``."""
+    reason = unavailable_reason()
+    if reason is not None:
+        return reason
+    with tempfile.TemporaryDirectory(prefix="trainpipe-ns-") as scratch:
+        tree, target = os.path.join(scratch, "tree"), os.path.join(scratch, "mnt")
+        os.mkdir(tree)
+        os.mkdir(target)
+        # The command is the namespace's second process, and /proc is that namespace's (its
+        # process 1 is the launcher's first process, not the machine's init).
+        check = 'test "$$" = 2 && grep -q namespaces.py /proc/1/cmdline'
+        try:
+            done = subprocess.run(command("algo-1", tree, "/", ["/bin/sh", "-c", check], target=target, pid=True),
+                                  capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or "").strip().splitlines() if line.strip()]
+        return lines[-1] if lines else f"the PID namespace probe exited with code {done.returncode}"
+    return None
+
+
+def pid_notice(reason: str) -> str:
+    """What a job can see where hosts get no PID namespace: said once at the start of a run."""
+    return (f"note: no PID namespace per host here ({reason}): a job sees every process of this machine, "
+            f"and can read the environment (/proc/PID/environ) of those running as its user, this "
+            f"runner's included, and this user's credential files (~/.aws, ...): keep credentials "
+            f"out of the environment you run trainpipe from, or run where Linux namespaces work")
 
 
 def missing_mount_point_fix() -> str:
@@ -215,9 +403,12 @@ def fallback_notice(reason: str) -> str:
 def mode_line(environ: Mapping[str, str] = os.environ) -> str:
     """How this run's jobs see /opt/ml: said at the start of a run and in its summary."""
     reason = unavailable_reason(environ)
+    if reason is None and pid_probe() is None:
+        return (f"hosts: each simulated host has its own {CONTAINER_BASE}, hostname and processes "
+                f"(Linux namespaces; a job sees none of this runner's processes or credential files)")
     if reason is None:
         return (f"hosts: each simulated host has its own {CONTAINER_BASE} and hostname "
-                f"(Linux namespaces)")
+                f"(Linux namespaces); {pid_notice(pid_probe()).removeprefix('note: ')}")
     return (f"hosts: NO private {CONTAINER_BASE} per host ({reason}): container paths are moved "
             f"under each host's directory (SAGEMAKER_BASE_DIR, SM_*), jobs whose code names "
             f"{CONTAINER_BASE} are refused")
@@ -249,7 +440,35 @@ def probe_or_switch() -> str:
     return unavailable_reason() or "namespaces were not used"
 
 
+def _main_pid_only(argv: list[str]) -> int:
+    hide = []
+    while argv[:1] == ["--hide"] and len(argv) > 1:
+        hide.append(argv[1])
+        argv = argv[2:]
+    if argv[:1] != ["--"] or len(argv) < 2:
+        print("usage: namespaces.py --pid-only [--hide PATH ...] -- COMMAND [ARG ...]", file=sys.stderr)
+        return 2
+    try:
+        enter_pid_only(hide)
+    except OSError as error:
+        print(f"namespaces.py: cannot give the job a PID namespace: {error}", file=sys.stderr)
+        return 126
+    return run_as_init(argv[1:], wait_all=True)
+
+
 def main(argv: list[str]) -> int:
+    if argv[1:2] == ["--pid-only"]:
+        return _main_pid_only(argv[2:])
+    pid = argv[1:2] == ["--pid"]
+    if pid:
+        argv = argv[:1] + argv[2:]
+    wait_all = pid and argv[1:2] == ["--wait-all"]
+    if wait_all:
+        argv = argv[:1] + argv[2:]
+    hide = []
+    while pid and argv[1:2] == ["--hide"] and len(argv) > 2:
+        hide.append(argv[2])
+        argv = argv[:1] + argv[3:]
     target = CONTAINER_BASE
     if len(argv) >= 8 and argv[5] != "--" and argv[6] == "--":
         target, argv = argv[5], argv[:5] + argv[6:]
@@ -259,11 +478,13 @@ def main(argv: list[str]) -> int:
         return 2
     host, tree, cwd, hosts, program = argv[1], argv[2], argv[3], argv[4], argv[6:]
     try:
-        enter(host, tree, hosts, target)
+        enter(host, tree, hosts, target, pid=pid, hide=hide)
         os.chdir(cwd)
     except OSError as error:
         print(f"namespaces.py: cannot give {host} its own {CONTAINER_BASE}: {error}", file=sys.stderr)
         return 126
+    if pid:
+        return run_as_init(program, wait_all)
     try:
         os.execvp(program[0], program)
     except OSError as error:

@@ -138,3 +138,76 @@ def test_permission_denied_on_opt_ml_is_explained():
     assert "SAGEMAKER_BASE_DIR" in explained and "unprivileged user namespaces" in explained
     assert namespaces.explain_missing_path("PermissionError: [Errno 13] Permission denied: '/data/x'") == \
         "PermissionError: [Errno 13] Permission denied: '/data/x'"
+
+
+# --- a host's own processes: the runner's credentials out of a job's reach (issue 48) ---------
+SECRET = "wJalrXUtnFEMI-runner-secret-7f3a"
+TOKEN = "mlflow-token-runner-9c2e"
+FILE_SECRET = "aws-credentials-file-secret-51d0"
+# What a hostile job does: every /proc/*/environ it can read, and the usual credential files by
+# absolute path (the runner's home is given as its argument); it prints what it found.
+SNOOP = """
+import glob, os, sys
+home = sys.argv[1]
+seen = []
+for path in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        seen.append(open(path, "rb").read().decode("latin-1"))
+    except OSError:
+        pass
+for name in (".aws/credentials", ".netrc"):
+    try:
+        seen.append(open(os.path.join(home, name)).read())
+    except OSError:
+        pass
+text = "\\n".join(seen)
+print("processes", len(glob.glob("/proc/[0-9]*")), "found",
+      [s for s in sys.argv[2:] if s in text] or "nothing", flush=True)
+"""
+
+
+@pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
+def test_a_job_reading_proc_environ_and_credential_files_finds_no_runner_secret(tmp_path):
+    """run --local through its process, with AWS and MLflow secrets in its environment and a
+    credentials file in its home: the job's one step reads every /proc/*/environ and the files."""
+    import json
+    import os
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, processing_request, put_script
+
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(f"[default]\naws_secret_access_key = {FILE_SECRET}\n")
+    (home / ".netrc").write_text(f"machine mlflow.example.com login u password {FILE_SECRET}\n")
+    workdir = tmp_path / "work"
+    code = f"s3://{BUCKET}/code/snoop/"
+    put_script(LocalStorage(workdir / "store"), code, "snoop.py", SNOOP)
+    step = processing_request(code, "snoop.py", arguments=[str(home), SECRET, TOKEN, FILE_SECRET])
+    definition = tmp_path / "snoop.json"
+    definition.write_text(json.dumps({"Version": "2020-12-01", "Parameters": [], "Steps": [
+        {"Name": "Snoop", "Type": "Processing", "Arguments": step}]}))
+    env = {**os.environ, "HOME": str(home), "AWS_SECRET_ACCESS_KEY": SECRET, "MLFLOW_TRACKING_TOKEN": TOKEN,
+           "TRAINPIPE_TRACKING": "off"}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir)], cwd=Path(__file__).resolve().parents[4], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    said = {line.split("] ")[-1] for log in (workdir / "runs").rglob("*.log")
+            for line in log.read_text().splitlines() if "processes " in line and " found " in line}
+    (line,) = said  # the job's log and its host's say the same line
+    assert line.endswith("found nothing"), line
+    assert int(line.split()[1]) <= 4  # its namespace's first process, itself, and nothing of the runner's
+
+
+def test_where_pid_namespaces_are_not_allowed_one_line_says_what_a_job_can_see(monkeypatch):
+    monkeypatch.setattr(namespaces, "unavailable_reason", lambda environ=None: None)
+    monkeypatch.setattr(namespaces, "pid_probe", lambda: "unshare: Operation not permitted")
+    line = namespaces.mode_line({})
+    readme_record.record(line)
+    assert line == ("hosts: each simulated host has its own /opt/ml and hostname (Linux namespaces); no PID "
+                    "namespace per host here (unshare: Operation not permitted): a job sees every process of "
+                    "this machine, and can read the environment (/proc/PID/environ) of those running as its "
+                    "user, this runner's included, and this user's credential files (~/.aws, ...): keep "
+                    "credentials out of the environment you run trainpipe from, or run where Linux namespaces work")
+    assert "--pid" not in namespaces.command("algo-1", "/tmp", "/", ["true"])
