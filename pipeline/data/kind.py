@@ -59,10 +59,12 @@ def check_input_data(storage: Storage, values: Mapping[str, object], has_model_f
     return inspect_input_data(storage, values, has_model_file).kind
 
 
-def inspect_input_data(storage: Storage, values: Mapping[str, object], has_model_file: bool) -> DataShape:
+def inspect_input_data(storage: Storage, values: Mapping[str, object], has_model_file: bool,
+                       tuning: bool = False) -> DataShape:
     """The data's shape; ParameterError (one line) for data that is no table and no image
     tree, an architecture that does not fit it, or a training split that cannot fill one
-    batch of BatchSize on every rank."""
+    batch of BatchSize on every rank (``tuning``: of the smallest batch size --tune tries; the
+    tuning step clips the range's top to the data, local/jobs/tuning/data_fit.py)."""
     data_uri = str(values[P.INPUT_DATA_URI])
     keys = relative_keys(storage, data_uri)
     try:
@@ -82,7 +84,11 @@ def inspect_input_data(storage: Storage, values: Mapping[str, object], has_model
                 f"({P.MODEL_ARCHITECTURE}=mlp), and a model file takes a float vector; use -p "
                 f"{P.MODEL_ARCHITECTURE}=mlp, or give the file a table of numbers with no gaps"
             )
-    check_training_fits(values, shape)
+    if tuning:
+        from pipeline.definition.steps.tune import TUNED
+
+        values = {**values, P.BATCH_SIZE: TUNED[P.BATCH_SIZE].min_value}
+    check_training_fits(values, shape, tuning)
     return shape
 
 
@@ -218,7 +224,7 @@ def train_records(labels: list[int], given: Mapping[str, list[int]], class_names
     return len(order[TRAIN])
 
 
-def check_training_fits(values: Mapping[str, object], shape: DataShape) -> None:
+def check_training_fits(values: Mapping[str, object], shape: DataShape, tuning: bool = False) -> None:
     """Refuse, in one line, a training split whose ranks cannot fill one batch: every
     training step takes a whole batch on every rank (Horovod: the same steps on all)."""
     names = (P.BATCH_SIZE, P.TRAINING_INSTANCE_COUNT, P.PROCESSES_PER_HOST)
@@ -230,14 +236,16 @@ def check_training_fits(values: Mapping[str, object], shape: DataShape) -> None:
     per_rank = train // (hosts * per_host)
     if per_rank >= batch:
         return
-    fixes = [f"-p {P.BATCH_SIZE}={per_rank}"] if per_rank >= 1 else []
+    # With --tune the tuning job chooses BatchSize (a -p of it is refused): fewer workers only.
+    fixes = [f"-p {P.BATCH_SIZE}={per_rank}"] if per_rank >= 1 and not tuning else []
     if train // (batch * per_host) >= 1:
         fixes.append(f"-p {P.TRAINING_INSTANCE_COUNT}={train // (batch * per_host)}")
     elif train >= batch:
         fixes.append(f"-p {P.TRAINING_INSTANCE_COUNT}=1 -p {P.PROCESSES_PER_HOST}={train // batch}")
     fix = " or ".join(fixes) if fixes else "more training data"
     raise P.ParameterError(
-        f"{P.BATCH_SIZE}={batch} is larger than the {per_rank} training records each of the "
+        f"{P.BATCH_SIZE}={batch}{' (the smallest --tune tries)' if tuning else ''} is larger than the "
+        f"{per_rank} training records each of the "
         f"{hosts * per_host} ranks ({P.TRAINING_INSTANCE_COUNT} x {P.PROCESSES_PER_HOST} = "
         f"{hosts} x {per_host}) gets: {train} of the {shape.source} under {P.INPUT_DATA_URI}="
         f"{values.get(P.INPUT_DATA_URI)} go to the train split, and every training step takes a "

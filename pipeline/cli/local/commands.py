@@ -214,7 +214,7 @@ def check_data_and_model(storage: Storage, settings, values: dict, say) -> None:
     from pipeline.data.kind import inspect_input_data
     from pipeline.definition.user_model import check_user_model, uses_user_model
 
-    shape = inspect_input_data(storage, values, has_model_file=bool(settings.model_file))
+    shape = inspect_input_data(storage, values, has_model_file=bool(settings.model_file), tuning=bool(settings.tune_jobs))
     check_batch_input(storage, values, shape.kind)
     if uses_user_model(values, settings.model_file):
         say(f"model file checked: {check_user_model(settings.model_file, shape, values)}")

@@ -55,3 +55,19 @@ def test_a_parameter_the_tuner_chooses_is_refused_with_tune(parameter, tmp_path,
     # definition refuses it as well: the same tuner.
     assert main(["definition", "--tune", "2", "-p", parameter]) == 2
     assert f"-p {parameter} with --tune" in capsys.readouterr().err
+
+
+def test_with_tune_a_split_too_small_for_the_smallest_tried_batch_is_refused_naming_no_batch_size(tmp_path, capsys):
+    """With --tune the tuning job chooses BatchSize, so the up-front check asks whether the
+    smallest batch size it tries fits (the tuning step clips the top), and never suggests a
+    -p BatchSize that --tune refuses."""
+    rows = tmp_path / "tiny.csv"
+    rows.write_text("a,b,label\n" + "".join(f"{i},{i % 7},{i % 2}\n" for i in range(30)))
+    argv = ["run", "--local", "--workdir", str(tmp_path / "w"), "-p", f"InputDataUri={rows}"]
+    assert main([*argv, "--tune", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("trainpipe run: error: BatchSize=16 (the smallest --tune tries) is larger than the 10 "
+                          "training records each of the 2 ranks"), err
+    assert err.endswith("use -p TrainingInstanceCount=1") and "-p BatchSize" not in err
+    assert main(argv) == 2  # without --tune, its own BatchSize is the fix it names first
+    assert capsys.readouterr().err.strip().endswith("use -p BatchSize=10")
