@@ -10,7 +10,8 @@ MPI. Everything else stays out, in particular:
   none is on the allowlist, which is what decides. The prefix families on it are libraries'
   settings (HOROVOD_, NCCL_, ...) and trainpipe's own; a credential's name inside one of them
   (HOROVOD_SSH_KEYS, TRAINPIPE_HF_PAT) is still refused by the name pattern below, which only
-  narrows the prefix families and never lets a name through;
+  narrows the prefix families and never lets a name through; nor does a value that carries a
+  credential (a URI with a password, an AWS access key id) under a prefix family's name;
 - ``HOME``: the caller's home holds ``~/.aws/credentials``, ``~/.netrc``, ``~/.ssh``; a job gets
   a fresh one of its own (SageMaker: ``/root`` of the image, which holds none of the caller's);
 - ``TF_CONFIG``: it switches TensorFlow into multi-worker mode; only a job kind sets it, per
@@ -23,6 +24,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+
+from training_entry.contract import has_userinfo
 
 # Passed on by exact name.
 ALLOWED_NAMES = frozenset({
@@ -53,6 +56,17 @@ def passed_on(name: str) -> bool:
     return name.startswith(ALLOWED_PREFIXES) and not SECRET_NAME.search(name)
 
 
+# A value that is a credential whatever its name: a URI with user information
+# (TRAINPIPE_DB_URL=postgres://u:p@host/db), an AWS access key id.
+_ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Z0-9])")
+
+
+def carries_credential(value: str) -> bool:
+    return has_userinfo(value) or _ACCESS_KEY_ID.search(value) is not None
+
+
 def scrubbed(environ: Mapping[str, str]) -> dict[str, str]:
-    """``environ`` reduced to what ``passed_on`` allows."""
-    return {k: v for k, v in environ.items() if passed_on(k)}
+    """``environ`` reduced to what ``passed_on`` allows, less a prefix family's variable whose
+    value carries a credential (the names alone do not tell)."""
+    return {k: v for k, v in environ.items()
+            if passed_on(k) and (k in ALLOWED_NAMES or not carries_credential(v))}

@@ -265,3 +265,15 @@ def redact(text: str) -> str:
 
 def has_userinfo(uri: str) -> bool:
     return _URI_USERINFO.search(uri) is not None
+
+
+# A parameter or hyperparameter whose name says it holds a secret (db_password, api_token,
+# ApiToken, aws_secret_access_key): its value is logged to MLflow as ``***``.
+_SECRET_NAME = re.compile(r"passw|passphrase|secret|token|api_?key|access_?key|private_?key|credential|auth(?!or)",
+                          re.IGNORECASE)
+
+
+def loggable_value(name: str, value: str) -> str:
+    """``value`` as it may be logged or shown: ``***`` for a secret's name, URIs without their
+    user information."""
+    return REDACTED if _SECRET_NAME.search(name.replace("-", "_")) else redact(value)

@@ -81,7 +81,7 @@ class JobRun:
             if step:  # the step it ran as: `trainpipe track sync --execution-arn` finds it by it
                 tags[contract.TRACKING_TAG_STEP] = step
             run = client.create_run(experiment, run_name=job, tags=tags)
-            params = [Param(str(k), str(v)[:6000]) for k, v in hyperparameters.items()]
+            params = [Param(str(k), contract.loggable_value(str(k), str(v))[:6000]) for k, v in hyperparameters.items()]
             for i in range(0, len(params), 100):  # MLflow takes 100 params a call
                 client.log_batch(run.info.run_id, params=params[i:i + 100])
         except Exception as error:  # noqa: BLE001 (tracking never fails the training)

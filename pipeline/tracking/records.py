@@ -108,7 +108,9 @@ def _text(value, limit: int) -> str:
 
 
 def _params(values: dict) -> dict[str, str]:
-    return {str(k)[:250]: _text(v, PARAM_VALUE_CHARS) for k, v in values.items()}
+    # A secret's name (db_password, ApiToken) logs ***, a URI its host without credentials.
+    return {str(k)[:250]: _text(contract.loggable_value(str(k), _text(v, 10**6)), PARAM_VALUE_CHARS)
+            for k, v in values.items()}
 
 
 # --- the parent run ------------------------------------------------------------------------

@@ -33,3 +33,9 @@ def test_a_credentials_name_inside_a_prefix_family_is_refused_and_the_rest_is_no
     for name in ("PATH", "LC_PAPER", "HOROVOD_AUTOTUNE", "TRAINPIPE_PIPE_WAIT_SECONDS",
                  "TRAINPIPE_ARCHIVE_MAX_GIB", "NCCL_IB_DISABLE", "KMP_AFFINITY"):
         assert passed_on(name), name
+
+
+def test_a_prefix_familys_variable_whose_value_carries_a_credential_stays_out():
+    runner = {"TRAINPIPE_DB_URL": "postgres://app:hunter2@db.example/prod", "TRAINPIPE_NOTE": "AKIAIOSFODNN7EXAMPLE",
+              "TRAINPIPE_MLFLOW": "https://mlflow.example.com", "HOROVOD_X": "s3://bucket/key@v1"}
+    assert scrubbed(runner) == {"TRAINPIPE_MLFLOW": "https://mlflow.example.com", "HOROVOD_X": "s3://bucket/key@v1"}

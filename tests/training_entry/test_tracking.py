@@ -39,6 +39,14 @@ def test_each_job_of_an_execution_is_a_child_of_its_run_with_every_epoch(environ
     assert [(m.step, m.value) for m in history] == [(1, 0.5), (2, 0.7), (3, 0.9)]
 
 
+def test_a_hyperparameter_named_as_a_secret_is_logged_as_stars(environ):
+    JobRun.start({"epochs": 3, "db_password": "hunter2"}, environ).end()
+    client = MlflowClient(environ["MLFLOW_TRACKING_URI"])
+    found = client.search_runs([client.get_experiment_by_name("pipe").experiment_id])
+    (job,) = [r for r in found if contract.TRACKING_TAG_PARENT in r.data.tags]
+    assert job.data.params == {"epochs": "3", "db_password": "***"}
+
+
 def test_nothing_starts_without_the_definitions_variables(environ):
     assert JobRun.start({}, {k: v for k, v in environ.items() if k != contract.TRACKING_EXECUTION_ENV}) is None
     assert JobRun.start({}, {k: v for k, v in environ.items() if k != "MLFLOW_TRACKING_URI"}) is None

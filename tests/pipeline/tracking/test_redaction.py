@@ -85,3 +85,14 @@ def test_mlflow_json_and_the_run_link_hold_no_password_and_sync_finds_the_server
     assert done.returncode == 2 and line == (
         f"trainpipe track: error: execution e-7 logged to {SHOWN}, whose credentials trainpipe does not store: "
         f"give the URI again with --tracking-uri URI or $MLFLOW_TRACKING_URI")
+
+
+def test_parameters_named_as_secrets_are_logged_as_stars_and_uris_without_credentials(tmp_path):
+    from pipeline.tracking import records as R
+
+    record = ExecutionRecord("e-8", "tracked", str(tmp_path), {
+        "db_password": "hunter2", "api_token": "tok-1", "ApiToken": "tok-2", "aws-secret-access-key": "k",
+        "Epochs": "3", "DbUrl": "postgres://app:hunter2@db.example/prod"})
+    assert R.parent_run(record).params == {
+        "db_password": "***", "api_token": "***", "ApiToken": "***", "aws-secret-access-key": "***",
+        "Epochs": "3", "DbUrl": "postgres://***@db.example/prod"}
