@@ -80,6 +80,17 @@ def to_cmd_args(mapping: Mapping[str, object]) -> list[str]:
     return args
 
 
+def bad_hyperparameter_names(hyperparameters) -> str | None:
+    """Why names of ``hyperparameters`` cannot reach a script, or None. The toolkit makes each
+    one an ``SM_HP_<NAME>`` variable: a name with ``=`` (or NUL, or none) cannot be a
+    variable's name, and the job would die in an internal error instead."""
+    names = [str(k) for k in (hyperparameters or {}) if not str(k) or "=" in str(k) or "\0" in str(k)]
+    if not names:
+        return None
+    return (f"hyperparameter name(s) {', '.join(map(repr, names))} cannot become the SM_HP_<NAME> "
+            f"variable the training toolkit sets ('=' ends a variable's name); rename them")
+
+
 def to_env_vars(mapping: Mapping[str, object]) -> dict[str, str]:
     """``SM_<KEY>``: strings raw, None empty, everything else compact sorted JSON."""
 

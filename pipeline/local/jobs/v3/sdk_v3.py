@@ -38,7 +38,7 @@ from pathlib import PurePosixPath
 from pipeline.definition.instances import gpus_per_instance
 from pipeline.errors import UserError
 from pipeline.local.hosts import torchrun
-from pipeline.local.jobs import launchers
+from pipeline.local.jobs import contract, launchers
 from pipeline.local.jobs.training import missing_program
 from pipeline.local.store.storage import Storage, StorageError
 
@@ -377,6 +377,9 @@ def check_launch(request: Mapping, storage: Storage, where: str, say=None) -> La
     location is known, else None. ``request`` may hold None for what is not known yet (the
     pre-run check passes the values an earlier step makes as None). ``say`` is told the rank
     warning where the instance count is known: before any step, not only before the job."""
+    bad_names = contract.bad_hyperparameter_names(request.get("HyperParameters"))
+    if bad_names:
+        raise LaunchUndetermined(f"{where}: {bad_names}")
     if is_v3(request):
         uri = drivers_uri(request)
         if uri is None:

@@ -84,3 +84,35 @@ def test_processing_tree_creates_local_paths(tmp_path):
     env = contract.processing_environment(tmp_path, {"PYTHONPATH": "/opt/ml/processing/input/code"})
     assert env["PYTHONPATH"] == str(tmp_path / "processing" / "input" / "code")
     assert contract.relocate("/opt/mlx/other", tmp_path) == "/opt/mlx/other"
+
+
+def test_a_hyperparameter_name_with_an_equals_sign_is_refused_in_one_line_before_any_step(tmp_path):
+    """A definition's Train step with the hyperparameter 'a=b', through run --local's process:
+    one line before any step (it was a job dying in an internal error)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests import readme_record
+    from tests.pipeline.local.test_runner import step_definition
+    from tests.pipeline.tracking.conftest import put_step_code
+
+    workdir = tmp_path / "work"
+    put_step_code(LocalStorage(workdir / "store"))
+    definition = step_definition()
+    (train,) = [s for s in definition["Steps"] if s["Name"] == "Train"]
+    train["Arguments"]["HyperParameters"]["a=b"] = "1"
+    path = tmp_path / "definition.json"
+    path.write_text(json.dumps(definition))
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(path),
+                           "--workdir", str(workdir)], cwd=Path(__file__).resolve().parents[4], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TRAINPIPE_TRACKING": "off"})
+    assert done.returncode == 2, done.stdout[-1500:] + done.stderr[-1500:]
+    last = done.stderr.strip().splitlines()[-1]
+    readme_record.record(last)
+    assert last.endswith("step Train: hyperparameter name(s) 'a=b' cannot become the SM_HP_<NAME> variable the "
+                         "training toolkit sets ('=' ends a variable's name); rename them"), last
+    assert "Traceback" not in done.stderr and not list(workdir.glob("runs/*/jobs/*"))
