@@ -445,10 +445,16 @@ class HyperparameterTuningJob:
         if best and not self.failed_early:
             doc["BestTrainingJob"] = best
         else:
-            first = next((s.get("FailureReason") for s in summaries if s.get("FailureReason")), "no reason given")
+            first = next((s.get("FailureReason") for s in summaries if s.get("FailureReason")), None)
+            unmatched = sum(1 for t in self.trials if t.status == "Completed" and t.last_value is None)
+            if first is None and unmatched:  # they ran to the end, and the regex caught nothing
+                regex = next((d.get("Regex") for d in req.metric_definitions if d.get("Name") == req.objective_metric), None)
+                first = (f"none: {unmatched} completed, but no line of their logs matched the objective's "
+                         f"regex {regex!r}; print {req.objective_metric} as the regex expects, or fix the "
+                         f"regex (metric_definitions)")
             failure = (completion.FIRST_ATTEMPTS_REASON if self.failed_early else
                        f"no trial of {self.name} completed with the objective {req.objective_metric!r} "
-                       f"({len(self.trials)} ran)") + f"; the first trial's failure: {first}"
+                       f"({len(self.trials)} ran)") + f"; the first trial's failure: {first or 'no reason given'}"
             doc["FailureReason"] = failure
         write_private(self.log_dir / DESCRIPTION_FILE, json.dumps(doc, indent=2, default=str))
         # Private, as each trial's description.json: the requests hold Environment and hyperparameters.

@@ -255,6 +255,31 @@ def test_a_job_whose_first_five_trials_fail_fails_as_sagemakers_does(tmp_path):
     assert result.description["TrainingJobStatusCounters"]["NonRetryableError"] == 5
 
 
+def test_an_objective_regex_that_never_matches_says_so_not_no_reason_given(tmp_path):
+    """Two trials that complete and print their metric as the regex does not expect: the job
+    fails saying that no log line matched the regex (it said 'no reason given')."""
+    from pipeline.local.store.storage import LocalStorage
+    from tests import readme_record
+    from tests.pipeline.local.helpers import BUCKET, put_code, training_request
+
+    storage = LocalStorage(tmp_path / "store")
+    code = put_code(storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"train.py": "print('accuracy: 0.9')\n"})
+    definition = training_request(code, program="train.py", output=f"s3://{BUCKET}/models",
+                                  metrics=[{"Name": "validation:accuracy", "Regex": "acc=([0-9.]+)"}])
+    definition["StaticHyperParameters"] = definition.pop("HyperParameters")
+    request = changed(HyperParameterTuningJobConfig__ResourceLimits={"MaxNumberOfTrainingJobs": 2,
+                                                                     "MaxParallelTrainingJobs": 1},
+                      HyperParameterTuningJobConfig__TrainingJobEarlyStoppingType="Off",
+                      TrainingJobDefinition=definition)
+    result = ht.HyperparameterTuningJob(request, "tune-3", storage, tmp_path / "jobs", echo=False).run()
+    readme_record.record(result.failure_reason)
+    assert result.status == "Failed" and len(result.trials) == 2
+    assert result.failure_reason == (
+        "no trial of tune-3 completed with the objective 'validation:accuracy' (2 ran); the first trial's failure: "
+        "none: 2 completed, but no line of their logs matched the objective's regex 'acc=([0-9.]+)'; print "
+        "validation:accuracy as the regex expects, or fix the regex (metric_definitions)")
+
+
 def test_ctrl_c_leaves_a_stopped_tuning_job_with_its_finished_trials(tmp_path, capsys):
     """Issue 49: after Ctrl-C during tuning, describe-hyper-parameter-tuning-job said "no tuning
     job" and status showed no trials. The job is Stopped now, listing the trial that completed
