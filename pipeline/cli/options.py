@@ -78,7 +78,7 @@ def add_settings_arguments(parser: argparse.ArgumentParser) -> None:
                             "batch size and warm-up epochs, maximising validation accuracy; evaluation "
                             "and registration take the best trial's model (default: off; docs/tuning.md)")
     group.add_argument("--tune-parallel", dest="setting_tune_parallel_jobs", type=int, default=None,
-                       metavar="N", help="trials run side by side with --tune, at most N of --tune (default: 2)")
+                       metavar="N", help="trials run side by side with --tune N, at most N (default: 2; above N is refused)")
     group.add_argument("--tune-strategy", dest="setting_tune_strategy", default=None, choices=TUNE_STRATEGIES,
                        help="how --tune chooses each trial's values (default: Bayesian)")
     group.add_argument("--tune-early-stopping", dest="setting_tune_early_stopping", default=None,
