@@ -92,6 +92,7 @@ TORCH_TRAIN = """
     if rank == 0:
         model = {"mean": float(total[0] / total[1]), "ranks": world}
         pathlib.Path(os.environ["SM_MODEL_DIR"], "model.json").write_text(json.dumps(model))
+    dist.barrier()  # every rank done before the group is torn down (destroy_process_group's contract)
     dist.destroy_process_group()
 """
 
@@ -267,3 +268,29 @@ def test_a_training_step_that_names_no_script_is_refused_before_any_step(tmp_pat
     assert "step Train: its launch cannot be determined: hyperparameter sagemaker_program is missing" in last
     assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
     readme_record.record(last)
+
+
+@pytest.mark.parametrize("path", ["/etc/passwd", "../../../../etc/passwd"], ids=["absolute", "climbing"])
+def test_a_v3_requirements_path_out_of_the_code_is_refused_before_any_step(tmp_path, path):
+    """SourceCode(requirements=...) naming a file of this machine: refused before any step,
+    so the runner never reads it and pip never echoes it into the job's log."""
+    workdir = tmp_path / "work"
+    storage = LocalStorage(workdir / "store")
+    code_uri, drivers_uri = v3.put_job_files(
+        storage, f"s3://{BUCKET}/v3-train/v3-train-20261127000206", {"train.py": TRAIN},
+        v3.source_code("train.py", requirements=path), v3.mpi(1))
+    training = v3.training_arguments(code_uri, drivers_uri, output=f"s3://{BUCKET}/v3-train", instances=1,
+                                     image=v3.TF_IMAGE, hyperparameters={"epochs": 1},
+                                     channels=[v3.channel("train", f"s3://{BUCKET}/raw/")])
+    storage.put_bytes(b"1\n", f"s3://{BUCKET}/raw/raw.csv")
+    definition = tmp_path / "v3.json"
+    definition.write_text(json.dumps({"Version": "2020-12-01", "Parameters": [],
+                                      "Steps": [{"Name": "Train", "Type": "Training", "Arguments": training}]}))
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir))
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    readme_record.record(last)
+    assert last.endswith(f"sourcecode.json's requirements {path!r} is not a file of the code: give "
+                         f"SourceCode(requirements=...) a path inside source_dir, without a leading / or '..'"), last
+    assert "root:" not in done.stdout + done.stderr
+    assert not (workdir / "runs").exists() or not list((workdir / "runs").glob("*/jobs/*"))
