@@ -332,7 +332,8 @@ class HyperparameterTuningJob:
             # on meanwhile: the line says both, so the two epochs shown never disagree unsaid.
             outcome = f"Stopped at epoch {trial.reported}" + (
                 f" (stopping was decided at epoch {trial.verdict_epoch}; it trained on until its processes "
-                f"stopped)" if trial.verdict_epoch is not None and trial.verdict_epoch != trial.reported else "")
+                f"stopped)" if trial.verdict_epoch is not None and trial.verdict_epoch != trial.reported else "") + (
+                "" if trial.kept_model else "; no model kept: its script had saved none when it stopped")
         elif trial.status == "Completed" and trial.last_value is not None:
             study.tell(trial.study_trial, trial.last_value)
             outcome = f"Completed in {trial.result.duration:.1f}s"

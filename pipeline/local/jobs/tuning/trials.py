@@ -52,9 +52,10 @@ class TrialJob(TrainingJob):
 
     def keep_model(self, result: JobResult) -> bool:
         """SageMaker: a stopped training job's ``/opt/ml/model`` (of algo-1) is uploaded, and
-        its description names it. False where the job never got as far as a model folder."""
+        its description names it. False where the job never got as far as a model folder, or
+        its script had saved nothing there (an empty archive would pass for a model)."""
         model = self.host_dir(self.hosts[0]) / "model"
-        if not model.is_dir():
+        if not model.is_dir() or not any(model.iterdir()):
             return False
         archive = self.job_dir / "artifacts" / MODEL_ARCHIVE
         try:
@@ -84,6 +85,7 @@ class Trial:
     last_value: float | None = None
     stop_reason: str | None = None  # why the tuning job stopped it
     verdict_epoch: int | None = None  # the epoch early stopping judged it at (it may run on until the stop lands)
+    kept_model: bool = False  # stopped by the tuning job: whether its script had saved a model to keep
     attempts: int = 1  # SageMaker: RetryStrategy runs a job again under the same name
 
     def run(self) -> None:
@@ -94,7 +96,7 @@ class Trial:
         except JobStopped as stopped:
             self.result = stopped.result
             if self.stop_reason is not None:  # stopped by the tuning job, not by Ctrl-C
-                self.job.keep_model(self.result)
+                self.kept_model = self.job.keep_model(self.result)
         except BaseException as error:  # noqa: BLE001 - the trial's end, said in its summary
             self.error = f"InternalServerError: {type(error).__name__}: {error}"
 

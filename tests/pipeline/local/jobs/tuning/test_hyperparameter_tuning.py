@@ -381,4 +381,6 @@ def test_an_early_stopped_trial_says_the_epoch_it_stopped_at_and_the_verdicts(tm
     third = next(t for t in result.trials if t.number == 3)
     assert int(stopped) == third.reported and int(judged) == third.verdict_epoch <= int(stopped)
     assert rest.startswith(f" (stopping was decided at epoch {judged}; it trained on until its processes "
-                           "stopped), validation:accuracy=") if judged != stopped else rest.startswith(", ")
+                           "stopped); no model kept") if judged != stopped else rest.startswith("; no model kept")
+    # Its script saved nothing: no empty archive passes for its model (issue 49).
+    assert "ModelArtifacts" not in third.result.description and not third.kept_model
