@@ -105,7 +105,9 @@ STRATEGIES = (STRATEGY_HOROVOD, STRATEGY_PARAMETER_SERVER, STRATEGY_MIRRORED)
 # PyTorch (training_torch/): how the ranks share the work, and GPipe's micro-batches per batch.
 HP_TORCH_STRATEGY = "strategy"
 TORCH_DDP = "ddp"
-TORCH_STRATEGIES = (TORCH_DDP,)
+TORCH_ZERO = ("zero1", "zero2", "zero3")  # DeepSpeed ZeRO stages 1-3
+TORCH_GPIPE = "gpipe"
+TORCH_STRATEGIES = (TORCH_DDP, *TORCH_ZERO, TORCH_GPIPE)
 HP_MICRO_BATCHES = "micro-batches"
 DEFAULT_MICRO_BATCHES = 4
 # PyTorch: what rank 0 writes to the model folder (TorchScript, readable without our code).

@@ -32,9 +32,22 @@ class Strategy:
 
 
 def get(name: str) -> Strategy:
-    from training_torch.strategies import ddp
+    """The strategy ``name`` (``training_entry.contract.TORCH_STRATEGIES``), its module imported
+    only when chosen: DeepSpeed is imported by the ZeRO strategies alone."""
+    from training_entry.contract import TORCH_DDP, TORCH_GPIPE, TORCH_STRATEGIES, TORCH_ZERO
 
-    known = {ddp.NAME: ddp.DataParallel}
-    if name not in known:
-        raise ValueError(f"strategy {name!r} is not one of {', '.join(sorted(known))}")
-    return known[name]()
+    if name not in TORCH_STRATEGIES:
+        raise ValueError(f"strategy {name!r} is not one of {', '.join(TORCH_STRATEGIES)}")
+    if name == TORCH_DDP:
+        from training_torch.strategies import ddp
+
+        return ddp.DataParallel()
+    if name in TORCH_ZERO:
+        from training_torch.strategies import zero
+
+        return zero.Zero(stage=TORCH_ZERO.index(name) + 1)
+    if name == TORCH_GPIPE:
+        from training_torch.strategies import gpipe
+
+        return gpipe.GPipe()
+    raise AssertionError(name)
