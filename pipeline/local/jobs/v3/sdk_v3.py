@@ -152,6 +152,13 @@ def read_launch(source_code: Mapping | None, distributed: Mapping | None, train_
                                  f"{DRIVERS_CHANNEL} channel: nothing says which script to run; {fix}")
     entry, command = source_code.get("entry_script"), source_code.get("command")
     source_dir = str(source_code.get("source_dir") or "")
+    requirements = source_code.get("requirements")
+    if requirements and (PurePosixPath(str(requirements)).is_absolute() or ".." in PurePosixPath(str(requirements)).parts):
+        # sm_train.sh installs it from the code folder: a path out of it would read a file of
+        # this machine (and pip would echo its lines into the job's log).
+        raise LaunchUndetermined(f"{where}: {SOURCE_CODE_JSON}'s requirements {requirements!r} is not a file of "
+                                 f"the code: give SourceCode(requirements=...) a path inside source_dir, "
+                                 f"without a leading / or '..'")
     common = {"entry_script": entry or None, "command": command or None,
               "command_args": list(source_code.get("args") or []),
               "requirements": source_code.get("requirements") or None,
