@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -305,7 +306,23 @@ def _disk_cache() -> Path | None:
     return base / "code-imports" / f"{reader}-py{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def _from_disk(path: Path) -> _FileFacts | None:
+def _trusted(path: Path, folder: Path) -> bool:
+    """Entry, folder and cache folder this user's, writable by no one else, no link: else an entry
+    planted by someone else (a shared TRAINPIPE_CACHE) would say what a file imports."""
+    uid = os.geteuid()
+    for place in (path, path.parent, folder):
+        try:
+            info = os.lstat(place)
+        except OSError:
+            return False
+        if stat.S_ISLNK(info.st_mode) or info.st_uid != uid or info.st_mode & 0o022:
+            return False
+    return True
+
+
+def _from_disk(path: Path, folder: Path) -> _FileFacts | None:
+    if not _trusted(path, folder):
+        return None
     try:
         doc = json.loads(path.read_text())
         return _FileFacts(imports=[(t, int(n)) for t, n in doc["imports"]],
@@ -319,9 +336,11 @@ def _from_disk(path: Path) -> _FileFacts | None:
 
 def _to_disk(path: Path, facts: _FileFacts) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         scratch = path.with_name(f".{path.name}.{os.getpid()}")
-        scratch.write_text(json.dumps(dataclasses.asdict(facts)))
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(dataclasses.asdict(facts)))
         os.replace(scratch, path)  # atomic: a concurrent run reads the old file or the new
     except OSError:  # no cache folder to write: the next run parses again
         return
@@ -337,7 +356,7 @@ def _read(text: str, minor: int, judge_syntax: bool) -> _FileFacts:
     if folder is not None:
         digest = hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
         stored = folder / digest[:2] / f"{digest}-3.{minor}{'' if judge_syntax else '-unjudged'}.json"
-    facts = _from_disk(stored) if stored is not None else None
+    facts = _from_disk(stored, folder) if stored is not None else None
     if facts is None:
         facts = _parse(text, minor, judge_syntax)
         if stored is not None:

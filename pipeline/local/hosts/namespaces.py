@@ -10,17 +10,14 @@ namespace whose hostname is the host's name. The job's hosts file (the machine's
 ``/etc/hosts``, so the host names resolve as they do between SageMaker's instances (to this
 machine).
 
-Each host also gets a PID namespace of its own with its own /proc, where this machine allows
-it (``pid_probe``): a job sees its host's processes only, never the runner's, so it cannot
-read the runner's environment (/proc/PID/environ: AWS keys, MLflow tokens) or signal it, and
-the usual credential files of the runner's user (~/.aws, ~/.netrc, ...) are empty folders or
-files for it. Its first process is this file's launcher (``run_as_init``), never the
-command. The ranks of a shared-memory MPI launch (``shared_memory.py``: every host's ranks
-under one Open MPI daemon) share that daemon's PID namespace, one per job: Open MPI's
-shared memory breaks between PID namespaces. Where PID namespaces are not allowed, the run
-says in one line what a job can see (``pid_notice``). Nothing else changes: the rest of the
-file system and the network are the machine's own, so ranks share memory and the loopback
-interface, and the runner still sees and ends every process (its /proc shows them all).
+Each host also gets a PID namespace with its own /proc where allowed (``pid_probe``): a job
+sees its host's processes only, so it cannot read the runner's environment (/proc/PID/environ)
+or signal it; the runner user's credential files (~/.aws, ~/.netrc, ...) are empty for it and
+trainpipe's cache read-only. The namespace's first process is the launcher (``run_as_init``).
+A shared-memory MPI launch's ranks share its one daemon's (Open MPI's shared memory breaks
+across PID namespaces). Where not allowed, one line says what a job can see (``pid_notice``).
+The rest of the file system and the network are the machine's own, and the runner still sees
+and ends every process (its /proc shows them all).
 
 As root this takes ``unshare(2)`` and ``mount(2)``; as another user it first enters a user
 namespace of its own (where the kernel allows unprivileged ones) mapping the user to itself,
@@ -73,6 +70,7 @@ _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
 _MS_NOEXEC = 8
+_MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
@@ -176,34 +174,38 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     home = os.path.expanduser("~")
     paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
     paths += [environ[name] for name in CREDENTIAL_FILE_VARIABLES if environ.get(name)]
-    return [path for path in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(path)]
+    from pipeline.local.hosts.shared_memory import cache_root  # the runner's, never the launcher's
+
+    found = [path for path in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(path)]
+    return found + [f"ro:{cache_root(environ)}"]
 
 
 def hide_credentials(libc, paths) -> None:
     """An empty read-only folder over each credential folder, /dev/null over each file: a
-    job reads none of them by path (its own are in its environment, as on SageMaker)."""
+    job reads none of them by path (its own are in its environment, as on SageMaker). ``ro:``
+    PATH (trainpipe's cache): read-only, so no job plants what a later run loads or believes."""
     for path in paths:
-        if os.path.isdir(path) and not os.path.islink(path):
+        if path.startswith("ro:") and os.path.isdir(path[3:]):
+            _check(libc.mount(os.fsencode(path[3:]), os.fsencode(path[3:]), None, _MS_BIND | _MS_REC, None), path)
+            _check(libc.mount(None, os.fsencode(path[3:]), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None), path)
+        elif os.path.isdir(path) and not os.path.islink(path):
             _check(libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
                               b"size=4k,mode=0500"), f"mount tmpfs over {path}")
         elif os.path.isfile(path):
             _check(libc.mount(b"/dev/null", os.fsencode(path), None, _MS_BIND, None), f"mount --bind /dev/null {path}")
 
 
-# Signals that end a job from outside (the runner's killpg, Open MPI's daemon): they reach the
-# command straight from the process group; the launcher and the namespace's first process
-# outlive them until the command has ended, as the command alone did before.
+# Signals that end a job (the runner's killpg, Open MPI's): they reach the command from its
+# process group; the launcher and the first process outlive them until the command ends.
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def run_as_init(program: list[str], wait_all: bool = False) -> int:
-    """After ``enter(pid=True)``: fork the new PID namespace's first process, which mounts a
-    /proc of that namespace and runs ``program`` as its child; end as ``program`` ended (its
-    exit code, or killed by the same signal). A command is never the namespace's first
-    process: that one drops every signal it has no handler for (pid_namespaces(7)), so a
-    Python job would ignore the runner's SIGTERM. When the first process ends, the kernel
-    kills whatever is left in the namespace. ``wait_all``: the namespace lives until its last
-    process ends (an Open MPI daemon started with --daemonize: its first process exits at once)."""
+    """After ``enter(pid=True)``: fork the namespace's first process, which mounts its /proc and
+    runs ``program`` as its child; end as ``program`` ended (exit code, or the same signal). The
+    command is never the first process: that one drops every signal it has no handler for
+    (pid_namespaces(7)), a Python job the runner's SIGTERM. When it ends, the kernel kills the
+    rest. ``wait_all``: until the last process ends (orted --daemonize's first exits at once)."""
     libc = _libc()  # enter()'s: a process started now (find_library's) would be the namespace's first
     status_read, status_write = os.pipe()
     init = os.fork()

@@ -170,3 +170,30 @@ def test_an_aws_image_with_no_record_is_judged_by_its_tag_against_the_nearest_re
         "that 2.14 does not, and every package's version, are not checked")
     # The tag's Python decides the standard library: tomllib is not in 3.7's.
     assert "tomllib (train.py:1)" in verdict({"train.py": "import tomllib\n"}, image=image).refusal
+
+
+@pytest.mark.parametrize("planted", ["writable by others", "another user's"])
+def test_a_cache_entry_someone_else_could_have_planted_is_not_believed(tmp_path, monkeypatch, planted):
+    """An entry saying a file imports nothing, planted in a shared cache: the file is read
+    again, and its import of a module the image lacks is still found."""
+    import hashlib
+    import json
+    import os
+
+    from pipeline.images import imports
+
+    monkeypatch.setattr(imports, "_disk_cache", lambda: tmp_path)
+    monkeypatch.setattr(imports, "_READ_CACHE", {})
+    text = "import not_a_module_anywhere\n"
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    entry = tmp_path / digest[:2] / f"{digest}-3.10.json"
+    entry.parent.mkdir(parents=True)
+    entry.write_text(json.dumps({"imports": [], "follow": [], "pip_installs": [], "pip_opaque": False,
+                                 "syntax_error": None, "parsed": True}))
+    if planted == "writable by others":
+        entry.chmod(0o666)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("only root can make a file another user's")
+        os.chown(entry, 65534, 65534)
+    assert scan({"train.py": text}, ["train.py"], "3.10").imports == {"not_a_module_anywhere": "train.py:1"}

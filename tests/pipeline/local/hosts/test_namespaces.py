@@ -161,7 +161,12 @@ for name in (".aws/credentials", ".netrc"):
     except OSError:
         pass
 text = "\\n".join(seen)
-print("processes", len(glob.glob("/proc/[0-9]*")), "found",
+try:  # what a later run would load or believe (native libraries, the code-imports cache)
+    open(os.path.join(os.environ["TRAINPIPE_CACHE"], "planted"), "w").close()
+    cache = "cache-written"
+except OSError:
+    cache = "cache-read-only"
+print("processes", len(glob.glob("/proc/[0-9]*")), cache, "found",
       [s for s in sys.argv[2:] if s in text] or "nothing", flush=True)
 """
 
@@ -169,7 +174,8 @@ print("processes", len(glob.glob("/proc/[0-9]*")), "found",
 @pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
 def test_a_job_reading_proc_environ_and_credential_files_finds_no_runner_secret(tmp_path):
     """run --local through its process, with AWS and MLflow secrets in its environment and a
-    credentials file in its home: the job's one step reads every /proc/*/environ and the files."""
+    credentials file in its home: the job's one step reads every /proc/*/environ and the files,
+    and tries to write into trainpipe's cache."""
     import json
     import os
 
@@ -187,8 +193,9 @@ def test_a_job_reading_proc_environ_and_credential_files_finds_no_runner_secret(
     definition = tmp_path / "snoop.json"
     definition.write_text(json.dumps({"Version": "2020-12-01", "Parameters": [], "Steps": [
         {"Name": "Snoop", "Type": "Processing", "Arguments": step}]}))
+    (tmp_path / "cache").mkdir()
     env = {**os.environ, "HOME": str(home), "AWS_SECRET_ACCESS_KEY": SECRET, "MLFLOW_TRACKING_TOKEN": TOKEN,
-           "TRAINPIPE_TRACKING": "off"}
+           "TRAINPIPE_TRACKING": "off", "TRAINPIPE_CACHE": str(tmp_path / "cache")}
     done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
                            "--workdir", str(workdir)], cwd=Path(__file__).resolve().parents[4], env=env,
                           capture_output=True, text=True, timeout=120)
@@ -196,7 +203,8 @@ def test_a_job_reading_proc_environ_and_credential_files_finds_no_runner_secret(
     said = {line.split("] ")[-1] for log in (workdir / "runs").rglob("*.log")
             for line in log.read_text().splitlines() if "processes " in line and " found " in line}
     (line,) = said  # the job's log and its host's say the same line
-    assert line.endswith("found nothing"), line
+    assert line.endswith("cache-read-only found nothing"), line
+    assert not (tmp_path / "cache" / "planted").exists()
     assert int(line.split()[1]) <= 4  # its namespace's first process, itself, and nothing of the runner's
 
 
