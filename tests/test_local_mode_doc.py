@@ -104,6 +104,7 @@ def test_the_folders_and_defaults_local_mode_states_are_the_code_s(tmp_path):
     from pipeline.local.hosts.tuning import LOCAL_CYCLE_TIME_MS
     from pipeline.local.jobs.lifecycle import ENVIRONMENTS, HOMES
     from pipeline.local.store.channels import fifo_path
+    from pipeline.tracking import deadline
     from pipeline.tracking.logger import HTTP_DEFAULTS
     from pipeline.tracking.target import EMBEDDED_ARTIFACTS, EMBEDDED_DB
 
@@ -119,6 +120,7 @@ def test_the_folders_and_defaults_local_mode_states_are_the_code_s(tmp_path):
         f"{values[P.EPOCHS]} epochs)", f"`{P.ACCURACY_THRESHOLD}` ({values[P.ACCURACY_THRESHOLD]:g})",
         f"Horovod cycle time {LOCAL_CYCLE_TIME_MS} ms",
         f"(`MLFLOW_HTTP_REQUEST_TIMEOUT`, {HTTP_DEFAULTS['MLFLOW_HTTP_REQUEST_TIMEOUT']} s here by default)",
+        f"(`{deadline.ENV_VAR}`, {deadline.DEFAULT_S:g} s by default)",
     ]
     assert not [c for c in claims if c not in text], [c for c in claims if c not in text]
     # "what make run runs": the first command of the page, as the Makefile's run target has it.
