@@ -17,5 +17,7 @@ def test_serve_load_small(tmp_path):
     # Slow, oversized, malformed and stalled requests among the small ones: none a 5xx.
     assert float(found["serve_hostile_5xx"]) == 0
     assert float(found["serve_hostile_wrong_or_unanswered"]) == 0
+    # Beside clients that never finish their headers (issue 48), /ping answered 200 throughout.
+    assert float(found["serve_hostile_ping_not_200"]) == 0 and float(found["serve_hostile_stalled_headers_408"]) > 0
     assert {"serve_hostile_small_p99_ms", "serve_hostile_rss_peak_mib", "serve_hostile_waited_behind_a_slow_one"} <= set(found)
     assert {"serve_mlp_json_c8_p99_ms", "serve_cnn_png_c1_rps", "serve_load_rss_growth_mib"} <= set(found)
