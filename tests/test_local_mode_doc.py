@@ -31,7 +31,8 @@ def test_the_step_types_local_mode_lists_are_the_ones_the_runner_runs():
 LOCAL_MODE = DOCS / "local-mode.md"
 # Placeholders the page writes for a value, and a value of that kind to parse with.
 PLACEHOLDERS = {"FILE": "pipeline.json", "DIR": "/tmp/work", "URL": "http://127.0.0.1:9000",
-                "URI": "http://127.0.0.1:5000"}
+                "URI": "http://127.0.0.1:5000", "N": "2", "SECONDS": "60", "EXECUTION": "e-1",
+                "STEP": "WaitForApproval", "NAME=VALUE": "approved=true"}
 # What a job's script receives (the toolkit's ``--key value`` encoding of hyperparameters,
 # ``--model_dir``): the page names them, and they are no flag of trainpipe's.
 SCRIPT_ARGUMENTS = ("--key", "--model_dir")
