@@ -79,6 +79,9 @@ BENCHMARKS = {
     "mirrored_probe": ("benchmarks.training.probes.mirrored_probe", [],
                        "MultiWorkerMirrored: one allreduce inside a step-shaped loop vs alone (issue 25: where "
                        "mirrored loses to Horovod on the small CNN)"),
+    "gpipe": ("benchmarks.training.gpipe_bubble", [],
+              "GPipe (issue 45): measured idle share per stage vs (K-1)/(M+K-1), K=2, M in 1, 4, 8; "
+              "examples/s with 8 micro-batches vs 1 (PyTorch, 2 ranks, gloo; ~45 s)"),
     "transform": ("benchmarks.serving.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }

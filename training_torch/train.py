@@ -115,20 +115,24 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("a table of typed columns (categories, gaps) is not read by the PyTorch entrypoint yet; "
                          "train it with the TensorFlow one")
     kind = manifest.kind
+    strategy = strategies.get(args.strategy)
+    strategy.configure(args, local_size)  # refuses a combination that cannot work, before any data is read
+    # GPipe: a host's ranks are one model's stages, one replica that reads the same shards and batches.
+    per = strategy.ranks_per_replica
     splits = {}
     for name in contract.DATA_CHANNELS:
-        paths = data.rank_shards(_channel(name), _distribution(name), host_index, len(hosts), local_rank, local_size)
+        paths = data.rank_shards(_channel(name), _distribution(name), host_index, len(hosts),
+                                 local_rank // per, local_size // per)
         splits[name] = data.load(paths, kind, args.image_size)
     train, val = splits[contract.CHANNEL_TRAIN], splits[contract.CHANNEL_VALIDATION]
 
     model = _build(args, manifest, kind).to(device)
-    strategy = strategies.get(args.strategy)
     base_lr = args.base_learning_rate
     model, optimizer = strategy.wrap(model, lambda params: torch.optim.Adam(params, lr=base_lr))
     loss_fn = torch.nn.CrossEntropyLoss()
     # Every rank takes the same number of steps (a collective waits for all): the fewest batches any rank has.
     steps = int(min(_per_rank(max(1, -(-len(train.y) // args.batch_size)), rank, world, device)))
-    generator = torch.Generator().manual_seed(args.seed + rank)
+    generator = torch.Generator().manual_seed(args.seed + rank // per)
     step_index = 0
     for epoch in range(1, args.epochs + 1):
         model.train()
@@ -136,12 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         loss_sum, correct, seen = 0.0, 0, 0
         for x, y in _batches(train, args.batch_size, steps, generator):
             for group in optimizer.param_groups:
-                group["lr"] = _lr_at(step_index, steps, base_lr, world, args.warmup_epochs)
+                group["lr"] = _lr_at(step_index, steps, base_lr, world // per, args.warmup_epochs)
             x, y = x.to(device), y.to(device)
             loss, right = strategy.step(model, optimizer, x, y, loss_fn)
-            loss_sum += float(loss) * len(y)
-            correct += int(right)
-            seen += len(y)
+            if loss is not None:  # GPipe: the last stage alone computes the loss and counts the batch
+                loss_sum += float(loss) * len(y)
+                correct += int(right)
+                seen += len(y)
             step_index += 1
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         # torch.distributed: the epoch's metrics averaged over every rank's examples.
         t_loss, t_right, t_seen, v_loss, v_right, v_seen = _summed(
             [loss_sum, correct, seen, val_loss, val_right, len(val.y)], device)
+        lines = strategy.report()  # every rank (GPipe: gathers the stages' timelines)
         if rank == 0:
             print(contract.format_metric_line(epoch, {
                 "loss": t_loss / max(t_seen, 1), "accuracy": t_right / max(t_seen, 1),
@@ -160,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                 "throughput": t_seen / max(wall, 1e-9), "step_time": wall / steps, "cpu_time": cpu / steps,
                 "parameters": sum(p.numel() for p in strategy.module(model).parameters()),
             }), flush=True)
+            for line in lines:
+                print(line, flush=True)
     state = _per_rank(strategy.state_bytes(model, optimizer), rank, world, device)
     if rank == 0:
         print(f"trainpipe-torch strategy={strategy.name} world={world} "

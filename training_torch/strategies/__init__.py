@@ -9,9 +9,22 @@ from torch import nn
 
 class Strategy:
     """``wrap`` the model and make its optimizer; ``step`` one batch (returns the loss and the
-    batch's correct predictions); ``module`` is the whole model to evaluate and export."""
+    batch's correct predictions, or ``(None, None)`` on a rank whose batch another rank counts:
+    a GPipe stage before the last); ``module`` is the whole model to evaluate and export (every
+    rank calls it before validation: GPipe gathers its stages there); ``report`` is the lines rank
+    0 prints after an epoch's metrics (every rank calls it)."""
 
     name = "?"
+    # How many consecutive local ranks hold one copy of the model and read the same batches
+    # (GPipe: a host's ranks are one model's stages); 1 where every rank is a replica.
+    ranks_per_replica = 1
+
+    def configure(self, args, local_size: int) -> None:
+        """Read the hyperparameters before any data or model (GPipe: micro-batches); refuse a
+        combination that cannot work in one line (ValueError)."""
+
+    def report(self) -> list[str]:
+        return []
 
     def wrap(self, model: nn.Module, make_optimizer):  # -> (model to train, optimizer)
         raise NotImplementedError
