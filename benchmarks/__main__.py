@@ -82,6 +82,10 @@ BENCHMARKS = {
     "gpipe": ("benchmarks.training.gpipe_bubble", [],
               "GPipe (issue 45): measured idle share per stage vs (K-1)/(M+K-1), K=2, M in 1, 4, 8; "
               "examples/s with 8 micro-batches vs 1 (PyTorch, 2 ranks, gloo; ~45 s)"),
+    "zero_state": ("benchmarks.training.zero_state", [],
+                   "ZeRO-3 (issue 45): measured bytes of parameters + gradients + Adam state per rank vs DDP's, "
+                   "the PyTorch entrypoint on the digits, 2 ranks, gloo (~40 s; DeepSpeed's first use compiles "
+                   "its CPU op, ~90 s more, cached)"),
     "transform": ("benchmarks.serving.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }

@@ -151,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
         model.eval()
+        whole = strategy.module(model)  # ZeRO: on every rank, for stage 3 gathers the partitions (a collective)
         with torch.no_grad():
-            logits = strategy.module(model)(val.x.to(device)) if len(val.y) else torch.zeros(0, manifest.num_classes)
+            logits = whole(val.x.to(device)) if len(val.y) else torch.zeros(0, manifest.num_classes)
             val_loss = float(loss_fn(logits, val.y.to(device))) * len(val.y) if len(val.y) else 0.0
             val_right = int((logits.argmax(1).cpu() == val.y).sum()) if len(val.y) else 0
         # torch.distributed: the epoch's metrics averaged over every rank's examples.
@@ -164,16 +165,17 @@ def main(argv: list[str] | None = None) -> int:
                 "loss": t_loss / max(t_seen, 1), "accuracy": t_right / max(t_seen, 1),
                 "val_loss": v_loss / max(v_seen, 1), "val_accuracy": v_right / max(v_seen, 1),
                 "throughput": t_seen / max(wall, 1e-9), "step_time": wall / steps, "cpu_time": cpu / steps,
-                "parameters": sum(p.numel() for p in strategy.module(model).parameters()),
+                "parameters": sum(p.numel() for p in whole.parameters()),
             }), flush=True)
             for line in lines:
                 print(line, flush=True)
     state = _per_rank(strategy.state_bytes(model, optimizer), rank, world, device)
+    whole = strategy.module(model)  # ZeRO: on every rank, as above
     if rank == 0:
         print(f"trainpipe-torch strategy={strategy.name} world={world} "
               f"state_bytes_per_rank={' '.join(str(int(b)) for b in state)}", flush=True)
         # Only rank 0 writes the model.
-        export.save(strategy.module(model).cpu(), contract.container_path(os.environ.get("SM_MODEL_DIR", contract.MODEL_DIR)),
+        export.save(whole.cpu(), contract.container_path(os.environ.get("SM_MODEL_DIR", contract.MODEL_DIR)),
                     kind=kind, manifest=manifest, image_size=args.image_size)
     dist.barrier()
     dist.destroy_process_group()
