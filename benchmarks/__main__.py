@@ -81,7 +81,7 @@ BENCHMARKS = {
                        "mirrored loses to Horovod on the small CNN)"),
     "gpipe": ("benchmarks.training.gpipe_bubble", [],
               "GPipe (issue 45): measured idle share per stage vs (K-1)/(M+K-1), K=2, M in 1, 4, 8; "
-              "examples/s with 8 micro-batches vs 1 (PyTorch, 2 ranks, gloo; ~45 s)"),
+              "examples/s with 8 micro-batches vs 1 (PyTorch, 2 ranks, gloo; ~60 s)"),
     "zero_state": ("benchmarks.training.zero_state", [],
                    "ZeRO-3 (issue 45): measured bytes of parameters + gradients + Adam state per rank vs DDP's, "
                    "the PyTorch entrypoint on the digits, 2 ranks, gloo (~40 s; DeepSpeed's first use compiles "

@@ -8,7 +8,12 @@ equal (``networks.stages`` cuts it in the middle) and a micro-batch's compute is
 not the tens of microseconds of the digits' 8-row micro-batches, where gloo's per-message latency
 is the step (the digits' timelines in a job's log show that: idle shares near 0.8 at M=4).
 GPipe's formula assumes equal stages and free communication; what remains here is the last
-stage's loss, the sends and Python's per-micro-batch bookkeeping.
+stage's loss, the sends and Python's per-micro-batch bookkeeping. The batch is 512 so that M=8's
+micro-batches have 64 rows: on this machine's CPU a Linear(1024)'s forward and backward cost
+1.6x the CPU per row at 32 rows than at 256, 1.3x at 64 (measured single-threaded, 2026-11-28),
+a loss the formula does not count. The formula also assumes each stage its own core: where the
+machine's other users take the cores, a stage waits for a core mid-computation, which the
+timelines show as busy wall time the stage did not run (the ``on a core`` share printed).
 
 One torchrun job; within it the three M are interleaved in blocks of ``--steps`` steps (1 4 8,
 4 8 1, ...), each block's first step a warm-up. Figures, rank 0:
@@ -19,7 +24,7 @@ One torchrun job; within it the three M are interleaved in blocks of ``--steps``
   block are printed beside them (``gpipe.idle_shares`` within a block);
 - ``gpipe_m8_vs_m1``: best-of-n (``harness.best``) examples/s at M=8 over M=1, the same batch.
 
-    .venv/bin/python -m benchmarks.training.gpipe_bubble [--repeats 5] [--steps 6] [--batch 256]
+    .venv/bin/python -m benchmarks.training.gpipe_bubble [--repeats 4] [--steps 6] [--batch 512]
 """
 
 from __future__ import annotations
@@ -42,9 +47,9 @@ LAYERS = 8  # 4 per stage
 
 def _args(argv):
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--worker", action="store_true", help="(internal) one rank under torchrun")
     return parser.parse_args(argv)
 
@@ -98,10 +103,13 @@ def worker(args) -> int:
             for stage in range(STAGES):
                 measured = _field(shares[m][fastest][stage], "idle_share")
                 busy = sum(_field(lines[stage], "busy") for lines in shares[m])
+                cpu = sum(_field(lines[stage], "busy_cpu") for lines in shares[m])
                 window = sum(_field(lines[stage], "window") for lines in shares[m])
                 worst = max(worst, abs(measured - expected))
+                # CPU / wall of the busy intervals: under 1 where the stage waited for a core mid-computation.
                 h.say(f"M={m} stage={stage}: idle share {measured:.3f} in the fastest block vs GPipe's "
-                      f"{expected:.3f}; {1 - busy / window:.3f} over every block (busy {busy:.3f} s of {window:.3f} s)")
+                      f"{expected:.3f}; {1 - busy / window:.3f} over every block (busy {busy:.3f} s of {window:.3f} s, "
+                      f"on a core {cpu / busy:.0%} of it)")
             h.say(f"M={m}: examples/s {h.spread(rates[m])}; the fastest block's timelines:")
             for line in shares[m][fastest]:
                 h.say(f"  {line}")

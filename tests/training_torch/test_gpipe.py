@@ -71,7 +71,7 @@ def test_gpipe_trains_the_digits_like_ddp_and_exports_a_model_that_scores_the_te
     lines = [line for line in out.splitlines() if line.startswith("trainpipe-gpipe ")]
     assert len(lines) == 8
     for line in lines[-2:]:
-        assert re.search(r"stages=2 micro_batches=4 steps=\d+ busy=[\d.]+ window=[\d.]+ idle_share=[\d.]+ "
+        assert re.search(r"stages=2 micro_batches=4 steps=\d+ busy=[\d.]+ busy_cpu=[\d.]+ window=[\d.]+ idle_share=[\d.]+ "
                          r"gpipe_idle_share=0\.2000 last_step_ms=F0:", line), line
         assert line.count("F") == 4 and line.count("B") == 4
     assert "L0" not in lines[-1] and ",L:" in lines[-1]  # the last stage computes the loss

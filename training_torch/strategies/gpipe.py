@@ -74,7 +74,7 @@ def split(model: nn.Sequential, count: int) -> list[nn.Sequential]:
 def idle_shares(steps_per_stage: list[list[tuple]]) -> list[tuple[float, float, float]]:
     """Per stage (busy seconds, window seconds, idle share) over the steps recorded.
 
-    ``steps_per_stage[s][j]`` is stage s's step j: (start, end, [(label, t0, t1), ...]). A
+    ``steps_per_stage[s][j]`` is stage s's step j: (start, end, [(label, t0, t1, cpu), ...]). A
     step's window is the first stage's: it feeds the first micro-batch in and takes the last
     gradient out, so every stage's work of the step lies inside it (the stages' clocks are one
     host's monotonic clock). Not the union of the stages' steps: a later stage starts its next
@@ -85,13 +85,15 @@ def idle_shares(steps_per_stage: list[list[tuple]]) -> list[tuple[float, float, 
     total = sum(windows)
     out = []
     for steps in steps_per_stage:
-        busy = sum(t1 - t0 for _, _, intervals in steps[:len(windows)] for _, t0, t1 in intervals)
+        busy = sum(t1 - t0 for _, _, intervals in steps[:len(windows)] for _, t0, t1, *_ in intervals)
         out.append((busy, total, 1.0 - busy / total if total > 0 else float("nan")))
     return out
 
 
 class _Timeline:
-    """One stage's busy intervals per step: (start, end, [(label, t0, t1)])."""
+    """One stage's busy intervals per step: (start, end, [(label, t0, t1, cpu)]), wall-clock and
+    the thread's CPU seconds within: where the machine's cores are shared, a preempted stage's
+    interval lasts longer than it computes, and the two tell the schedule from the contention."""
 
     def __init__(self, cuda: bool):
         self.steps: list[tuple] = []
@@ -108,14 +110,15 @@ class _Timeline:
 
     def timed(self, fn, label: str, indexed: bool):
         def run(*args, **kwargs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 if self._cuda:
                     torch.cuda.synchronize()
                 if self._current is not None:
-                    self._current[1].append((f"{label}{args[0]}" if indexed else label, t0, time.perf_counter()))
+                    self._current[1].append((f"{label}{args[0]}" if indexed else label, t0, time.perf_counter(),
+                                             time.thread_time() - c0))
         return run
 
     def take(self) -> list[tuple]:
@@ -237,9 +240,10 @@ class GPipe(Strategy):
         origin = min(steps[last][0] for steps in everyone)
         lines = []
         for index, ((busy, window, idle), steps) in enumerate(zip(idle_shares(everyone), everyone, strict=True)):
+            cpu = sum(i[3] for _, _, intervals in steps[:last + 1] for i in intervals)
             timeline = ",".join(f"{label}:{(t0 - origin) * 1e3:.2f}-{(t1 - origin) * 1e3:.2f}"
-                                for label, t0, t1 in steps[last][2])
+                                for label, t0, t1, _ in steps[last][2])
             lines.append(f"{LINE_PREFIX} stage={index} stages={self.ranks_per_replica} "
-                         f"micro_batches={self.micro_batches} steps={last + 1} busy={busy:.4f} window={window:.4f} "
+                         f"micro_batches={self.micro_batches} steps={last + 1} busy={busy:.4f} busy_cpu={cpu:.4f} window={window:.4f} "
                          f"idle_share={idle:.4f} gpipe_idle_share={expected:.4f} last_step_ms={timeline}")
         return lines
