@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.cli.main import main
+from tests import readme_record
 
 
 def _refused(argv: list[str], tmp_path, capsys) -> str:
@@ -22,6 +23,7 @@ def test_tune_zero_is_refused_in_one_line(command, tmp_path, capsys):
     extra = ["--local", "--workdir", str(tmp_path)] if command == "run" else []
     last = _refused([command, *extra, "--tune", "0"], tmp_path, capsys)
     assert last.endswith("error: argument --tune: 0 trials: give N >= 1, or leave --tune out to train once")
+    readme_record.record(last)
     assert not (tmp_path / "runs").exists()
 
 
@@ -51,6 +53,7 @@ def test_a_parameter_the_tuner_chooses_is_refused_with_tune(parameter, tmp_path,
     assert err == (f"trainpipe run: error: -p {parameter} with --tune: the tuning job chooses BaseLearningRate, "
                    f"BatchSize, WarmupEpochs for each trial (docs/tuning.md); drop -p {parameter}, or drop "
                    f"--tune to train with it")
+    readme_record.record(err)
     assert not (tmp_path / "runs").exists()
     # definition refuses it as well: the same tuner.
     assert main(["definition", "--tune", "2", "-p", parameter]) == 2

@@ -179,6 +179,7 @@ def test_torchrun_on_a_tensorflow_image_is_refused_naming_the_image(local_storag
                      distributed=v3.torchrun(1))
     assert result.status == "Failed" and result.failure_type == job_failures.CLIENT_ERROR
     assert "has none (record aws-tensorflow-training-2.14)" in result.failure_reason
+    readme_record.record(result.failure_reason)
 
 
 def test_torchrun_runs_only_where_pytorch_is_importable(local_storage, tmp_path):
