@@ -180,6 +180,12 @@ def _install(handler) -> dict[int, object]:
     return replaced
 
 
+def signal_group(pid: int, sig: int) -> None:
+    """``sig`` to the process group ``pid`` leads (every child runs in a session of its own): a
+    host's namespace launcher leaves stop signals to its group (``namespaces.run_as_init``)."""
+    _signal_group(pid, sig)
+
+
 def _signal_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from evaluation.report import MODEL_ARCHIVE
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
 from pipeline.images import catalog
 from pipeline.local.hosts import mpi, shared_memory, tf_tasks, torchrun, tuning
-from pipeline.local.hosts.processes import describe_exit
+from pipeline.local.hosts.processes import describe_exit, signal_group
 from pipeline.local.jobs import contract, launchers
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
@@ -408,7 +409,8 @@ class TrainingJob(LocalJob):
         elif all(c.process.returncode == 0 for c in scripts):
             for server in servers:
                 if server.process.returncode is None:
-                    server.process.terminate()  # PS_PROGRAM exits 0 on SIGTERM
+                    # PS_PROGRAM exits 0 on SIGTERM; the group's (its namespace launcher passes none on).
+                    signal_group(server.process.pid, signal.SIGTERM)
 
     def outcome(self) -> None:
         self.watch.poll()

@@ -40,14 +40,18 @@ def workdir(local_storage, tmp_path):
     return work
 
 
-def definition_file(tmp_path: Path, mode: str) -> Path:
-    """The test pipeline, its training step an MPI job of two hosts, one rank each."""
+MPI_2X1 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "1"}
+TORCHRUN_2X2 = {"sagemaker_torch_distributed_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
+
+
+def definition_file(tmp_path: Path, mode: str, launch: dict = MPI_2X1) -> Path:
+    """The test pipeline, its training step a job of two hosts: by default an MPI job with one
+    rank each, else as the ``launch`` framework parameters say."""
     definition = step_definition(mode)
     train = definition["Steps"][1]["Arguments"]
     train["ResourceConfig"]["InstanceCount"] = 2
-    train["HyperParameters"].update({"sagemaker_mpi_enabled": "true",
-                                     "sagemaker_mpi_num_of_processes_per_host": "1"})
-    path = tmp_path / f"definition-{mode}.json"
+    train["HyperParameters"].update(launch)
+    path = tmp_path / f"definition-{mode}-{len(json.dumps(launch))}.json"
     path.write_text(json.dumps(definition))
     return path
 
@@ -177,18 +181,6 @@ def test_the_next_run_ends_what_a_runner_killed_with_sigkill_left(workdir, tmp_p
     nothing_left(workdir, token)
 
 
-def torchrun_definition(tmp_path: Path, mode: str) -> Path:
-    """The test pipeline, its training step a torch_distributed job of 2 hosts x 2 processes."""
-    definition = step_definition(mode)
-    train = definition["Steps"][1]["Arguments"]
-    train["ResourceConfig"]["InstanceCount"] = 2
-    train["HyperParameters"].update({"sagemaker_torch_distributed_enabled": "true",
-                                     "sagemaker_mpi_num_of_processes_per_host": "2"})
-    path = tmp_path / f"torchrun-{mode}.json"
-    path.write_text(json.dumps(definition))
-    return path
-
-
 def wait_for_torchrun_workers(workdir: Path, runner: subprocess.Popen, count: int = 4) -> Path:
     """The training job's folder, once ``count`` torchrun workers print that they started."""
     deadline = time.monotonic() + 120
@@ -203,7 +195,7 @@ def wait_for_torchrun_workers(workdir: Path, runner: subprocess.Popen, count: in
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torchrun needs torch")
 def test_ctrl_c_during_a_4_rank_torchrun_job_leaves_no_process(workdir, tmp_path):
-    runner = start(workdir, torchrun_definition(tmp_path, "sleep"))
+    runner = start(workdir, definition_file(tmp_path, "sleep", TORCHRUN_2X2))
     try:
         job_dir = wait_for_torchrun_workers(workdir, runner)
         token = (job_dir / JOB_TOKEN_FILE).read_text()
@@ -220,7 +212,7 @@ def test_ctrl_c_during_a_4_rank_torchrun_job_leaves_no_process(workdir, tmp_path
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torchrun needs torch")
 def test_a_crashed_torchrun_rank_fails_the_job_and_leaves_no_process(workdir, tmp_path):
-    runner = start(workdir, torchrun_definition(tmp_path, "one-rank-dies"))
+    runner = start(workdir, definition_file(tmp_path, "one-rank-dies", TORCHRUN_2X2))
     try:
         output = runner.communicate(timeout=180)[0].decode()
     finally:

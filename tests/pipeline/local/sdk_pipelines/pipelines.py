@@ -132,19 +132,27 @@ def sklearn_pipeline(session, bucket: str, name: str = "sdk-sklearn") -> Pipelin
                                    sagemaker_session=session)
     step_eval, report = _evaluation("EvaluateModel", evaluator, step_train, step_process, "evaluate.py",
                                     source_dir=str(HERE / "sklearn_code"))
-    model = Model(image_uri=estimator.training_image_uri(), model_data=step_train.properties.ModelArtifacts.S3ModelArtifacts,
+    step_cond = register_or_fail(session, estimator.training_image_uri(), step_train, step_eval, report,
+                                 threshold, "sdk-sklearn-digits", "text/csv")
+    return Pipeline(name=name, parameters=[input_data, threshold],
+                    steps=[step_process, step_train, step_eval, step_cond], sagemaker_session=session)
+
+
+def register_or_fail(session, image_uri: str, step_train, step_eval, report, threshold, group: str,
+                     content_type: str) -> ConditionStep:
+    """The condition on the evaluation's accuracy: ModelStep(model.register()) with ``image_uri``
+    into ``group`` | Fail, as AWS's examples end their pipelines."""
+    model = Model(image_uri=image_uri, model_data=step_train.properties.ModelArtifacts.S3ModelArtifacts,
                   role=ROLE, sagemaker_session=session)
     step_register = ModelStep(name="RegisterDigitsModel", step_args=model.register(
-        content_types=["text/csv"], response_types=["text/csv"],
+        content_types=[content_type], response_types=[content_type],
         inference_instances=["ml.m5.large"], transform_instances=["ml.m5.large"],
-        model_package_group_name="sdk-sklearn-digits", approval_status="Approved",
+        model_package_group_name=group, approval_status="Approved",
         model_metrics=_metrics(step_eval)))
     step_fail = FailStep(name="AccuracyTooLow", error_message=Join(on=" ", values=["accuracy below", threshold]))
-    step_cond = ConditionStep(
+    return ConditionStep(
         name="CheckAccuracy",
         conditions=[ConditionGreaterThanOrEqualTo(
             left=JsonGet(step_name=step_eval.name, property_file=report, json_path="metrics.accuracy.value"),
             right=threshold)],
         if_steps=[step_register], else_steps=[step_fail])
-    return Pipeline(name=name, parameters=[input_data, threshold],
-                    steps=[step_process, step_train, step_eval, step_cond], sagemaker_session=session)

@@ -7,19 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from sagemaker.inputs import TrainingInput
-from sagemaker.model import Model
 from sagemaker.processing import ScriptProcessor
 from sagemaker.pytorch import PyTorch
-from sagemaker.workflow.condition_step import ConditionStep
-from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
-from sagemaker.workflow.fail_step import FailStep
-from sagemaker.workflow.functions import Join, JsonGet
-from sagemaker.workflow.model_step import ModelStep
 from sagemaker.workflow.parameters import ParameterFloat, ParameterString
 from sagemaker.workflow.pipeline import Pipeline
 from sagemaker.workflow.steps import TrainingStep
 
-from .pipelines import ROLE, _evaluation, _metrics, _preprocess_step
+from .pipelines import ROLE, _evaluation, _preprocess_step, register_or_fail
 
 HERE = Path(__file__).resolve().parent
 ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
@@ -59,20 +53,8 @@ def pytorch_pipeline(session, bucket: str, name: str = "sdk-pytorch",
                                 instance_count=1, base_job_name="digits-eval", role=ROLE, sagemaker_session=session)
     step_eval, report = _evaluation("EvaluateModel", evaluator, step_train, step_process,
                                     str(HERE / "torch_code" / "evaluate.py"))
-    model = Model(image_uri=INFERENCE_IMAGE, model_data=step_train.properties.ModelArtifacts.S3ModelArtifacts,
-                  role=ROLE, sagemaker_session=session)
-    step_register = ModelStep(name="RegisterDigitsModel", step_args=model.register(
-        content_types=["application/json"], response_types=["application/json"],
-        inference_instances=["ml.m5.large"], transform_instances=["ml.m5.large"],
-        model_package_group_name="sdk-pytorch-digits", approval_status="Approved",
-        model_metrics=_metrics(step_eval)))
-    step_fail = FailStep(name="AccuracyTooLow", error_message=Join(on=" ", values=["accuracy below", threshold]))
-    step_cond = ConditionStep(
-        name="CheckAccuracy",
-        conditions=[ConditionGreaterThanOrEqualTo(
-            left=JsonGet(step_name=step_eval.name, property_file=report, json_path="metrics.accuracy.value"),
-            right=threshold)],
-        if_steps=[step_register], else_steps=[step_fail])
+    step_cond = register_or_fail(session, INFERENCE_IMAGE, step_train, step_eval, report, threshold,
+                                 "sdk-pytorch-digits", "application/json")
     return Pipeline(name=name, parameters=[input_data, threshold],
                     steps=[step_process, step_train, step_eval, step_cond], sagemaker_session=session)
 
