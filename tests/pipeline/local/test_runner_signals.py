@@ -51,7 +51,7 @@ def definition_file(tmp_path: Path, mode: str, launch: dict = MPI_2X1) -> Path:
     train = definition["Steps"][1]["Arguments"]
     train["ResourceConfig"]["InstanceCount"] = 2
     train["HyperParameters"].update(launch)
-    path = tmp_path / f"definition-{mode}-{len(json.dumps(launch))}.json"
+    path = tmp_path / f"{'torchrun' if 'sagemaker_torch_distributed_enabled' in launch else 'definition'}-{mode}.json"
     path.write_text(json.dumps(definition))
     return path
 
@@ -186,7 +186,8 @@ def wait_for_torchrun_workers(workdir: Path, runner: subprocess.Popen, count: in
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert runner.poll() is None, "the run ended before its workers started"
-        logs = list(workdir.glob("runs/*/jobs/*Train*/logs/algo-*.log"))
+        # The torchrun job's host logs (its folder holds torchrun's per-worker logs too).
+        logs = [p for d in workdir.glob("runs/*/jobs/*/logs/torchrun-*") for p in d.parent.glob("algo-*.log")]
         if sum(p.read_text(errors="replace").count("training started") for p in logs) >= count:
             return logs[0].parents[1]
         time.sleep(0.2)
@@ -219,8 +220,7 @@ def test_a_crashed_torchrun_rank_fails_the_job_and_leaves_no_process(workdir, tm
         if runner.poll() is None:
             runner.kill()
     assert runner.returncode == 1, output[-3000:]
-    (job_dir,) = [p.parent for p in workdir.glob("runs/*/jobs/*/job.log") if "Train" in p.read_text()[:2000]] or [None]
-    assert job_dir is not None, output[-3000:]
+    (job_dir,) = {p.parents[1] for p in workdir.glob("runs/*/jobs/*/logs/torchrun-*")}
     doc = record(workdir, job_dir)
     assert doc["status"] == "Failed" and "rank 3 crashed" in json.dumps(doc), json.dumps(doc)[-2000:]
     nothing_left(workdir, (job_dir / JOB_TOKEN_FILE).read_text())
