@@ -6,6 +6,7 @@ Slow-marked: torchrun and two ranks importing torch (~15 s on 2 shared cores).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -58,16 +59,14 @@ def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_r
     with torch.no_grad():
         accuracy = float((model(test.x).argmax(1) == test.y).float().mean())
     assert accuracy > 0.85
-    # The inference image's handlers answer a raw CSV row as the model does.
-    sys.path.insert(0, str(model_dir / "code"))
-    try:
-        import inference
-        loaded = inference.model_fn(str(model_dir))
-        row = ",".join(str(v) for v in test.x[0].tolist())
-        answer = inference.predict_fn(inference.input_fn(row.encode(), "text/csv"), loaded)
-    finally:
-        sys.path.pop(0)
-        sys.modules.pop("inference", None)
+    # The inference image's handlers answer a raw CSV row as the model does (loaded by path: other
+    # tests import modules named "inference" too).
+    spec = importlib.util.spec_from_file_location("trainpipe_torch_inference", model_dir / "code" / "inference.py")
+    inference = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(inference)
+    loaded = inference.model_fn(str(model_dir))
+    row = ",".join(str(v) for v in test.x[0].tolist())
+    answer = inference.predict_fn(inference.input_fn(row.encode(), "text/csv"), loaded)
     with torch.no_grad():
         expected = torch.softmax(model(test.x[:1]), 1)
     assert answer["probabilities"][0] == pytest.approx(expected[0].tolist(), abs=1e-6)
