@@ -102,6 +102,11 @@ STRATEGY_MIRRORED = "mirrored"
 STRATEGIES = (STRATEGY_HOROVOD, STRATEGY_PARAMETER_SERVER, STRATEGY_MIRRORED)
 
 # Images and transfer learning (see training_entry/model/architectures.py, images.py).
+# Which room trains (training_entry/ for TensorFlow, training_torch/ for PyTorch): a choice made
+# when the definition is built, since it picks the training image and the estimator.
+FRAMEWORK_TENSORFLOW = "tensorflow"
+FRAMEWORK_PYTORCH = "pytorch"
+FRAMEWORKS = (FRAMEWORK_TENSORFLOW, FRAMEWORK_PYTORCH)
 # PyTorch (training_torch/): how the ranks share the work, and GPipe's micro-batches per batch.
 HP_TORCH_STRATEGY = "strategy"
 TORCH_DDP = "ddp"
