@@ -1,7 +1,8 @@
 """boto3 clients for one region, and AWS failures as one-line errors a user can act on.
 
 Clients are created lazily (a command that needs only SageMaker never builds an S3 client) and
-can be replaced, which is how the tests put botocore's Stubber in front of one of them.
+can be replaced, which is how the tests put botocore's Stubber in front of one of them. Each is
+made by pipeline/aws_clients.py, so each API call ends by its deadline (TRAINPIPE_AWS_DEADLINE_S).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import contextlib
 from collections.abc import Iterator
 
 import boto3
-from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
@@ -20,10 +20,8 @@ from botocore.exceptions import (
     PartialCredentialsError,
 )
 
+from pipeline import aws_clients
 from pipeline.errors import UserError
-
-# Standard retries back off on throttling; a polling loop must not hammer the API.
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, user_agent_extra="trainpipe")
 
 CREDENTIALS_HELP = (
     "configure credentials (aws configure / AWS_PROFILE / AWS_ACCESS_KEY_ID), "
@@ -45,13 +43,12 @@ class Clients:
 
     def client(self, service: str):
         if service not in self._clients:
-            self._clients[service] = self.session.client(
-                service, region_name=self.region, config=_CONFIG
-            )
+            self._clients[service] = aws_clients.client(self.session, service, region=self.region)
         return self._clients[service]
 
     def set_client(self, service: str, client) -> None:
-        self._clients[service] = client
+        """Use ``client`` (a test's, with a Stubber) for ``service``, bounded as the others are."""
+        self._clients[service] = aws_clients.bounded(client)
 
     @property
     def sagemaker(self):
@@ -69,8 +66,7 @@ class Clients:
     def pricing(self):
         """The Price List API, which only answers on its own endpoints (us-east-1)."""
         if "pricing" not in self._clients:
-            self._clients["pricing"] = self.session.client("pricing", region_name="us-east-1",
-                                                           config=_CONFIG)
+            self._clients["pricing"] = aws_clients.client(self.session, "pricing", region="us-east-1")
         return self._clients["pricing"]
 
     def credential_values(self) -> list[str]:

@@ -135,7 +135,9 @@ def pricing_client(session=None):
     """A boto3 ``pricing`` client on the API's own endpoint, or None without credentials."""
     import boto3
 
+    from pipeline import aws_clients
+
     session = session or boto3.session.Session()
     if session.get_credentials() is None:
         return None
-    return session.client("pricing", region_name=PRICING_REGION)
+    return aws_clients.client(session, "pricing", region=PRICING_REGION)

@@ -7,10 +7,15 @@ object's records sent to its instance's ``/invocations`` and the answers written
 An instance is ``python -m serving.server`` (a TensorFlow Serving model, the code behind
 ``trainpipe serve``) or ``python -m serving.handler`` (a framework model's inference script)
 on a port of 127.0.0.1; records, batches, joins and filters are ``transform_records.py``.
+
+Each request to a server ends by ``ModelClientConfig.InvocationsTimeoutInSeconds`` as a whole
+(``model_client.py``), and a request that fails (no complete answer in time, a broken
+connection, a 5xx) is tried again up to ``InvocationsMaxRetries`` times, as SageMaker does.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import signal
@@ -19,12 +24,11 @@ import subprocess
 import tarfile
 import time
 import traceback
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pipeline.errors import UserError
+from pipeline.local.jobs import model_client
 from pipeline.local.jobs import transform_records as tr
 from pipeline.local.jobs.environments import environment as job_environment
 from pipeline.local.jobs.environments.environment import JobEnvironment
@@ -44,7 +48,11 @@ from training_entry.contract import SUBMIT_DIRECTORY_ENV
 
 KIND = "Transform"
 STARTUP_SECONDS = 180  # SageMaker: a container must answer /ping within minutes
-DEFAULT_INVOCATION_TIMEOUT = 600  # SageMaker: ModelClientConfig.InvocationsTimeoutInSeconds
+# SageMaker's ModelClientConfig: its defaults and the ranges CreateTransformJob accepts.
+DEFAULT_INVOCATION_TIMEOUT, INVOCATION_TIMEOUT_RANGE = 600, (1, 3600)  # InvocationsTimeoutInSeconds
+DEFAULT_INVOCATION_RETRIES, INVOCATION_RETRIES_RANGE = 3, (0, 3)  # InvocationsMaxRetries
+PING_SECONDS = 5  # one /ping while the server starts, whole
+HUNG_STOP_SECONDS = 2  # a server past an invocation's deadline: its drain would wait for that request
 DEFAULT_MAX_PAYLOAD_MB = 6
 TFS, FRAMEWORK = "tfs", "framework"  # dag/inference.py's kinds, passed in by the runner
 SERVER_MODULES = {TFS: "serving.server", FRAMEWORK: "serving.handler"}
@@ -74,6 +82,25 @@ def settings_of(request: dict) -> tr.Settings:
                        batch_strategy=strategy, max_payload_bytes=megabytes * tr.MEGABYTE, assemble_with=assemble,
                        input_filter=processing.get("InputFilter", "$"), output_filter=processing.get("OutputFilter", "$"),
                        join_input=join == "Input")
+
+
+def client_config(request: dict) -> tuple[float, int]:
+    """(InvocationsTimeoutInSeconds, InvocationsMaxRetries) of the request's ModelClientConfig,
+    SageMaker's defaults where unset; a value CreateTransformJob would refuse is one line."""
+    config = request.get("ModelClientConfig") or {}
+    values = []
+    for name, default, (low, high) in (("InvocationsTimeoutInSeconds", DEFAULT_INVOCATION_TIMEOUT, INVOCATION_TIMEOUT_RANGE),
+                                       ("InvocationsMaxRetries", DEFAULT_INVOCATION_RETRIES, INVOCATION_RETRIES_RANGE)):
+        raw = config.get(name, default)
+        try:
+            value = int(str(raw))
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise JobFailure(f"ClientError: ModelClientConfig {name} {raw!r} is not a whole number from {low} to "
+                             f"{high}, as SageMaker requires", CLIENT_ERROR)
+        values.append(value)
+    return float(values[0]), values[1]
 
 
 def input_objects(storage: Storage, request: dict) -> tuple[str, list[str]]:
@@ -112,6 +139,7 @@ class Instance:
         with open(log, "ab") as out:
             self.process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         self.url = f"http://127.0.0.1:{self.port}"
+        self.hung = False  # set once a request to it missed its deadline
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + STARTUP_SECONDS
@@ -120,38 +148,62 @@ class Instance:
                 raise JobFailure(f"AlgorithmError: the model server of {self.host} exited {self.process.returncode}: "
                                  f"{_tail(self.log)}", ALGORITHM_ERROR)
             try:
-                with urllib.request.urlopen(self.url + "/ping", timeout=5) as answer:
-                    if answer.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
+                if model_client.request("GET", self.url + "/ping", PING_SECONDS)[0] == 200:
+                    return
+            except model_client.NoAnswer:  # not listening yet, or too slow: asked again
                 pass
             time.sleep(0.2)
         raise JobFailure(f"AlgorithmError: the model server of {self.host} did not answer /ping in "
                          f"{STARTUP_SECONDS} s: {_tail(self.log)}", ALGORITHM_ERROR)
 
-    def invoke(self, body: bytes, settings: tr.Settings, timeout: float, where: str) -> bytes:
+    def invoke(self, body: bytes, settings: tr.Settings, timeout: float, retries: int, where: str) -> bytes:
+        """The answer to one request, each try whole within ``timeout`` seconds; a failed try
+        (no complete answer, a broken connection, a 5xx) is made again up to ``retries`` times.
+        A 4xx is the request's fault and is not tried again."""
         headers = {"Content-Type": settings.content_type or "application/json"}
         if settings.accept:
             headers["Accept"] = settings.accept
-        request = urllib.request.Request(self.url + "/invocations", data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as answer:
-                return answer.read()
-        except urllib.error.HTTPError as error:
-            detail = error.read().decode("utf-8", "replace").strip()[:500]
-            raise JobFailure(f"ClientError: {where}: the model answered {error.code}: {detail}",
-                             CLIENT_ERROR if error.code < 500 else ALGORITHM_ERROR) from None
-        except (urllib.error.URLError, OSError) as error:
-            raise JobFailure(f"AlgorithmError: {where}: no answer from the model server of {self.host} "
-                             f"({error}): {_tail(self.log)}", ALGORITHM_ERROR) from None
+        missed = 0
+        for _ in range(retries + 1):
+            try:
+                status, answer = model_client.request("POST", self.url + "/invocations", timeout, body, headers)
+            except model_client.DeadlineMissed:
+                missed += 1
+                self.hung = True
+                continue
+            except model_client.NoAnswer as error:
+                if self.process.poll() is not None:  # the server is gone: no try can succeed
+                    raise JobFailure(f"AlgorithmError: {where}: the model server of {self.host} exited "
+                                     f"{self.process.returncode}: {_tail(self.log)}", ALGORITHM_ERROR) from None
+                last = f"no answer from the model server of {self.host} ({error})"
+                continue
+            if status < 400:
+                return answer
+            detail = answer.decode("utf-8", "replace").strip()[:500]
+            if status < 500:
+                raise JobFailure(f"ClientError: {where}: the model answered {status}: {detail}", CLIENT_ERROR)
+            last = f"the model answered {status}: {detail}"
+        tries = retries + 1
+        if missed == tries:
+            raise JobFailure(
+                f"AlgorithmError: {where}: the model server of {self.host} gave no complete answer within "
+                f"{timeout:g} s, {tries} time(s) (ModelClientConfig InvocationsTimeoutInSeconds {timeout:g}, "
+                f"InvocationsMaxRetries {retries}); if the model needs longer, raise InvocationsTimeoutInSeconds "
+                f"(at most 3600) in the transform's model_client_config, else find what holds the server up in "
+                f"its log: {_tail(self.log)}", ALGORITHM_ERROR)
+        raise JobFailure(f"AlgorithmError: {where}: {last}, after {tries} tries: {_tail(self.log)}",
+                         ALGORITHM_ERROR)
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)  # the server drains, then exits
             try:
-                self.process.wait(timeout=30)
+                # A hung server's drain waits for the very request that hung it.
+                self.process.wait(timeout=HUNG_STOP_SECONDS if self.hung else 30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                # Its own session (start_new_session): whatever it started goes with it.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
 
 
@@ -215,6 +267,7 @@ class TransformJob:
         status, reason, failure_type = "Completed", None, None
         try:
             settings = settings_of(self.request)
+            timeout, retries = client_config(self.request)
             folder, objects = input_objects(self.storage, self.request)
             count = int((self.request.get("TransformResources") or {}).get("InstanceCount", 1))
             shares = [objects[i::count] for i in range(count)]
@@ -232,7 +285,7 @@ class TransformJob:
                 instance.wait_ready()
             self.say(f"{len(objects)} object(s) on {len(instances)} instance(s): {[len(s) for s in shares]}")
             with ThreadPoolExecutor(len(instances)) as pool:
-                list(pool.map(lambda pair: self._transform(pair[0], pair[1], folder, settings),
+                list(pool.map(lambda pair: self._transform(pair[0], pair[1], folder, settings, timeout, retries),
                               zip(instances, [s for s in shares if s], strict=True)))
         except JobFailure as failure:
             status, reason, failure_type = "Failed", failure.reason, failure.failure_type
@@ -293,10 +346,9 @@ class TransformJob:
         archive.unlink()
         return target
 
-    def _transform(self, instance: Instance, objects: list[str], folder: str, settings: tr.Settings) -> None:
+    def _transform(self, instance: Instance, objects: list[str], folder: str, settings: tr.Settings,
+                   timeout: float, retries: int) -> None:
         output_path = str((self.request.get("TransformOutput") or {}).get("S3OutputPath") or "")
-        timeout = float((self.request.get("ModelClientConfig") or {}).get(
-            "InvocationsTimeoutInSeconds", DEFAULT_INVOCATION_TIMEOUT))
         for uri in objects:
             started = time.monotonic()
             records = tr.split(self.storage.read_bytes(uri), settings.split_type)
@@ -304,7 +356,7 @@ class TransformJob:
             parts = []
             for batch in tr.batches(sent, settings):
                 where = f"{uri} record {batch[0] + 1}" + (f"-{batch[-1] + 1}" if len(batch) > 1 else "")
-                answer = instance.invoke(tr.body(sent, batch), settings, timeout, where)
+                answer = instance.invoke(tr.body(sent, batch), settings, timeout, retries, where)
                 if not settings.per_record:
                     parts.append(answer)
                     continue

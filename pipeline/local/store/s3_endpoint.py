@@ -14,7 +14,8 @@ DUMMY_KEY = "trainpipe-local"
 
 def endpoint_client(url: str, region: str | None, say=None):
     import boto3
-    from botocore.config import Config
+
+    from pipeline import aws_clients
 
     session = boto3.Session(region_name=region)
     if session.get_credentials() is None:
@@ -22,8 +23,7 @@ def endpoint_client(url: str, region: str | None, say=None):
                          f"({DUMMY_KEY}) for {url}, which a local S3-compatible server accepts")
         session = boto3.Session(aws_access_key_id=DUMMY_KEY, aws_secret_access_key=DUMMY_KEY,
                                 region_name=region)
-    return session.client("s3", endpoint_url=url, region_name=region or "us-east-1",
-                          config=Config(retries={"max_attempts": 5, "mode": "standard"}))
+    return aws_clients.client(session, "s3", region=region or "us-east-1", endpoint_url=url)
 
 
 def _stderr(text: str) -> None:

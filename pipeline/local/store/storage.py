@@ -340,12 +340,10 @@ class Boto3Storage(Storage):
     def __init__(self, endpoint_url: str | None = None, region: str | None = None, client=None):
         if client is None:
             import boto3
-            from botocore.config import Config
 
-            client = boto3.client(
-                "s3", endpoint_url=endpoint_url, region_name=region,
-                config=Config(retries={"max_attempts": 5, "mode": "standard"}),
-            )
+            from pipeline import aws_clients
+
+            client = aws_clients.client(boto3.Session(), "s3", region=region, endpoint_url=endpoint_url)
         self.client = client
         self.endpoint_url = endpoint_url
 

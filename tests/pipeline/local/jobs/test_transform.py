@@ -40,7 +40,8 @@ def model_archive(script: str) -> bytes:
     return out.getvalue()
 
 
-def transform(storage, tmp_path, records: bytes, script: str = REPORTING_SCRIPT, **changes):
+def transform(storage, tmp_path, records: bytes, script: str = REPORTING_SCRIPT, environment: dict | None = None,
+              **changes):
     storage.put_bytes(model_archive(script), f"s3://{BUCKET}/model/model.tar.gz")
     storage.put_bytes(records, f"s3://{BUCKET}/input/records.csv")
     request = {
@@ -52,7 +53,7 @@ def transform(storage, tmp_path, records: bytes, script: str = REPORTING_SCRIPT,
         **changes,
     }
     model = {"Image": "sklearn-inference:1.2-1-cpu-py3", "ModelDataUrl": f"s3://{BUCKET}/model/model.tar.gz",
-             "Environment": {"SAGEMAKER_PROGRAM": "inference.py", "REQUEST_SETTING": "given"},
+             "Environment": {"SAGEMAKER_PROGRAM": "inference.py", "REQUEST_SETTING": "given", **(environment or {})},
              "kind": "framework"}
     job = TransformJob(request, "job", storage, tmp_path / "job", model=model, region="us-east-1",
                        account="123456789012", environments=tmp_path / "job-environments")
@@ -101,3 +102,69 @@ def test_an_unexpected_error_is_the_jobs_internal_error_not_the_runners_tracebac
     assert result.status == "Failed"
     assert result.failure_reason == "InternalServerError: KeyError: 'surprise'"
     assert "Traceback" in (tmp_path / "job" / "job.log").read_text()  # for whoever debugs the runner
+
+
+# Takes its request and never answers it; the server's own limit (SAGEMAKER_MODEL_SERVER_TIMEOUT,
+# set far off below) would otherwise answer 504 first.
+HANGING_SCRIPT = '''
+import time
+
+def model_fn(model_dir):
+    return model_dir
+
+def transform_fn(model, data, content_type, accept):
+    time.sleep(3600)
+'''
+
+
+def test_a_hung_model_server_fails_the_job_by_its_deadline_naming_the_object_and_the_setting(local_storage,
+                                                                                             tmp_path):
+    result = transform(local_storage, tmp_path, b"1,2\n", HANGING_SCRIPT,
+                       environment={"SAGEMAKER_MODEL_SERVER_TIMEOUT": "3600"},
+                       ModelClientConfig={"InvocationsTimeoutInSeconds": 1, "InvocationsMaxRetries": 1})
+    readme_record.record(result.failure_reason)
+    assert result.status == "Failed"
+    assert result.failure_reason.startswith(
+        "AlgorithmError: s3://transform-bucket/input/records.csv record 1: the model server of algo-1 gave no "
+        "complete answer within 1 s, 2 time(s) (ModelClientConfig InvocationsTimeoutInSeconds 1, "
+        "InvocationsMaxRetries 1); if the model needs longer, raise InvocationsTimeoutInSeconds (at most 3600) "
+        "in the transform's model_client_config"), result.failure_reason
+    assert not local_storage.exists(f"s3://{BUCKET}/output/records.csv.out")
+
+
+# Fails its first request with a 500 and answers the next: a counter in the model's folder.
+FLAKY_SCRIPT = '''
+import os
+
+def model_fn(model_dir):
+    return model_dir
+
+def transform_fn(model, data, content_type, accept):
+    seen = os.path.join(model, "seen")
+    if not os.path.exists(seen):
+        open(seen, "w").close()
+        raise RuntimeError("first call fails")
+    return "7", "text/csv"
+'''
+
+
+def test_a_failed_request_is_tried_again_up_to_invocations_max_retries(local_storage, tmp_path):
+    result = transform(local_storage, tmp_path, b"1,2\n", FLAKY_SCRIPT,
+                       ModelClientConfig={"InvocationsMaxRetries": 1})
+    assert result.status == "Completed", result.failure_reason
+    assert local_storage.read_bytes(f"s3://{BUCKET}/output/records.csv.out").strip() == b"7"
+
+    refused = transform(local_storage, tmp_path / "again", b"1,2\n", FLAKY_SCRIPT,
+                        ModelClientConfig={"InvocationsMaxRetries": 0})
+    assert refused.status == "Failed"
+    assert refused.failure_reason.startswith("AlgorithmError: s3://transform-bucket/input/records.csv record 1: "
+                                             "the model answered 500"), refused.failure_reason
+
+
+def test_a_model_client_config_sagemaker_would_refuse_is_one_line_before_any_server_starts(local_storage, tmp_path):
+    result = transform(local_storage, tmp_path, b"1,2\n", ModelClientConfig={"InvocationsTimeoutInSeconds": 0})
+    readme_record.record(result.failure_reason)
+    assert result.status == "Failed"
+    assert result.failure_reason == ("ClientError: ModelClientConfig InvocationsTimeoutInSeconds 0 is not a whole "
+                                     "number from 1 to 3600, as SageMaker requires")
+    assert not (tmp_path / "job" / "hosts").exists()
