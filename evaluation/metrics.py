@@ -8,9 +8,20 @@ is the F1 of a class with precision and recall both 0.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from evaluation import report
+
+# Keras' backend epsilon: its crossentropy clips probabilities to [EPSILON, 1 - EPSILON].
+EPSILON = 1e-7
+
+
+def keras_crossentropy(labels: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """``tf.keras.losses.sparse_categorical_crossentropy(labels, probabilities)`` in NumPy, so the
+    PyTorch room (no TensorFlow) reports the same loss: Keras clips to [EPSILON, 1 - EPSILON],
+    takes the log, and its softmax cross-entropy renormalises the clipped row."""
+    clipped = np.clip(probabilities.astype(np.float32), np.float32(EPSILON), np.float32(1 - EPSILON))
+    picked = clipped[np.arange(len(labels)), labels.astype(np.int64)]
+    return (np.log(clipped.sum(axis=1, dtype=np.float32)) - np.log(picked)).astype(np.float32)
 
 
 def top_k_for(classes: int) -> int:
@@ -32,7 +43,7 @@ class Scores:
             self.confusion = np.zeros((classes, classes), dtype=np.int64)
             self.k = top_k_for(classes)
         # Keras' own loss (its clipping included), so the report's loss is model.evaluate's.
-        losses = tf.keras.losses.sparse_categorical_crossentropy(labels, probabilities).numpy()
+        losses = keras_crossentropy(labels, probabilities)
         predicted = np.argmax(probabilities, axis=1)
         np.add.at(self.confusion, (labels, predicted), 1)
         # Stable sort on -p: ties go to the lower label, as argmax does.

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-HIDDEN_UNITS = (128, 64)  # = training_entry.model.network.HIDDEN_UNITS
+from training_torch.plan import CNN_FILTERS, HIDDEN_UNITS, stages_error
+
 DROPOUT = 0.2
-CNN_FILTERS = (32, 64, 128)
 
 
 class Standardize(nn.Module):
@@ -60,8 +60,7 @@ def stages(model: nn.Sequential, count: int) -> list[nn.Sequential]:
     weights = [sum(p.numel() for p in layer.parameters()) for layer in layers]
     heavy = [i for i, w in enumerate(weights) if w]
     if count < 1 or len(heavy) < count:
-        raise ValueError(f"the model has {len(heavy)} layer(s) with parameters: it cannot be split "
-                         f"into {count} stages")
+        raise ValueError(stages_error(len(heavy), count))
     total, cuts, running = sum(weights), [], 0
     for i, w in enumerate(weights):
         running += w

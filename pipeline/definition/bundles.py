@@ -8,6 +8,11 @@ did not change can be served from the step cache.
   toolkit runs ``python train.py`` in /opt/ml/code) next to the ``training_entry`` package.
 - processing / evaluation: the package directories as individual files under an S3 prefix,
   copied to /opt/ml/processing/input/code and run as ``python3 -m <package>.<module>``.
+- training_torch / training_zero / evaluation_torch: the same for ``-p Framework=pytorch``, the
+  PyTorch room's ``train.py`` at the root; training_zero adds DeepSpeed to requirements.txt
+  (AWS's PyTorch images lack it; SageMaker: the toolkit pip-installs requirements.txt before
+  the script). Every bundle is uploaded whichever framework a build names: each is small and
+  content-addressed, so a rebuild with the other framework finds its code in place.
 """
 
 from __future__ import annotations
@@ -22,15 +27,19 @@ from pathlib import Path
 from evaluation.report import ENTRY_POINT as EVALUATION_ENTRY
 from processing.contract import ENTRY_POINT as PROCESSING_ENTRY
 from training_entry.contract import ENTRY_POINT as TRAINING_ENTRY
-from training_entry.contract import USER_MODEL_DIR
+from training_entry.contract import TORCH_DDP, TORCH_ZERO, USER_MODEL_DIR
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCEDIR_ARCHIVE = "sourcedir.tar.gz"
+TRAINING_BUNDLES = ("training", "training_torch", "training_zero")  # uploaded as sourcedir.tar.gz
+# DeepSpeed for the ZeRO strategies: the version measured here (training_torch/strategies/zero.py).
+DEEPSPEED_REQUIREMENT = "deepspeed==0.19.8"
+ZERO_MODULE = "training_torch/strategies/zero.py"
 
 
 @dataclass(frozen=True)
 class Bundle:
-    name: str  # training | processing | evaluation
+    name: str  # training | processing | evaluation, and the PyTorch ones (see the docstring)
     files: dict[str, bytes]  # path inside the bundle -> content
     module: str | None  # python -m target for processing/evaluation
 
@@ -62,7 +71,7 @@ class Bundle:
 
     def objects(self) -> dict[str, bytes]:
         """Relative key -> bytes, as uploaded below ``key_prefix``."""
-        if self.name == "training":
+        if self.name in TRAINING_BUNDLES:
             return {SOURCEDIR_ARCHIVE: self.archive()}
         return dict(self.files)
 
@@ -99,6 +108,30 @@ def _with_requirements(files: dict[str, bytes], tracking_uri: str | None) -> dic
     return files
 
 
+def torch_training_bundle(strategy: str, tracking_uri: str | None = None) -> Bundle:
+    """The PyTorch room (``-p Framework=pytorch``) for ``strategy``: ZeRO's bundle also asks for
+    DeepSpeed."""
+    files = {**_package_files("training_torch"), **_package_files("training_entry")}
+    files[TRAINING_ENTRY] = files[f"training_torch/{TRAINING_ENTRY}"]
+    files = _with_requirements(files, tracking_uri)
+    if strategy not in TORCH_ZERO:
+        # The strategy is fixed in the definition, so ZeRO's module (the one that imports DeepSpeed,
+        # which the image lacks) never runs from this bundle; without it, the job's imports are
+        # all the image's (the local runner checks them before any step, as SageMaker would fail).
+        del files[ZERO_MODULE]
+        return Bundle("training_torch", files, module=None)
+    from pipeline.tracking import jobs as tracking
+
+    earlier = files.get(tracking.REQUIREMENTS_FILE, b"").decode()
+    files[tracking.REQUIREMENTS_FILE] = (earlier + DEEPSPEED_REQUIREMENT + "\n").encode()
+    return Bundle("training_zero", files, module=None)
+
+
+def torch_evaluation_bundle(tracking_uri: str | None = None) -> Bundle:
+    files = {**_package_files("evaluation"), **_package_files("training_entry"), **_package_files("training_torch")}
+    return Bundle("evaluation_torch", _with_requirements(files, tracking_uri), module="training_torch.evaluate")
+
+
 def processing_bundle(tracking_uri: str | None = None) -> Bundle:
     files = {**_package_files("processing"), **_package_files("training_entry")}
     return Bundle("processing", _with_requirements(files, tracking_uri),
@@ -113,4 +146,6 @@ def evaluation_bundle(tracking_uri: str | None = None) -> Bundle:
 
 def all_bundles(model_file: str | None = None, tracking_uri: str | None = None) -> dict[str, Bundle]:
     return {b.name: b for b in (processing_bundle(tracking_uri), training_bundle(model_file, tracking_uri),
-                                evaluation_bundle(tracking_uri))}
+                                evaluation_bundle(tracking_uri), torch_training_bundle(TORCH_DDP, tracking_uri),
+                                torch_training_bundle(TORCH_ZERO[0], tracking_uri),
+                                torch_evaluation_bundle(tracking_uri))}

@@ -32,6 +32,10 @@ class ParameterSpec:
     minimum: float | None = None
     maximum: float | None = None
     may_be_empty: bool = False  # a string whose empty value means "off" (BatchInputUri)
+    # Fixed when the definition is built (it picks the image, the estimator, the bundle): taken
+    # with -p like the others, but no pipeline variable, so no start can ask for another value.
+    build_only: bool = False
+    frameworks: tuple = training.FRAMEWORKS  # the frameworks whose definitions carry it
 
     def parse(self, raw) -> object:
         """Convert and check one value (a string from the command line, or a typed value)."""
@@ -86,6 +90,9 @@ FINE_TUNE_LAYERS = "FineTuneLayers"
 FINE_TUNE_LR_FACTOR = "FineTuneLearningRateFactor"
 BATCH_INPUT_URI = "BatchInputUri"
 BATCH_INSTANCE_COUNT = "BatchInstanceCount"
+FRAMEWORK = "Framework"
+STRATEGY = "Strategy"
+MICRO_BATCHES = "MicroBatches"
 # The parameters --tune's tuning job chooses for each trial, with the hyperparameter each feeds
 # (steps/tune.py keys its ranges by them): a -p of one of them with --tune would be ignored, so
 # it is refused (cli/options.py); MLflow shows the best trial's values under these names.
@@ -98,6 +105,16 @@ APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 S3_URI_PARAMETERS = (INPUT_DATA_URI, BATCH_INPUT_URI)
 
 SPECS: tuple[ParameterSpec, ...] = (
+    ParameterSpec(FRAMEWORK, str, "tensorflow: Horovod over MPI on trainpipe's TF 2.14 image (the strategy "
+                  "is --distribution); pytorch: torchrun on AWS's PyTorch training image, the strategy "
+                  f"is {STRATEGY}. Fixed when the definition is built", training.FRAMEWORK_TENSORFLOW, choices=training.FRAMEWORKS, build_only=True),
+    ParameterSpec(STRATEGY, str, "PyTorch: ddp (DistributedDataParallel), zero1|zero2|zero3 (DeepSpeed ZeRO, "
+                  "2+ ranks), gpipe (torch.distributed.pipelining's GPipe, ProcessesPerHost stages per host). "
+                  "Fixed when the definition is built (ZeRO adds DeepSpeed to the job's requirements)",
+                  training.TORCH_DDP, choices=training.TORCH_STRATEGIES, build_only=True,
+                  frameworks=(training.FRAMEWORK_PYTORCH,)),
+    ParameterSpec(MICRO_BATCHES, int, "PyTorch gpipe: micro-batches each batch is split into (GPipe's M)",
+                  training.DEFAULT_MICRO_BATCHES, minimum=1, frameworks=(training.FRAMEWORK_PYTORCH,)),
     ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file, or an image "
                   "tree <class name>/<image>.jpg|.png); "
                   "default: the embedded digits data in the artifact bucket"),
@@ -156,6 +173,11 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "split across them", 1, minimum=1),
 )
 BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def pipeline_specs(framework: str) -> tuple[ParameterSpec, ...]:
+    """The parameters a definition built for ``framework`` carries as pipeline variables."""
+    return tuple(spec for spec in SPECS if not spec.build_only and framework in spec.frameworks)
 
 
 def default_input_data_uri(bucket: str, prefix: str) -> str:
@@ -222,6 +244,12 @@ def resolve(
         elif spec.default is not None:
             values[spec.name] = spec.default
     values.setdefault(INPUT_DATA_URI, default_input_data_uri(bucket, prefix))
+    framework = values[FRAMEWORK]
+    foreign = [name for name in overrides if framework not in BY_NAME[name].frameworks]
+    if foreign:
+        raise ParameterError(f"{', '.join(foreign)} is for {FRAMEWORK}={training.FRAMEWORK_PYTORCH}, and this "
+                             f"build is {FRAMEWORK}={framework}; add -p {FRAMEWORK}={training.FRAMEWORK_PYTORCH} "
+                             f"(TensorFlow's strategy is --distribution)")
     for name in S3_URI_PARAMETERS:
         if values.get(name) not in (None, "") and not str(values[name]).startswith("s3://"):
             raise _not_s3(name, values[name], bucket, prefix)

@@ -33,7 +33,7 @@ from torch import nn
 from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
 
 from training_entry import contract
-from training_torch import networks
+from training_torch import networks, plan
 from training_torch.strategies import Strategy
 
 NAME = "gpipe"
@@ -46,20 +46,8 @@ def expected_idle_share(stages: int, micro_batches: int) -> float:
     return (stages - 1) / (micro_batches + stages - 1)
 
 
-def check(local_size: int, batch_size: int, micro_batches: int) -> None:
-    """The combinations GPipe cannot run, refused in one line with the fix."""
-    if local_size < 2:
-        raise ValueError(f"strategy {NAME} splits the model over a host's ranks and this host runs {local_size}: "
-                         "start 2 or more processes per host (an instance with 2+ GPUs, torchrun --nproc_per_node 2) "
-                         "or use ddp")
-    if micro_batches < 1:
-        raise ValueError(f"{contract.HP_MICRO_BATCHES}={micro_batches}: give 1 or more micro-batches")
-    if batch_size % micro_batches:
-        fits = [m for m in range(1, batch_size + 1) if batch_size % m == 0 and m <= micro_batches] or [1]
-        raise ValueError(f"{contract.HP_BATCH_SIZE}={batch_size} does not split into {contract.HP_MICRO_BATCHES}="
-                         f"{micro_batches} equal micro-batches: use a batch size that is a multiple of "
-                         f"{micro_batches} (e.g. {batch_size + micro_batches - batch_size % micro_batches}) "
-                         f"or {contract.HP_MICRO_BATCHES}={fits[-1]}")
+# The refusals live where the pipeline can ask them without torch (plan.py).
+check = plan.check_gpipe
 
 
 def split(model: nn.Sequential, count: int) -> list[nn.Sequential]:

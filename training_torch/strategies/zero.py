@@ -18,6 +18,7 @@ import logging
 import torch
 import torch.distributed as dist
 
+from training_torch import plan
 from training_torch.strategies import Strategy
 
 NAMES = ("zero1", "zero2", "zero3")
@@ -101,10 +102,7 @@ class Zero(Strategy):
         self._refuse_one_rank()  # before any data is read, where train.py calls configure
 
     def _refuse_one_rank(self) -> None:
-        world = dist.get_world_size()
-        if world < 2:  # ZeRO: one rank has nothing to partition across; refused before any step.
-            raise ValueError(f"{self.name} partitions the model states across ranks and needs 2 or more, "
-                             f"this job has {world}; run more processes or hosts, or use --strategy ddp")
+        plan.check_zero(self.name, dist.get_world_size())  # refused before any step
 
     def wrap(self, model, make_optimizer):
         self._refuse_one_rank()

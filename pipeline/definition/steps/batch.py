@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import warnings
 
+from sagemaker.model import Model
 from sagemaker.tensorflow import TensorFlowModel
 from sagemaker.transformer import Transformer
 from sagemaker.workflow.condition_step import ConditionStep
@@ -36,6 +37,7 @@ from sagemaker.workflow.steps import ProcessingStep, TrainingStep, TransformStep
 
 from evaluation import report
 from pipeline.definition import parameters as P
+from pipeline.definition import torch_images
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.names import (
     STEP_BATCH_CONDITION,
@@ -57,9 +59,20 @@ TABLE_REQUESTS = {"content_type": "text/csv", "split_type": "Line"}
 BATCH_DESCRIPTION = "batch inference"  # CheckBatchInput's Description: what it gates
 
 
-def serving_model(ctx: BuildContext, step_train: TrainingStep) -> TensorFlowModel:
+def serving_model(ctx: BuildContext, step_train: TrainingStep) -> TensorFlowModel | Model:
     """The trained model in SageMaker's TensorFlow Serving image (no inference script: the
-    archive's ``<version>/saved_model.pb`` is served as is); registered and batch-served alike."""
+    archive's ``<version>/saved_model.pb`` is served as is); registered and batch-served alike.
+    PyTorch: AWS's PyTorch inference image, which runs the archive's ``code/inference.py``
+    (``training_torch/export.py`` writes it beside the TorchScript model)."""
+    if ctx.pytorch:
+        return Model(
+            model_data=model_artifact(step_train),
+            role=ctx.settings.role_arn,
+            image_uri=torch_images.inference_image(ctx.settings.region, INFERENCE_INSTANCE_TYPE),
+            # SageMaker: the inference toolkit imports this module from <model>/code.
+            env={"SAGEMAKER_PROGRAM": "inference.py"},
+            sagemaker_session=ctx.session,
+        )
     return TensorFlowModel(
         model_data=model_artifact(step_train),
         role=ctx.settings.role_arn,

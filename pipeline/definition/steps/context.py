@@ -33,6 +33,7 @@ from pipeline.settings import (
     Settings,
 )
 from processing import contract as processing
+from training_entry.contract import FRAMEWORK_PYTORCH
 
 _SDK_PARAMETER = {str: ParameterString, int: ParameterInteger, float: ParameterFloat}
 
@@ -84,7 +85,7 @@ class BuildContext:
             values=values,
             params={
                 spec.name: _SDK_PARAMETER[spec.type](name=spec.name, default_value=values[spec.name])
-                for spec in P.SPECS
+                for spec in P.pipeline_specs(values[P.FRAMEWORK])
             },
             session=session or OfflinePipelineSession(settings.region, settings.bucket),
             bundles=all_bundles(settings.model_file, settings.tracking_uri),
@@ -95,6 +96,11 @@ class BuildContext:
             ),
             processing_image=image(settings, values[P.PROCESSING_INSTANCE_TYPE]),
         )
+
+    @property
+    def pytorch(self) -> bool:
+        """-p Framework=pytorch: the PyTorch room trains and evaluates (a build-time choice)."""
+        return self.values[P.FRAMEWORK] == FRAMEWORK_PYTORCH
 
     def image(self, instance_type: str, scope: str = "training") -> str:
         return image(self.settings, instance_type, scope)
@@ -108,10 +114,11 @@ class BuildContext:
             encrypt_inter_container_traffic=True,
         )
 
-    def processor(self, instance_count, bundle_name: str, step: str) -> Processor:
+    def processor(self, instance_count, bundle_name: str, step: str, image_uri: str | None = None) -> Processor:
+        """``image_uri``: another image than the processing one (PyTorch's evaluation)."""
         bundle = self.bundles[bundle_name]
         return Processor(
-            image_uri=self.processing_image,
+            image_uri=image_uri or self.processing_image,
             role=self.settings.role_arn,
             instance_count=instance_count,
             instance_type=self.params[P.PROCESSING_INSTANCE_TYPE],

@@ -8,6 +8,8 @@ from sagemaker.workflow.properties import PropertyFile
 from sagemaker.workflow.steps import ProcessingStep, TrainingStep
 
 from evaluation import report
+from pipeline.definition import parameters as P
+from pipeline.definition import torch_images
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.names import STEP_EVALUATE
 from pipeline.definition.steps.preprocess import split_uri
@@ -20,9 +22,13 @@ def evaluate_step(
     evaluation_report = PropertyFile(
         name=report.PROPERTY_FILE_NAME, output_name=report.OUTPUT_NAME, path=report.REPORT_FILE
     )
-    step_args = ctx.processor(1, "evaluation", STEP_EVALUATE).run(
+    # PyTorch: the PyTorch room scores its TorchScript model on the PyTorch training image.
+    bundle = "evaluation_torch" if ctx.pytorch else "evaluation"
+    image_uri = torch_images.training_image(ctx.settings.region, str(ctx.values[P.PROCESSING_INSTANCE_TYPE])) \
+        if ctx.pytorch else None
+    step_args = ctx.processor(1, bundle, STEP_EVALUATE, image_uri=image_uri).run(
         inputs=[
-            ctx.code_input("evaluation"),
+            ctx.code_input(bundle),
             ProcessingInput(
                 input_name="model", source=model_artifact(step_train), destination=report.MODEL_INPUT_DIR
             ),

@@ -5,6 +5,7 @@ strategy (build setting ``--distribution``)."""
 from __future__ import annotations
 
 from sagemaker.inputs import TrainingInput
+from sagemaker.pytorch import PyTorch
 from sagemaker.tensorflow import TensorFlow
 from sagemaker.workflow.execution_variables import ExecutionVariables
 from sagemaker.workflow.functions import Join
@@ -18,6 +19,7 @@ from sagemaker.workflow.steps import ProcessingStep, TrainingStep, TuningStep
 
 from pipeline.definition import parameters as P
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE, user_model_path
+from pipeline.definition.steps import train_torch
 from pipeline.definition.steps.context import BuildContext
 from pipeline.definition.steps.names import STEP_TRAIN
 from pipeline.definition.steps.preprocess import split_uri
@@ -77,8 +79,10 @@ def _distribution(ctx: BuildContext) -> dict:
     }
 
 
-def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow:
+def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow | PyTorch:
     """``checkpoints``: False for a tuning job's trials, which must not resume each other's."""
+    if ctx.pytorch:
+        return train_torch.estimator(ctx)
     settings, params = ctx.settings, ctx.params
     check_strategy(settings, ctx.values)
     training_bundle = ctx.bundles["training"]

@@ -1,0 +1,103 @@
+"""TrainModel with ``-p Framework=pytorch``: the PyTorch room (``training_torch/train.py``) under
+torchrun on every host, on AWS's PyTorch training image, ``Strategy`` picking how the ranks share
+the work (DDP, DeepSpeed ZeRO 1-3, GPipe). The channels, the hyperparameters that mean the same
+thing, and the steps around it are the TensorFlow pipeline's.
+
+What the PyTorch room does not do yet is refused here, before any step, in one line each
+(``check``)."""
+
+from __future__ import annotations
+
+from sagemaker.pytorch import PyTorch
+
+from pipeline.definition import parameters as P
+from pipeline.definition import torch_images
+from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
+from pipeline.definition.steps.context import BuildContext
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+from training_entry import contract as training
+from training_torch import plan
+
+# SageMaker: the toolkit's torchrun runner starts this many workers per host where the
+# hyperparameter is set (else one per GPU); the local runner reads it the same way.
+PROCESSES_PER_HOST_HYPERPARAMETER = "sagemaker_mpi_num_of_processes_per_host"
+
+
+def _refuse(what: str, fix: str) -> UserError:
+    return UserError(f"{what} with -p {P.FRAMEWORK}={training.FRAMEWORK_PYTORCH}: {fix}")
+
+
+def check(settings: Settings, values) -> None:
+    """Refuse, in one line, what the PyTorch pipeline cannot run (values: the resolved parameters)."""
+    if settings.distribution != training.STRATEGY_HOROVOD:
+        raise _refuse(f"--distribution {settings.distribution}", f"that is TensorFlow's strategy; PyTorch's is "
+                      f"-p {P.STRATEGY}={'|'.join(training.TORCH_STRATEGIES)}")
+    unsupported = [(settings.tune_jobs, "--tune", "tune the TensorFlow pipeline, or drop --tune"),
+                   (settings.model_file, "--model-file", "a model file is a Keras build_model(); drop it"),
+                   (settings.init_model_uri, "--init-model-uri", "the PyTorch room does not read an init "
+                    "channel yet; drop it"),
+                   (settings.mixed_precision != "off", "--mixed-precision", "drop it"),
+                   (settings.fp16_allreduce, "--fp16-allreduce", "a Horovod setting; drop it")]
+    for present, flag, fix in unsupported:
+        if present:
+            raise _refuse(flag, fix)
+    if values[P.TRAIN_INPUT_MODE] == "Pipe":
+        raise _refuse(f"{P.TRAIN_INPUT_MODE}=Pipe", f"the PyTorch room reads files; pass "
+                      f"-p {P.TRAIN_INPUT_MODE}=File or FastFile")
+    if values.get(P.BATCH_INPUT_URI):
+        raise _refuse(P.BATCH_INPUT_URI, "batch transform serves TensorFlow models only; run "
+                      "trainpipe predict on the registered model, or leave it empty")
+    strategy, per_host = values[P.STRATEGY], int(values[P.PROCESSES_PER_HOST])
+    try:
+        if strategy in training.TORCH_ZERO:
+            plan.check_zero(strategy, P.world_size(values))
+        if strategy == training.TORCH_GPIPE:
+            plan.check_gpipe(per_host, int(values[P.BATCH_SIZE]), int(values[P.MICRO_BATCHES]))
+            plan.check_stages(str(values[P.MODEL_ARCHITECTURE]), per_host)
+    except ValueError as error:
+        raise UserError(f"-p {P.STRATEGY}={strategy}: {error}") from None
+
+
+def estimator(ctx: BuildContext) -> PyTorch:
+    settings, params = ctx.settings, ctx.params
+    check(settings, ctx.values)
+    bundle = ctx.bundles["training_zero" if ctx.values[P.STRATEGY] in training.TORCH_ZERO else "training_torch"]
+    return PyTorch(
+        entry_point=training.ENTRY_POINT,
+        source_dir=f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}/{SOURCEDIR_ARCHIVE}",
+        image_uri=torch_images.training_image(settings.region, str(ctx.values[P.TRAINING_INSTANCE_TYPE])),
+        framework_version=torch_images.TRAINING_VERSION,
+        py_version=torch_images.TRAINING_PY,
+        role=settings.role_arn,
+        instance_count=params[P.TRAINING_INSTANCE_COUNT],
+        instance_type=params[P.TRAINING_INSTANCE_TYPE],
+        # torch.distributed: torchrun on every host; it sets RANK, WORLD_SIZE, MASTER_ADDR/PORT.
+        distribution={"torch_distributed": {"enabled": True}},
+        hyperparameters={
+            training.HP_EPOCHS: params[P.EPOCHS],
+            training.HP_BATCH_SIZE: params[P.BATCH_SIZE],
+            training.HP_BASE_LEARNING_RATE: params[P.BASE_LEARNING_RATE],
+            training.HP_WARMUP_EPOCHS: params[P.WARMUP_EPOCHS],
+            training.HP_SEED: settings.seed,
+            training.HP_MODEL_ARCHITECTURE: params[P.MODEL_ARCHITECTURE],
+            training.HP_IMAGE_SIZE: params[P.IMAGE_SIZE],
+            training.HP_TORCH_STRATEGY: ctx.values[P.STRATEGY],
+            training.HP_MICRO_BATCHES: params[P.MICRO_BATCHES],
+            PROCESSES_PER_HOST_HYPERPARAMETER: params[P.PROCESSES_PER_HOST],
+        },
+        metric_definitions=training.METRIC_DEFINITIONS,
+        output_path=settings.s3_uri("training"),
+        enable_network_isolation=settings.network_isolation,
+        environment=ctx.tracking_environment() or None,
+        encrypt_inter_container_traffic=True,
+        volume_kms_key=settings.kms_key_id,
+        output_kms_key=settings.kms_key_id,
+        use_spot_instances=settings.use_spot,
+        max_run=settings.max_run_seconds,
+        max_wait=settings.max_run_seconds * 2 if settings.use_spot else None,
+        disable_profiler=True,
+        debugger_hook_config=False,
+        sagemaker_session=ctx.session,
+        base_job_name=f"{settings.pipeline_name}-training",
+    )
