@@ -35,14 +35,15 @@ from pipeline.errors import UserError
 
 CONNECT_TIMEOUT_S = 10  # a TCP/TLS connect to an AWS endpoint takes well under a second
 READ_TIMEOUT_S = 60  # per socket read: a silent connection is dead after this long
-MAX_ATTEMPTS = 5  # standard mode: the first try and 4 retries, with back-off on throttling
+MAX_ATTEMPTS = 5  # in all, the first try included; standard mode backs off between them
 DEADLINE_ENV = "TRAINPIPE_AWS_DEADLINE_S"
 DEFAULT_DEADLINE_S = 120.0  # a control-plane call answers in seconds; this allows retries and back-off
 
 CONFIG = Config(
     connect_timeout=CONNECT_TIMEOUT_S,
     read_timeout=READ_TIMEOUT_S,
-    retries={"max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+    # total_max_attempts counts the first try; botocore's max_attempts counts only the retries.
+    retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
     user_agent_extra="trainpipe",
 )
 

@@ -37,14 +37,14 @@ def request(method: str, url: str, limit: float, body: bytes | None = None,
         path += "?" + parts.query
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=limit)
     lock = threading.Lock()
-    state = {"done": False, "fired": False}
+    state: dict = {"done": False, "fired": False, "sock": None}
 
     def expire() -> None:
         with lock:
             if state["done"]:
                 return
             state["fired"] = True
-        sock = connection.sock
+            sock = state["sock"]
         if sock is not None:  # None: still connecting, which the socket timeout bounds
             with contextlib.suppress(OSError):  # already closed
                 sock.shutdown(socket.SHUT_RDWR)  # wakes a recv or send blocked on it
@@ -54,8 +54,12 @@ def request(method: str, url: str, limit: float, body: bytes | None = None,
     timer.start()
     try:
         connection.connect()
-        if state["fired"]:  # the connect itself took the whole deadline
-            raise DeadlineMissed(limit)
+        with lock:
+            # Kept here, not read from the connection at the deadline: for an answer that ends
+            # when the server closes, http.client hands the socket to the response and forgets it.
+            state["sock"] = connection.sock
+            if state["fired"]:  # the connect itself took the whole deadline
+                raise DeadlineMissed(limit)
         connection.request(method, path, body=body, headers=headers or {})
         response = connection.getresponse()
         data = response.read()
