@@ -31,3 +31,13 @@ def kind_of(path: Path | str) -> str | None:
     if suffix in JSON_BODY_TYPES:
         return None
     return KIND_TABLE if suffix == ".csv" else KIND_IMAGE
+
+
+SCRIPT = "inference.py"  # SageMaker: the inference toolkit's default module in <model>/code
+
+
+def is_script_model(model_dir: Path | str) -> bool:
+    """A model answered through ``<model_dir>/code/inference.py`` (the PyTorch room's, for AWS's
+    PyTorch inference image) rather than a SavedModel."""
+    root = Path(model_dir)
+    return (root / "code" / SCRIPT).is_file() and not any(root.glob("*/saved_model.pb"))

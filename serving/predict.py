@@ -1,6 +1,10 @@
 """``python -m serving.predict --model-dir DIR FILE...``: the served model's answers for files,
 without a server (``trainpipe predict`` resolves the model and runs this).
 
+A model folder with ``code/inference.py`` and no SavedModel (the PyTorch room's, for AWS's
+PyTorch inference image) is answered through that script, as ``serving.handler`` serves it:
+the same ``input_fn`` / ``predict_fn`` / ``output_fn`` calls an endpoint makes.
+
 Each file goes through the same decoding as a request to ``serving.server`` (codec.py), by its
 extension: ``.csv`` rows (text/csv), ``.json``/``.jsonl`` bodies, anything else one image.
 Prints one line per prediction: the input (``file`` or ``file:row``), the class name and its
@@ -17,7 +21,8 @@ import sys
 from pathlib import Path
 
 from serving import codec
-from serving.files import BROKEN_PIPE_STATUS, TYPES_BY_SUFFIX, content_type  # noqa: F401 (TYPES_BY_SUFFIX: theirs)
+from serving.files import BROKEN_PIPE_STATUS, SCRIPT, TYPES_BY_SUFFIX, content_type, is_script_model  # noqa: F401 (TYPES_BY_SUFFIX: theirs)
+from serving.handler import LoadError
 from serving.model import RequestError, ServedModel
 from training_entry import contract
 
@@ -41,6 +46,30 @@ def predictions(model: ServedModel, path: Path) -> list[dict]:
     return out
 
 
+class ScriptModel:
+    """The inference script's answers, as rows of class names and probabilities (the PyTorch
+    room's script answers ``{"probabilities": [[...]], "classes": [...]}``)."""
+
+    def __init__(self, model_dir: str):
+        from serving import handler
+
+        self.handler = handler
+        self.script = handler.Script(handler.import_script(Path(model_dir) / "code", SCRIPT), SCRIPT, Path(model_dir))
+        self.script.load_model()
+
+    def predictions(self, path: Path) -> list[dict]:
+        try:
+            answer, _ = self.script.invoke(path.read_bytes(), content_type(path), "application/json")
+        except self.handler.ScriptError as e:
+            raise RequestError(str(e)) from None
+        document = json.loads(answer)
+        rows = document["probabilities"]
+        single = len(rows) == 1 and content_type(path) != codec.CSV_TYPE
+        return [{"input": str(path) if single else f"{path}:{number}", "class": name,
+                 "probability": max(probabilities), "probabilities": probabilities}
+                for number, (probabilities, name) in enumerate(zip(rows, document["classes"], strict=True), 1)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serving.predict", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,8 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", type=Path, metavar="FILE")
     args = parser.parse_args(argv)
     try:
-        model = ServedModel(args.model_dir)
-    except (FileNotFoundError, ValueError) as e:
+        model = ScriptModel(args.model_dir) if is_script_model(args.model_dir) else ServedModel(args.model_dir)
+    except (FileNotFoundError, ValueError, LoadError) as e:
         print(f"predict: error: {e}", file=sys.stderr)
         return 2
     try:
@@ -68,7 +97,7 @@ def _print_predictions(model: ServedModel, paths: list[Path], as_json: bool) -> 
     refused = 0
     for path in paths:
         try:
-            rows = predictions(model, path)
+            rows = model.predictions(path) if isinstance(model, ScriptModel) else predictions(model, path)
         except (OSError, RequestError) as e:
             print(f"predict: {path}: {e}", file=sys.stderr)
             refused += 1

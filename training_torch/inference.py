@@ -29,8 +29,19 @@ def input_fn(body, content_type):
     text = body.decode() if isinstance(body, (bytes, bytearray)) else body
     if content_type == "application/json":
         return ("rows", np.asarray(json.loads(text)["instances"], dtype=np.float32))
-    rows = [[float(v) for v in line.split(",")] for line in text.splitlines() if line.strip()]
+    lines = [line for line in text.splitlines() if line.strip()]
+    if lines and not _numeric(lines[0]):
+        lines = lines[1:]  # a header line, as batch transform and trainpipe predict skip it
+    rows = [[float(v) for v in line.split(",")] for line in lines]
     return ("rows", np.asarray(rows, dtype=np.float32))
+
+
+def _numeric(line):
+    try:
+        [float(v) for v in line.split(",")]
+    except ValueError:
+        return False
+    return True
 
 
 def predict_fn(data, loaded):

@@ -15,21 +15,25 @@ CNN_FILTERS = (32, 64, 128)
 PARAMETERISED_LAYERS = {contract.ARCH_MLP: len(HIDDEN_UNITS) + 1, contract.ARCH_SMALL_CNN: len(CNN_FILTERS) + 1}
 
 
-def check_gpipe(local_size: int, batch_size: int, micro_batches: int) -> None:
-    """The combinations GPipe cannot run, refused in one line with the fix."""
+def check_gpipe(local_size: int, batch_size: int, micro_batches: int,
+                names: tuple[str, str] = (contract.HP_BATCH_SIZE, contract.HP_MICRO_BATCHES)) -> None:
+    """The combinations GPipe cannot run, refused in one line with the fix. ``names``: what the
+    reader calls the batch size and the micro-batches (the job's hyperparameters, or the
+    pipeline's parameters)."""
     name = contract.TORCH_GPIPE
+    batch_name, micro_name = names
     if local_size < 2:
         raise ValueError(f"strategy {name} splits the model over a host's ranks and this host runs {local_size}: "
                          "start 2 or more processes per host (an instance with 2+ GPUs, torchrun --nproc_per_node 2) "
                          "or use ddp")
     if micro_batches < 1:
-        raise ValueError(f"{contract.HP_MICRO_BATCHES}={micro_batches}: give 1 or more micro-batches")
+        raise ValueError(f"{micro_name}={micro_batches}: give 1 or more micro-batches")
     if batch_size % micro_batches:
         fits = [m for m in range(1, batch_size + 1) if batch_size % m == 0 and m <= micro_batches] or [1]
-        raise ValueError(f"{contract.HP_BATCH_SIZE}={batch_size} does not split into {contract.HP_MICRO_BATCHES}="
+        raise ValueError(f"{batch_name}={batch_size} does not split into {micro_name}="
                          f"{micro_batches} equal micro-batches: use a batch size that is a multiple of "
                          f"{micro_batches} (e.g. {batch_size + micro_batches - batch_size % micro_batches}) "
-                         f"or {contract.HP_MICRO_BATCHES}={fits[-1]}")
+                         f"or {micro_name}={fits[-1]}")
 
 
 def stages_error(layers: int, count: int) -> str:

@@ -75,6 +75,12 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     model_dir, what = resolve_model(Path(args.workdir), args.model, args.run, command="serve")
     print(f"trainpipe serve: {what}: {model_dir}", file=sys.stderr, flush=True)
+    if served_files.is_script_model(model_dir):
+        # PyTorch: the model's code/inference.py, served as AWS's PyTorch inference image serves it
+        # (/ping, /invocations), so a client of the endpoint runs unchanged against this one.
+        _exec("serving.handler", ["--model-dir", str(model_dir), "--program", served_files.SCRIPT, "--host",
+                                  args.host, "--port", str(args.port)] + (["--access-log"] if args.access_log else []),
+              Path(args.workdir))
     argv = ["--model-dir", str(model_dir), "--host", args.host, "--port", str(args.port), "--name", args.name]
     _exec("serving.server", argv + (["--access-log"] if args.access_log else []), Path(args.workdir))
 
@@ -231,7 +237,8 @@ def _extracted(workdir: Path, where: str, what: str) -> tuple[Path, str]:
             raise UserError(f"cannot extract the model archive {archive}: {e}") from None
         finally:
             shutil.rmtree(partial, ignore_errors=True)
-    if not any(target.glob(f"*/{SAVED_MODEL_FILE}")) and not (target / SAVED_MODEL_FILE).is_file():
+    if not any(target.glob(f"*/{SAVED_MODEL_FILE}")) and not (target / SAVED_MODEL_FILE).is_file() \
+            and not served_files.is_script_model(target):
         raise UserError(f"{archive} holds no <version>/{SAVED_MODEL_FILE} (a TensorFlow SavedModel "
                         "as training writes it); is it a model.tar.gz of this pipeline?")
     return target, f"{what} {where}"

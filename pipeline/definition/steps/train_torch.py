@@ -53,7 +53,8 @@ def check(settings: Settings, values) -> None:
         if strategy in training.TORCH_ZERO:
             plan.check_zero(strategy, P.world_size(values))
         if strategy == training.TORCH_GPIPE:
-            plan.check_gpipe(per_host, int(values[P.BATCH_SIZE]), int(values[P.MICRO_BATCHES]))
+            plan.check_gpipe(per_host, int(values[P.BATCH_SIZE]), int(values[P.MICRO_BATCHES]),
+                             names=(P.BATCH_SIZE, P.MICRO_BATCHES))
             plan.check_stages(str(values[P.MODEL_ARCHITECTURE]), per_host)
     except ValueError as error:
         raise UserError(f"-p {P.STRATEGY}={strategy}: {error}") from None

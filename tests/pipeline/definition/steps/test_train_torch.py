@@ -1,0 +1,181 @@
+"""-p Framework=pytorch (steps/train_torch.py): the PyTorch room on AWS's PyTorch images in the
+definition, and what it cannot run refused in one line before any step."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.definition import parameters as P
+from pipeline.definition.build import STEP_EVALUATE, STEP_REGISTER, STEP_TRAIN, build_definition
+from pipeline.definition.schema_check import check_definition
+from pipeline.errors import UserError
+from pipeline.settings import Settings
+from tests.pipeline.definition.test_definition import steps_by_name
+from training_entry import contract as training
+
+TORCH = {P.FRAMEWORK: "pytorch", P.PROCESSES_PER_HOST: "2"}
+
+
+def _step(definition, name):
+    return steps_by_name(definition)[name]["Arguments"]
+
+
+def test_the_pytorch_definition_trains_evaluates_and_registers_on_pytorch_images():
+    definition = build_definition(Settings(), {**TORCH, P.STRATEGY: "gpipe", P.MICRO_BATCHES: "8"})
+    check_definition(definition)
+    train = _step(definition, STEP_TRAIN)
+    image = train["AlgorithmSpecification"]["TrainingImage"]
+    assert image == "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-cpu-py313-ubuntu22.04-sagemaker"
+    hps = train["HyperParameters"]
+    assert hps["sagemaker_torch_distributed_enabled"] == "true" and "sagemaker_mpi_enabled" not in hps
+    assert json.loads(hps[training.HP_TORCH_STRATEGY]) == "gpipe"
+    assert "Parameters.MicroBatches" in json.dumps(hps[training.HP_MICRO_BATCHES])
+    assert "Parameters.ProcessesPerHost" in json.dumps(hps["sagemaker_mpi_num_of_processes_per_host"])
+    evaluate = _step(definition, STEP_EVALUATE)
+    assert "/pytorch-training:2.10.0-cpu-" in evaluate["AppSpecification"]["ImageUri"]
+    assert evaluate["AppSpecification"]["ContainerEntrypoint"][-1] == "training_torch.evaluate"
+    register = next(s for s in definition["Steps"][3]["Arguments"]["IfSteps"] if s["Name"].startswith(STEP_REGISTER))
+    container = register["Arguments"]["InferenceSpecification"]["Containers"][0]
+    assert container["Image"] == ("763104351884.dkr.ecr.us-east-1.amazonaws.com/"
+                                  "pytorch-inference:2.6.0-cpu-py312-ubuntu22.04-sagemaker")
+    assert container["Environment"]["SAGEMAKER_PROGRAM"] == "inference.py"
+    # Framework and Strategy pick images and bundles: fixed at build, so no start can change them.
+    names = [p["Name"] for p in definition["Parameters"]]
+    assert P.MICRO_BATCHES in names and P.FRAMEWORK not in names and P.STRATEGY not in names
+
+
+def test_the_tensorflow_definition_carries_no_pytorch_parameter():
+    names = [p["Name"] for p in build_definition()["Parameters"]]
+    assert not {P.FRAMEWORK, P.STRATEGY, P.MICRO_BATCHES} & set(names)
+
+
+def test_zero_asks_for_deepspeed_and_ddp_ships_no_module_that_imports_it():
+    def bundle_of(strategy):
+        definition = build_definition(Settings(), {**TORCH, P.STRATEGY: strategy})
+        channels = _step(definition, STEP_TRAIN)["InputDataConfig"]
+        return next(c for c in channels if c["ChannelName"] == "code")["DataSource"]["S3DataSource"]["S3Uri"]
+
+    from pipeline.definition.bundles import all_bundles
+
+    bundles = all_bundles()
+    assert bundles["training_zero"].digest in bundle_of("zero2")
+    assert bundles["training_zero"].files["requirements.txt"] == b"deepspeed==0.19.8\n"
+    assert bundles["training_torch"].digest in bundle_of("ddp")
+    assert "training_torch/strategies/zero.py" not in bundles["training_torch"].files
+
+
+@pytest.mark.parametrize("settings, overrides, words", [
+    (Settings(), {P.STRATEGY: "zero3"}, "Strategy is for Framework=pytorch, and this build is Framework=tensorflow"),
+    (Settings(distribution="mirrored"), {**TORCH, P.PROCESSES_PER_HOST: "1"},
+     "--distribution mirrored with -p Framework=pytorch"),
+    (Settings(), {**TORCH, P.TRAIN_INPUT_MODE: "Pipe"}, "TrainInputMode=Pipe with -p Framework=pytorch"),
+    (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.PROCESSES_PER_HOST: "1"},
+     "gpipe splits the model over a host's ranks and this host runs 1"),
+    (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.PROCESSES_PER_HOST: "4", P.MODEL_ARCHITECTURE: "mlp"},
+     "the model has 3 layer(s) with parameters: it cannot be split into 4 stages"),
+    (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.BATCH_SIZE: "30"}, "BatchSize=30 does not split into MicroBatches=4"),
+    (Settings(), {**TORCH, P.STRATEGY: "zero3", P.TRAINING_INSTANCE_COUNT: "1", P.PROCESSES_PER_HOST: "1"},
+     "zero3 partitions the model states across ranks and needs 2 or more, this job has 1"),
+    (Settings(tune_jobs=2), TORCH, "--tune with -p Framework=pytorch"),
+])
+def test_what_the_pytorch_room_cannot_run_is_refused_at_build(settings, overrides, words):
+    with pytest.raises(UserError, match=re.escape(words)):
+        build_definition(settings, overrides)
+
+
+# --- Through the CLI, as a user runs it (slow: each run trains on 2 hosts x 2 ranks) ----------
+def _run(workdir: Path, *parameters: str) -> dict:
+    """``trainpipe run --local -p Framework=pytorch ...`` on the bundled digits; the evaluation."""
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(workdir),
+                           "-p", "Framework=pytorch", "-p", "ProcessesPerHost=2", "-p", "Epochs=3", *parameters],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (report,) = (workdir / "store").rglob("EvaluateModel/output/evaluation/evaluation.json")
+    return json.loads(report.read_text())
+
+
+def _train_log(workdir: Path) -> str:
+    (log,) = (workdir / "runs").glob("*/jobs/*TrainModel*/job.log")
+    return log.read_text()
+
+
+def _rows(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
+    """The first ``count`` digits as a user sends them: the training header's features, no label."""
+    from tests.pipeline.local.test_sdk_pipelines import digits_csv
+
+    lines = digits_csv(tmp_path / "digits.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    label = header.index("label")
+    rows = [line.split(",") for line in lines[1:count + 1]]
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(",".join(v for i, v in enumerate(r) if i != label)
+                              for r in [header, *rows]) + "\n")
+    return path, [r[label] for r in rows]
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("ddp") / "work"
+    return workdir, _run(workdir)
+
+
+@pytest.mark.slow
+def test_ddp_and_gpipe_on_2_hosts_x_2_ranks_register_models_of_the_same_accuracy(ddp_run, tmp_path):
+    workdir, ddp = ddp_run
+    assert ddp["metrics"]["accuracy"]["value"] >= 0.85
+    log = _train_log(workdir)
+    assert "torchrun on each of the 2 host(s): 2 process(es) per host" in log
+    gpipe = _run(tmp_path / "gpipe", "-p", "Strategy=gpipe", "-p", "MicroBatches=4")
+    # GPipe trains the same network to the same accuracy (the issue's bound: within 0.03 of DDP).
+    assert abs(gpipe["metrics"]["accuracy"]["value"] - ddp["metrics"]["accuracy"]["value"]) <= 0.03, (gpipe, ddp)
+    # Its schedule, per stage, in the job's log: 2 stages (the 2 ranks of a host), 4 micro-batches.
+    timelines = re.findall(r"trainpipe-gpipe stage=(\d) stages=2 micro_batches=4 .* gpipe_idle_share=0\.2000",
+                           _train_log(tmp_path / "gpipe"))
+    assert set(timelines) == {"0", "1"}
+
+
+@pytest.mark.slow
+def test_predict_and_serve_answer_raw_rows_from_the_registered_pytorch_model(ddp_run, tmp_path):
+    import requests
+
+    from tests.serving.conftest import free_port, start, stop
+
+    workdir, _ = ddp_run
+    rows, labels = _rows(tmp_path, 20)
+    trainpipe = [sys.executable, "-m", "pipeline"]
+    printed = subprocess.run([*trainpipe, "predict", "--workdir", str(workdir), "--json", str(rows)],
+                             capture_output=True, text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    answers = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [a["input"] for a in answers] == [f"{rows}:{i}" for i in range(1, 21)]
+    assert sum(a["class"] == label for a, label in zip(answers, labels, strict=True)) >= 16
+    # The endpoint's contract (AWS's PyTorch inference image: /ping, /invocations), same answers.
+    port = free_port()
+    server = start([*trainpipe, "serve", "--workdir", str(workdir), "--port", str(port)], port)
+    answer = requests.post(server.url + "/invocations", data=rows.read_text(), timeout=60,
+                           headers={"Content-Type": "text/csv", "Accept": "application/json"})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["classes"] == [a["class"] for a in answers]
+    code, out = stop(server)
+    assert code == 0, out
+
+
+@pytest.mark.slow
+def test_a_photo_tree_trains_and_predict_names_a_png(tmp_path):
+    workdir = tmp_path / "work"
+    # The digits as a tree of PNGs (0/ .. 9/), the small CNN; 8 epochs at 3x the rate reach 0.94 here.
+    images = _run(workdir, "-p", "InputDataUri=s3://trainpipe-artifacts-placeholder/trainpipe/data/digits-images/",
+                  "-p", "Epochs=8", "-p", "WarmupEpochs=1", "-p", "BaseLearningRate=0.003")
+    assert images["kind"] == "image" and images["metrics"]["accuracy"]["value"] >= 0.9
+    png = next((workdir / "store").rglob("digits-images/7/*.png"))
+    printed = subprocess.run([sys.executable, "-m", "pipeline", "predict", "--workdir", str(workdir), "--json",
+                              str(png)], capture_output=True, text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    (answer,) = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert answer["input"] == str(png) and answer["class"] in [str(i) for i in range(10)]
