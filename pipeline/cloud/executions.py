@@ -63,6 +63,11 @@ def execution_parameters(deployed: dict, overrides: Mapping[str, str]) -> list[d
     """The ``PipelineParameters`` of StartPipelineExecution for ``overrides`` (Name -> raw
     value), after checking them against the deployed definition; raises ParameterError."""
     declared = {p["Name"]: p for p in deployed.get("Parameters") or []}
+    fixed = [name for name in overrides if name in P.BY_NAME and P.BY_NAME[name].build_only]
+    if fixed:
+        raise P.ParameterError(
+            f"{', '.join(fixed)} is fixed when the definition is built (it picks the images and the code): "
+            f"deploy with `trainpipe upsert -p {fixed[0]}=...`, then start")
     unknown = [name for name in overrides if name not in declared]
     if unknown:
         raise P.ParameterError(
@@ -79,6 +84,7 @@ def execution_parameters(deployed: dict, overrides: Mapping[str, str]) -> list[d
         if name in P.BY_NAME and p.get("DefaultValue") is not None
     }
     merged.update({k: v for k, v in parsed.items() if k in P.BY_NAME})
+    merged[P.FRAMEWORK] = P.framework_of(declared)  # the deployed one's, for the checks below
     # The deployed default warm-up, longer than the epochs asked for: clamped to the run (it
     # is not the user's explicit choice), and sent so the execution uses it.
     warmup, epochs = merged.get(P.WARMUP_EPOCHS), merged.get(P.EPOCHS)

@@ -105,16 +105,6 @@ APPROVAL_STATUSES = ("PendingManualApproval", "Approved", "Rejected")
 S3_URI_PARAMETERS = (INPUT_DATA_URI, BATCH_INPUT_URI)
 
 SPECS: tuple[ParameterSpec, ...] = (
-    ParameterSpec(FRAMEWORK, str, "tensorflow: Horovod over MPI on trainpipe's TF 2.14 image (the strategy "
-                  "is --distribution); pytorch: torchrun on AWS's PyTorch training image, the strategy "
-                  f"is {STRATEGY}. Fixed when the definition is built", training.FRAMEWORK_TENSORFLOW, choices=training.FRAMEWORKS, build_only=True),
-    ParameterSpec(STRATEGY, str, "PyTorch: ddp (DistributedDataParallel), zero1|zero2|zero3 (DeepSpeed ZeRO, "
-                  "2+ ranks), gpipe (torch.distributed.pipelining's GPipe, ProcessesPerHost stages per host). "
-                  "Fixed when the definition is built (ZeRO adds DeepSpeed to the job's requirements)",
-                  training.TORCH_DDP, choices=training.TORCH_STRATEGIES, build_only=True,
-                  frameworks=(training.FRAMEWORK_PYTORCH,)),
-    ParameterSpec(MICRO_BATCHES, int, "PyTorch gpipe: micro-batches each batch is split into (GPipe's M)",
-                  training.DEFAULT_MICRO_BATCHES, minimum=1, frameworks=(training.FRAMEWORK_PYTORCH,)),
     ParameterSpec(INPUT_DATA_URI, str, "s3:// prefix of the raw data (one CSV or NPZ file, or an image "
                   "tree <class name>/<image>.jpg|.png); "
                   "default: the embedded digits data in the artifact bucket"),
@@ -171,8 +161,26 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "", may_be_empty=True),
     ParameterSpec(BATCH_INSTANCE_COUNT, int, "instances of the batch transform; the input objects are "
                   "split across them", 1, minimum=1),
+    ParameterSpec(FRAMEWORK, str, "tensorflow: Horovod over MPI on trainpipe's TF 2.14 image (the strategy "
+                  "is --distribution); pytorch: torchrun on AWS's PyTorch training image, the strategy "
+                  f"is {STRATEGY}. Fixed when the definition is built", training.FRAMEWORK_TENSORFLOW, choices=training.FRAMEWORKS, build_only=True),
+    ParameterSpec(STRATEGY, str, "PyTorch: ddp (DistributedDataParallel), zero1|zero2|zero3 (DeepSpeed ZeRO, "
+                  "2+ ranks), gpipe (torch.distributed.pipelining's GPipe, ProcessesPerHost stages per host). "
+                  "Fixed when the definition is built (ZeRO adds DeepSpeed to the job's requirements)",
+                  training.TORCH_DDP, choices=training.TORCH_STRATEGIES, build_only=True,
+                  frameworks=(training.FRAMEWORK_PYTORCH,)),
+    ParameterSpec(MICRO_BATCHES, int, "PyTorch gpipe: micro-batches each batch is split into (GPipe's M)",
+                  training.DEFAULT_MICRO_BATCHES, minimum=1, frameworks=(training.FRAMEWORK_PYTORCH,)),
 )
 BY_NAME = {spec.name: spec for spec in SPECS}
+
+
+def framework_of(declared: Iterable[str]) -> str:
+    """The framework a built definition was made for, from the parameters it declares (it
+    declares no Framework: that is fixed at build)."""
+    names = set(declared)
+    return next((f for f in training.FRAMEWORKS if f != training.FRAMEWORK_TENSORFLOW and any(
+        name in names and spec.frameworks == (f,) for name, spec in BY_NAME.items())), training.FRAMEWORK_TENSORFLOW)
 
 
 def pipeline_specs(framework: str) -> tuple[ParameterSpec, ...]:

@@ -380,3 +380,20 @@ def test_status_shows_what_each_job_cost_and_emitted(deployed, monkeypatch, caps
     assert "2 x ml.g5.xlarge" in row and "0.5000 h" in row and "$1.00" in row  # 2 x 900 s x $2/h
     assert "price ml.g5.xlarge: $2/h [--price given by the user]" in out
     assert "grid intensity" in out and "PUE = 1.15" in out
+
+
+def test_a_deployed_pytorch_pipeline_starts_with_its_micro_batches_and_refuses_a_framework(stack, capsys):
+    from pipeline.definition.build import build_definition
+    from pipeline.settings import Settings
+
+    definition = build_definition(Settings(bucket="tests-bucket"), {P.FRAMEWORK: "pytorch", P.PROCESSES_PER_HOST: "2"})
+    boto3.client("sagemaker", region_name=REGION).create_pipeline(
+        PipelineName="trainpipe", PipelineDefinition=json.dumps(definition), RoleArn=stack["ExecutionRoleArn"])
+    put_objects("tests-bucket", ["trainpipe/data/digits/digits.csv"])
+    assert main(["start", "-p", "MicroBatches=8"]) == 0
+    assert sent_parameters(started_arn(capsys.readouterr().out)) == {"MicroBatches": "8"}
+    # Framework picks the images and the code: a start cannot change it, and says how to.
+    assert main(["start", "-p", "Framework=tensorflow"]) == 2
+    err = capsys.readouterr().err
+    assert "Framework is fixed when the definition is built" in err and "trainpipe upsert -p Framework=" in err
+    assert execution_count() == 1

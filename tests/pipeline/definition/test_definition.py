@@ -74,7 +74,7 @@ def test_steps_in_order_with_their_types(default_definition):
 def test_parameter_list_is_the_contract(default_definition):
     declared = [(p["Name"], p["Type"]) for p in default_definition["Parameters"]]
     expected_types = {str: "String", int: "Integer", float: "Float"}
-    assert declared == [(spec.name, expected_types[spec.type]) for spec in P.SPECS]
+    assert declared == [(spec.name, expected_types[spec.type]) for spec in P.pipeline_specs("tensorflow")]
     assert [name for name, _ in declared] == [
         "InputDataUri", "LabelColumn", "ProcessingInstanceType", "ProcessingInstanceCount", "TrainingInstanceType",
         "TrainingInstanceCount", "ProcessesPerHost", "TrainInputMode", "TrainDistribution", "Epochs",
