@@ -38,6 +38,31 @@ def relocate(value, base_dir: Path | str):
 
 
 # --- Encoding (the toolkit's mapping.py rules) --------------------------------------------
+def request_string(value) -> str:
+    """A ``HyperParameters`` value as the request carries it: a string. A field the definition
+    fills with a pipeline parameter directly (``{"Get": "Parameters.Shuffle"}``, as SDK v3's
+    ``ModelTrainer`` writes one: its ``safe_serialize`` passes a PipelineVariable through
+    untouched) holds the parameter's value, which the pipeline must spell as a string the way
+    ``Std:Join`` spells it (SDK v2 wraps the same variable in ``Join(on="", values=[v])``,
+    ``to_string()``): a Boolean as ``true``/``false``, never Python's ``True``, so that the
+    toolkit's json.loads reads it back as a boolean, as it reads SDK v2's ``json.dumps(True)``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def request_hyperparameters(raw: Mapping | None) -> dict[str, str]:
+    """The request's ``HyperParameters`` (or a tuning job's ``StaticHyperParameters``) after
+    the definition's expressions were evaluated: every value the string the job receives."""
+    return {str(k): request_string(v) for k, v in (raw or {}).items()}
+
+
 def decode_hyperparameters(raw: Mapping[str, str]) -> dict[str, object]:
     """SageMaker: hyperparameters.json holds strings; the toolkit json-decodes each value and
     keeps the raw string when that fails."""
@@ -67,7 +92,11 @@ def _decode(obj) -> str:
 
 def to_cmd_args(mapping: Mapping[str, object]) -> list[str]:
     """Sorted ``--key value`` pairs; one-letter keys get one dash; dicts become k=v,k2=v2;
-    everything else goes through str() (so a boolean arrives as ``True``)."""
+    everything else goes through str(). SageMaker: sagemaker-training-toolkit's
+    ``mapping.to_cmd_args``/``_decode`` (aws/sagemaker-training-toolkit@33839372, mapping.py
+    lines 65-122) after ``environment.read_hyperparameters`` json-decoded each value, so SDK v2's
+    ``json.dumps(True)`` (``"true"``, estimator.py ``_json_encode_hyperparameters``) arrives as
+    ``True``, a list as its Python repr, null as an empty argument."""
     args = []
     for key in sorted(mapping):
         name = _decode(key)

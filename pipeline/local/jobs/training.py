@@ -75,7 +75,7 @@ class TrainingJob(LocalJob):
         resources = req.get("ResourceConfig") or {}
         self.instance_type = str(resources.get("InstanceType", "local"))
         self.hosts = contract.host_names(int(resources.get("InstanceCount", 1)))
-        self.hyperparameters = {k: str(v) for k, v in (req.get("HyperParameters") or {}).items()}
+        self.hyperparameters = contract.request_hyperparameters(req.get("HyperParameters"))
         _, self.framework = contract.split_hyperparameters(
             contract.decode_hyperparameters(self.hyperparameters))
         # SageMaker: mpirun, pytorchddp's mpirun, torchrun on every host, or the script per host.

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pipeline.errors import UserError
+from pipeline.local.jobs.contract import request_hyperparameters
 
 RANDOM, GRID, BAYESIAN, HYPERBAND = "Random", "Grid", "Bayesian", "Hyperband"
 STRATEGIES = (BAYESIAN, RANDOM, HYPERBAND, GRID)
@@ -286,7 +287,7 @@ def _ranges_and_static(config: Mapping, definition: Mapping) -> tuple[tuple[Rang
     twice = sorted({n for n in tuned if tuned.count(n) > 1})
     if twice:
         raise TuningRequestError(f"hyperparameter(s) {', '.join(twice)} have more than one range")
-    static = {str(k): str(v) for k, v in (definition.get("StaticHyperParameters") or {}).items()}
+    static = request_hyperparameters(definition.get("StaticHyperParameters"))
     both = sorted(set(static) & set(tuned))
     if both:
         raise TuningRequestError(f"hyperparameter(s) {', '.join(both)} are both static and tuned; "
