@@ -52,6 +52,10 @@ FLOPS_224 = {
     "resnet50": 23.20e9,
     "efficientnet_b0": 2.367e9,
     "mobilenet_v2": 1.806e9,
+    # training_entry/model/efficientnet_lite0.py's build(224, include_top=True) (not in
+    # keras.applications; its (x - 127) / 128 layer, 0.3 MFLOPs, left out): forward 0.771e9,
+    # i.e. 0.385 G multiply-adds, the 0.385-0.4 "GFLOPs" published for Lite0; 4.652M parameters.
+    "efficientnet_lite0": 2.312e9,
 }
 FLOPS_SOURCE = "benchmarks/training/flops.py count() of the keras.applications network at 224 px"
 # DeepLearningExamples' EfficientNet-B4 runs at 380 px: counted there, not scaled.
@@ -61,6 +65,8 @@ FLOPS_B4_380 = 26.76e9
 FAMILY = {
     "resnet50": ("resnet50", "published rows"),
     "efficientnet_b0": ("efficientnet_b0", "published rows"),
+    "efficientnet_lite0": ("efficientnet_b0", "assumed EfficientNet-B0's: the same MBConv blocks without "
+                                              "squeeze-and-excitation, no published TensorFlow row"),
     "mobilenet_v2": ("efficientnet_b0", "assumed EfficientNet-B0's: depthwise-separable convolutions, "
                                         "no published TensorFlow row"),
     "small_cnn": ("resnet50", "assumed ResNet-50's: dense convolutions; a model this small does not "
@@ -206,7 +212,8 @@ def compute_ceiling(architecture: str, image_size: int | None, gpu: str, precisi
     rate = calibration.images_per_s(flops, gpu, precision, family)
     util = calibration.utilisation[(PEAKS[gpu][0], precision)] * calibration.efficiency[family]
     counted = ("benchmarks/training/flops.py count() of small_cnn at 32 px" if architecture == "small_cnn"
-               else FLOPS_SOURCE)
+               else FLOPS_SOURCE.replace("the keras.applications network", "training_entry/model/efficientnet_lite0.py")
+               if architecture == "efficientnet_lite0" else FLOPS_SOURCE)
     own = "" if gpu in PUBLISHED_GPUS else f"; {gpu} has no published TF row: {ASSUMED[PEAKS[gpu][0]]}"
     return rate, (f"{flops / 1e9:.3g} GFLOP/image ({counted}, scaled to {image_size} px) over {gpu}'s "
                   f"{peak(gpu, precision) / 1e12:g} TFLOP/s {precision} at {util:.1%} utilisation "

@@ -89,3 +89,29 @@ def test_small_cnn_flops_match_the_benchmark_count():
     from benchmarks.training.flops import count_in_subprocess
 
     assert count_in_subprocess("small_cnn", 32).training == pytest.approx(G.SMALL_CNN_FLOPS_32, rel=1e-3)
+
+
+def test_efficientnet_lite0_has_its_own_count_and_b0s_efficiency():
+    rate, source = G.compute_ceiling("efficientnet_lite0", 224, "A100", G.AMP)
+    b0, _ = G.compute_ceiling("efficientnet_b0", 224, "A100", G.AMP)
+    assert rate == pytest.approx(b0 * G.FLOPS_224["efficientnet_b0"] / G.FLOPS_224["efficientnet_lite0"])
+    assert "2.31 GFLOP/image" in source and "efficientnet_lite0.py" in source and "assumed EfficientNet-B0's" in source
+
+
+@pytest.mark.slow
+def test_efficientnet_lite0_flops_match_the_benchmark_count():
+    """Recounted as FLOPS_224 says: the Keras network with its 1000-class top at 224 px (~30 s)."""
+    import json
+    import subprocess
+    import sys
+
+    from benchmarks.training.flops import REPO
+
+    code = ("import json; from dataclasses import asdict; from benchmarks.training.flops import count; "
+            "from training_entry.model.efficientnet_lite0 import build; "
+            "print(json.dumps(asdict(count(build(224, include_top=True)))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True,
+                         env={"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}).stdout
+    counted = json.loads(out.strip().splitlines()[-1])
+    assert counted["training"] == pytest.approx(G.FLOPS_224["efficientnet_lite0"], rel=1e-3)
+    assert counted["parameters"] == 4_652_008
