@@ -27,6 +27,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
+import os
+import shutil
 import sys
 from collections import OrderedDict
 from importlib import metadata
@@ -186,6 +188,15 @@ def file_sha256(path: str) -> str:
     return h.hexdigest()
 
 
+def channel_weights(directory: str) -> str | None:
+    """The state dict ``trainpipe init-weights --architecture efficientnet_lite0`` put in the
+    ``init`` channel (a ``.pth`` beside the TensorFlow room's ``.h5``), or None."""
+    if not os.path.isdir(directory):
+        return None
+    found = sorted(name for name in os.listdir(directory) if name.endswith(".pth"))
+    return os.path.join(directory, found[0]) if found else None
+
+
 def load_state_dict(path: str | None = None) -> dict[str, torch.Tensor]:
     return torch.load(path or weights_path(), map_location="cpu", weights_only=True)
 
@@ -270,14 +281,19 @@ def main(argv: list[str] | None = None) -> int:
                                 description="Write EfficientNet-Lite0's ImageNet weights in Keras' layout (.npz).")
     p.add_argument("--npz", required=True, help="the .npz to write")
     p.add_argument("--weights", help="a state dict file (default: the installed package's)")
+    p.add_argument("--copy-to", metavar="DIR", help="also copy the state dict into DIR (the init channel's "
+                   "file for the PyTorch room) and print its path last")
     args = p.parse_args(argv)
     try:
         digest, version = write_npz(args.npz, args.weights)
+        if args.copy_to:
+            os.makedirs(args.copy_to, exist_ok=True)
+            copied = shutil.copy(args.weights or weights_path(), args.copy_to)
     except (ImportError, OSError, RuntimeError) as e:
         print(f"{ARCHITECTURE}: {e}", file=sys.stderr)
         return 1
     print(f"{PACKAGE} {version} sha256 {digest}")
-    print(args.npz)
+    print(copied if args.copy_to else args.npz)
     return 0
 
 

