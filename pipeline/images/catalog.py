@@ -134,7 +134,7 @@ def nearest(image_uri: str | None, directory: Path = RECORDS_DIR) -> tuple[Image
     derived = replace(record, python=python, name=f"{record.name}, the nearest to {tag.repository} {tag.version_text}")
     unchecked = (f"no record of {tag.repository} {tag.version_text} (pipeline/images/records/): its code is judged "
                  f"against {record.name} ({major}.{minor}, the nearest recorded) under Python {python}"
-                 f"{' from its tag' if tag.python else ''}; what {tag.version_text} holds that {major}.{minor} "
+                 f"{' from ' + tag.python_source if tag.python else ''}; what {tag.version_text} holds that {major}.{minor} "
                  f"does not, and every package's version, are not checked")
     return derived, unchecked
 

@@ -18,9 +18,21 @@ from functools import cache
 from pathlib import Path
 
 SUPPORT_FILE = Path(__file__).resolve().parent / "support.json"
-# registry/repository:MAJOR.MINOR[.PATCH]-cpu|gpu[-pyNNN]... : AWS's framework image tags.
-_TAG = re.compile(r"^(?P<registry>[^/]+)/(?P<repository>[a-z0-9-]+):(?P<version>\d+\.\d+)(?:\.\d+)*"
-                  r"-(?P<accelerator>cpu|gpu|cu\d+)(?:-py(?P<py>\d)(?P<minor>\d+))?")
+# registry/repository:MAJOR.MINOR[.PATCH][-BUILD]-cpu|gpu[-pyN[NN]]... : AWS's framework image
+# tags; SKLearn's name a container build after the version and only Python's major
+# (sagemaker-scikit-learn:1.2-1-cpu-py3, the SDK's image_uri_config/sklearn.json versions).
+_TAG = re.compile(r"^(?P<registry>[^/]+)/(?P<repository>[a-z0-9-]+):(?P<version>\d+\.\d+)(?P<patch>(?:\.\d+)*)"
+                  r"(?:-(?P<build>\d+))?-(?P<accelerator>cpu|gpu|cu\d+)(?:-py(?P<py>\d)(?P<minor>\d+)?(?=-|$))?")
+# The Python minor of images whose tag says only py3: ARG PYTHON_VERSION in the version's
+# docker/<version>/base/Dockerfile.cpu of aws/sagemaker-scikit-learn-container, at the last
+# commit that held the file (0.20.0's names none: not listed, so the nearest record's is used).
+_SKLEARN = "aws/sagemaker-scikit-learn-container docker/{}/base/Dockerfile.cpu@{}"
+PYTHON_OF_VERSION = {
+    ("sagemaker-scikit-learn", (0, 23)): ("3.7", _SKLEARN.format("0.23-1", "e7066208a18a92591cbf3a5e0259c4adf6922359")),
+    ("sagemaker-scikit-learn", (1, 0)): ("3.8", _SKLEARN.format("1.0-1", "838ffd2a9c90858898c91da5d0e393fc79f80ab7")),
+    ("sagemaker-scikit-learn", (1, 2)): ("3.9", _SKLEARN.format("1.2-1", "04c3893306cfd184bd4e4407886d39405d5a4076")),
+    ("sagemaker-scikit-learn", (1, 4)): ("3.10", _SKLEARN.format("1.4-2", "ce928c294552042062bd3c4d08ca6ffb17c826a9")),
+}
 # A repository AWS continued under another name (PyTorch 2.11 on: "pytorch").
 _SUCCESSOR = {"pytorch-training": "pytorch"}
 
@@ -31,11 +43,13 @@ class Tag:
     repository: str
     version: tuple[int, int]
     accelerator: str
-    python: str | None  # "3.7", where the tag names it
+    python: str | None  # "3.7", where the tag names it (or AWS's Dockerfile for its version does)
+    build: str = ""  # SKLearn's container build ("-1" of 1.2-1)
+    python_source: str = ""  # where ``python`` was read: "its tag", or the Dockerfile's URL
 
     @property
     def version_text(self) -> str:
-        return f"{self.version[0]}.{self.version[1]}"
+        return f"{self.version[0]}.{self.version[1]}{'-' + self.build if self.build else ''}"
 
 
 def parse(uri: str | None) -> Tag | None:
@@ -44,10 +58,17 @@ def parse(uri: str | None) -> Tag | None:
     if not match:
         return None
     major, minor = match.group("version").split(".")
-    python = f"{match.group('py')}.{match.group('minor')}" if match.group("py") else None
+    version = (int(major), int(minor))
+    repository = match.group("repository")
+    python, python_source = None, ""
+    if match.group("minor"):
+        python, python_source = f"{match.group('py')}.{match.group('minor')}", "its tag"
+    elif (repository, version) in PYTHON_OF_VERSION:
+        python, python_source = PYTHON_OF_VERSION[repository, version]
     # PyTorch 2.11 on names its CUDA build where older tags said gpu (2.13-cu133-amzn2023-sagemaker).
     accelerator = "gpu" if match.group("accelerator").startswith("cu") else match.group("accelerator")
-    return Tag(match.group("registry"), match.group("repository"), (int(major), int(minor)), accelerator, python)
+    return Tag(match.group("registry"), repository, version, accelerator, python,
+               build=match.group("build") or "", python_source=python_source)
 
 
 @cache

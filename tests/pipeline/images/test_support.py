@@ -52,3 +52,26 @@ def test_the_tag_says_repository_version_accelerator_and_python():
     assert "2027-07-20" in support.end_of_patch(f"{ECR}/pytorch:2.13-cu133-amzn2023-sagemaker", ["T"],
                                                 today=date(2027, 8, 1))
 
+
+
+def test_a_sklearn_tag_says_its_build_and_its_python_comes_from_aws_dockerfile():
+    """SKLearn's tags (1.2-1-cpu-py3) carry a container build and only py3: read, with the
+    Python of that version's Dockerfile, and an unrecorded version is judged against the
+    nearest record under that Python."""
+    from pipeline.images import catalog
+
+    sklearn = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn"
+    tag = support.parse(f"{sklearn}:1.4-2-cpu-py3")
+    assert (tag.repository, tag.version, tag.build, tag.accelerator, tag.python, tag.version_text) == (
+        "sagemaker-scikit-learn", (1, 4), "2", "cpu", "3.10", "1.4-2")
+    assert support.parse(f"{sklearn}:1.0-1-cpu-py3").python == "3.8"
+    assert support.parse(f"{sklearn}:0.20.0-cpu-py3").python is None  # its Dockerfile names none
+    record, unchecked = catalog.nearest(f"{sklearn}:1.4-2-cpu-py3")
+    assert (record.python, record.name) == ("3.10", "aws-sklearn-1.2-1, the nearest to sagemaker-scikit-learn 1.4-2")
+    assert unchecked == (
+        "no record of sagemaker-scikit-learn 1.4-2 (pipeline/images/records/): its code is judged against "
+        "aws-sklearn-1.2-1 (1.2, the nearest recorded) under Python 3.10 from aws/sagemaker-scikit-learn-container "
+        "docker/1.4-2/base/Dockerfile.cpu@ce928c294552042062bd3c4d08ca6ffb17c826a9; what 1.4-2 holds that 1.2 does "
+        "not, and every package's version, are not checked")
+    assert catalog.nearest(f"{sklearn}:0.20.0-cpu-py3")[0].python == "3.7"  # the nearest record's (0.23-1)
+    assert support.end_of_patch(f"{sklearn}:1.4-2-cpu-py3", ["P"]) is None  # not in AWS's DLC support data

@@ -34,7 +34,7 @@ with open(os.path.join(out, "report.txt"), "w") as f:
 """
 
 
-def build(tmp_path: Path, files: dict[str, str]) -> Path:
+def build(tmp_path: Path, files: dict[str, str], framework_version: str = "1.2-1") -> Path:
     """A one-step pipeline: AWS's SKLearn FrameworkProcessor running ``report.py`` from a
     source_dir (runproc.sh unpacks it and pip-installs its requirements.txt)."""
     from sagemaker.processing import FrameworkProcessor, ProcessingOutput
@@ -49,7 +49,7 @@ def build(tmp_path: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (source / name).write_text(text)
     session = LocalStoreSession(workdir=tmp_path / "work", bucket="images-bucket")
-    processor = FrameworkProcessor(estimator_cls=SKLearn, framework_version="1.2-1", role=ROLE,
+    processor = FrameworkProcessor(estimator_cls=SKLearn, framework_version=framework_version, role=ROLE,
                                    instance_type="ml.m5.xlarge", instance_count=1, base_job_name="report",
                                    sagemaker_session=session)
     step = ProcessingStep(name="Report", step_args=processor.run(
@@ -368,6 +368,23 @@ def test_an_image_with_no_record_is_judged_by_its_tag_and_the_nearest_record(tmp
     (line,) = [x for x in said.splitlines() if x.startswith(eop)]
     readme_record.record(line)
     assert said.count("past its end of patch") == 1, said  # SKLearn's images are not in AWS's DLC data
+    assert no_step_ran(tmp_path)
+
+
+def test_a_sklearn_image_with_no_record_is_judged_by_its_dockerfiles_python_and_the_nearest_record(tmp_path):
+    """SKLearn 1.4-2 (the SDK names it; no record here): its tag says only py3, so its Python is
+    3.10 from AWS's Dockerfile for 1.4-2 (a match statement parses), and the nearest record
+    (1.2-1) has no lightgbm: refused before any step (on the old tag parsing it ran unchecked)."""
+    script = "import sys\n\nimport lightgbm\n\nmatch sys.argv[1:]:\n    case []:\n        print(lightgbm)\n"
+    done = run(tmp_path, build(tmp_path, {"report.py": script}, framework_version="1.4-2"))
+    assert done.returncode != 0
+    image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.4-2-cpu-py3"
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.endswith(
+        "step Report: the code imports lightgbm (report.py:3), which the image " + image + " (Python 3.10, "
+        "record aws-sklearn-1.2-1, the nearest to sagemaker-scikit-learn 1.4-2) does not have and no "
+        "requirements.txt installs: it would fail there with ModuleNotFoundError; add a line lightgbm to the "
+        "requirements.txt next to the entry point, or name an image that has it"), line
     assert no_step_ran(tmp_path)
 
 
