@@ -110,3 +110,28 @@ def test_the_init_channel_state_dict_is_found_and_loads(tmp_path):
     assert lite0.file_sha256(found).startswith("57934424")  # the package names the file by its digest
     model = lite0.classifier(2, found)
     assert torch.equal(model.backbone.net._conv_stem.weight, lite0.imagenet()._conv_stem.weight)
+
+
+@pytest.mark.slow
+def test_head_then_fine_tune_tells_two_photos_apart_from_crops():
+    """The recipe end to end at model level: 32 crops a class (96 px) from one half of each
+    photo, held-out crops from the other half; head 2 epochs, then fine-tuning 1 at x0.1.
+    Measured: 1.0 after every epoch; the same recipe on a random backbone stays at 0.5."""
+    torch.manual_seed(0)
+    x_train, y_train, x_val, y_val = (torch.tensor(a) for a in photos.two_class_split(96))
+    model = lite0.classifier(2)
+    for name, first, end, factor in lite0.phases(3, 2, 0.1):
+        optimizer = torch.optim.Adam(lite0.set_phase(model, name), lr=1e-3 * factor)
+        model.train()
+        for _ in range(first, end):
+            order = torch.randperm(len(y_train))
+            for i in range(0, len(order), 16):
+                batch = order[i:i + 16]
+                loss = torch.nn.functional.cross_entropy(model(x_train[batch]), y_train[batch])
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        accuracy = (model(x_val).argmax(1) == y_val).float().mean().item()
+    assert accuracy >= 0.9, accuracy
