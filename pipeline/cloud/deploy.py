@@ -135,7 +135,8 @@ def plan_upsert(
         )
     s3 = target.clients.s3
     with aws_errors(f"listing s3://{settings.bucket}/{settings.prefix}/"):
-        uploads, unchanged = bundle_uploads(s3, settings)
+        framework = P.BY_NAME[P.FRAMEWORK].parse(overrides.get(P.FRAMEWORK, P.BY_NAME[P.FRAMEWORK].default))
+        uploads, unchanged = bundle_uploads(s3, settings, framework=framework)
         input_data_uri = next(
             p["DefaultValue"] for p in definition["Parameters"] if p["Name"] == P.INPUT_DATA_URI
         )

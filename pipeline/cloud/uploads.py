@@ -46,11 +46,14 @@ def _existing(s3, bucket: str, prefix: str) -> dict[str, int]:
 
 
 def bundle_uploads(
-    s3, settings: Settings, bundles: dict[str, Bundle] | None = None
+    s3, settings: Settings, bundles: dict[str, Bundle] | None = None, framework: str | None = None
 ) -> tuple[list[Upload], list[str]]:
-    """(objects to upload, names of bundles already complete in the bucket)."""
+    """(objects to upload, names of bundles already complete in the bucket); ``framework``: the
+    definition's (``-p Framework``), whose bundles it names."""
     uploads, unchanged = [], []
-    for name, bundle in (bundles or all_bundles(settings.model_file, settings.tracking_uri)).items():
+    chosen = bundles or (all_bundles(settings.model_file, settings.tracking_uri, framework) if framework
+                         else all_bundles(settings.model_file, settings.tracking_uri))
+    for name, bundle in chosen.items():
         key_prefix = bundle.key_prefix(settings.prefix)
         existing = _existing(s3, settings.bucket, key_prefix + "/")
         objects = bundle.objects()

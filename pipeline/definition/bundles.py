@@ -11,8 +11,7 @@ did not change can be served from the step cache.
 - training_torch / training_zero / evaluation_torch: the same for ``-p Framework=pytorch``, the
   PyTorch room's ``train.py`` at the root; training_zero adds DeepSpeed to requirements.txt
   (AWS's PyTorch images lack it; SageMaker: the toolkit pip-installs requirements.txt before
-  the script). Every bundle is uploaded whichever framework a build names: each is small and
-  content-addressed, so a rebuild with the other framework finds its code in place.
+  the script). A build uploads its framework's bundles (``all_bundles``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,13 @@ from pathlib import Path
 from evaluation.report import ENTRY_POINT as EVALUATION_ENTRY
 from processing.contract import ENTRY_POINT as PROCESSING_ENTRY
 from training_entry.contract import ENTRY_POINT as TRAINING_ENTRY
-from training_entry.contract import TORCH_DDP, TORCH_ZERO, USER_MODEL_DIR
+from training_entry.contract import (
+    FRAMEWORK_PYTORCH,
+    FRAMEWORK_TENSORFLOW,
+    TORCH_DDP,
+    TORCH_ZERO,
+    USER_MODEL_DIR,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCEDIR_ARCHIVE = "sourcedir.tar.gz"
@@ -144,8 +149,13 @@ def evaluation_bundle(tracking_uri: str | None = None) -> Bundle:
                   module=f"evaluation.{Path(EVALUATION_ENTRY).stem}")
 
 
-def all_bundles(model_file: str | None = None, tracking_uri: str | None = None) -> dict[str, Bundle]:
-    return {b.name: b for b in (processing_bundle(tracking_uri), training_bundle(model_file, tracking_uri),
-                                evaluation_bundle(tracking_uri), torch_training_bundle(TORCH_DDP, tracking_uri),
-                                torch_training_bundle(TORCH_ZERO[0], tracking_uri),
-                                torch_evaluation_bundle(tracking_uri))}
+def all_bundles(model_file: str | None = None, tracking_uri: str | None = None,
+                framework: str = FRAMEWORK_TENSORFLOW) -> dict[str, Bundle]:
+    """The bundles a definition built for ``framework`` names (each is uploaded before it runs)."""
+    if framework == FRAMEWORK_PYTORCH:
+        bundles = (processing_bundle(tracking_uri), torch_training_bundle(TORCH_DDP, tracking_uri),
+                   torch_training_bundle(TORCH_ZERO[0], tracking_uri), torch_evaluation_bundle(tracking_uri))
+    else:
+        bundles = (processing_bundle(tracking_uri), training_bundle(model_file, tracking_uri),
+                   evaluation_bundle(tracking_uri))
+    return {b.name: b for b in bundles}

@@ -88,7 +88,7 @@ class BuildContext:
                 for spec in P.pipeline_specs(values[P.FRAMEWORK])
             },
             session=session or OfflinePipelineSession(settings.region, settings.bucket),
-            bundles=all_bundles(settings.model_file, settings.tracking_uri),
+            bundles=all_bundles(settings.model_file, settings.tracking_uri, values[P.FRAMEWORK]),
             cache=(
                 CacheConfig(enable_caching=True, expire_after=settings.step_cache_expiry)
                 if settings.step_cache_expiry

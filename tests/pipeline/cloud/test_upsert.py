@@ -145,7 +145,7 @@ def test_changed_code_uploads_only_the_new_bundle(stack, puts, monkeypatch):
         {**evaluation.files, "evaluation/report.py": evaluation.files["evaluation/report.py"] + b"\n# changed\n"},
         evaluation.module,
     )
-    monkeypatch.setattr("pipeline.cloud.uploads.all_bundles", lambda model_file=None, tracking_uri=None: {**bundles, "evaluation": changed})
+    monkeypatch.setattr("pipeline.cloud.uploads.all_bundles", lambda model_file=None, tracking_uri=None, framework=None: {**bundles, "evaluation": changed})
     puts.clear()
     assert main(["upsert"]) == 0
     prefix = changed.key_prefix(stack["ArtifactPrefix"])

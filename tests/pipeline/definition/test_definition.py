@@ -201,6 +201,12 @@ def test_code_locations_are_content_addressed(default_definition):
     text = json.dumps(default_definition)
     for bundle in bundles.values():
         assert bundle.key_prefix(Settings().prefix) in text
+    # A PyTorch build names its own bundles (the ZeRO one only with a ZeRO strategy).
+    for strategy in ("ddp", "zero3"):
+        torch = json.dumps(build_definition(Settings(), {P.FRAMEWORK: "pytorch", P.PROCESSES_PER_HOST: "2",
+                                                         P.STRATEGY: strategy}))
+        named = {name for name, b in all_bundles(framework="pytorch").items() if b.key_prefix("trainpipe") in torch}
+        assert named == {"processing", "training_zero" if strategy == "zero3" else "training_torch", "evaluation_torch"}
 
 
 def test_two_builds_are_byte_identical():
