@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import os
 import shutil
 import sys
@@ -70,16 +69,21 @@ def block_specs() -> list[tuple[int, int, int, int, int]]:
 
 class SameConv2d(nn.Conv2d):
     """``nn.Conv2d`` padded as TensorFlow's ``padding='same'``: total padding
-    ``max((ceil(n / s) - 1) * s + k - n, 0)``, the odd pixel at the end."""
+    ``(ceil(n / s) - 1) * s + k - n``, the odd pixel at the end."""
 
     def __init__(self, cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1):
+        if kernel < stride:
+            raise ValueError(f"kernel {kernel} < stride {stride}: 'same' padding would be negative")
         super().__init__(cin, cout, kernel, stride, padding=0, groups=groups, bias=False)
 
     def forward(self, x):
         pads = []
+        k, s = self.kernel_size[0], self.stride[0]
         for n in (x.shape[-1], x.shape[-2]):  # F.pad takes the last dimension first
-            k, s = self.kernel_size[0], self.stride[0]
-            total = max((math.ceil(int(n) / s) - 1) * s + k - int(n), 0)
+            # Integer arithmetic on the sizes as they come: torch.jit.trace records it without
+            # a TracerWarning per convolution (the exported model has one size anyway).
+            # (never negative: kernel >= stride, checked at construction, so no max(.., 0))
+            total = (-(-n // s) - 1) * s + k - n
             pads += [total // 2, total - total // 2]
         return super().forward(F.pad(x, pads))
 

@@ -135,3 +135,18 @@ def test_head_then_fine_tune_tells_two_photos_apart_from_crops():
     with torch.no_grad():
         accuracy = (model(x_val).argmax(1) == y_val).float().mean().item()
     assert accuracy >= 0.9, accuracy
+
+
+def test_it_traces_as_export_traces_it_without_tracer_warnings():
+    """training_torch/export.py traces the model on uint8 zeros; the traced model answers
+    other pixels as the model does, and the padding's size arithmetic warns nothing."""
+    import warnings
+
+    model = lite0.classifier(3, pretrained=False).eval()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        traced = torch.jit.trace(model, torch.zeros(1, 64, 64, 3, dtype=torch.uint8))
+    assert not [w for w in caught if issubclass(w.category, torch.jit.TracerWarning)]
+    pixels = torch.randint(0, 256, (2, 64, 64, 3), dtype=torch.uint8)
+    with torch.no_grad():
+        torch.testing.assert_close(traced(pixels), model(pixels))
