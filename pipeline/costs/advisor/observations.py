@@ -44,6 +44,7 @@ from training_entry.contract import (
     HP_MODEL_ARCHITECTURE,
     HP_MODEL_FILE,
     HP_STEPS_PER_EXECUTION,
+    HP_TORCH_STRATEGY,
     IMAGE_ARCHITECTURES,
     METRIC_KEYS,
     STRATEGIES,
@@ -76,19 +77,23 @@ class WorkloadId:
     architecture: str = UNKNOWN
     kind: str = UNKNOWN
     shape: str = UNKNOWN  # "64 features", "32x32x3"
+    # "" for the TensorFlow room; "pytorch <strategy>" for the PyTorch room (-p Framework=pytorch),
+    # whose step costs differ from TensorFlow's for the same network: never fitted together.
+    engine: str = ""
 
     @property
     def label(self) -> str:
         if self == WorkloadId():
             return "unknown workload (recorded without its model and data)"
         what = {KIND_TABLE: "table", KIND_IMAGE: "images"}.get(self.kind, "data of unknown kind")
-        return f"{self.architecture} on {what} {self.shape}"
+        return f"{self.architecture} on {what} {self.shape}" + (f" ({self.engine})" if self.engine else "")
 
     def matches(self, text: str) -> bool:
         """Whether ``--workload TEXT`` names it: every word is a word of its label (its
         architecture, kind or shape), so "mlp 6 features" does not pick 64 features."""
         words = text.lower().replace(",", " ").split()
-        own = {*self.label.lower().split(), self.architecture, self.kind, self.shape}
+        own = {*self.label.replace("(", " ").replace(")", " ").lower().split(), self.architecture, self.kind,
+               self.shape}
         return bool(words) and all(w in own for w in words)
 
 
@@ -114,7 +119,8 @@ def resolve_workload(hps: dict, manifest: dict | None) -> WorkloadId:
         shape = f"{len(columns) if columns else int(manifest.get('num_features', 0))} features"
     else:
         shape = UNKNOWN
-    return WorkloadId(architecture, kind or UNKNOWN, shape)
+    strategy = _hp(hps, HP_TORCH_STRATEGY, None)  # only the PyTorch room takes it
+    return WorkloadId(architecture, kind or UNKNOWN, shape, f"pytorch {strategy}" if strategy else "")
 
 
 @dataclass(frozen=True)

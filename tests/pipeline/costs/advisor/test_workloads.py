@@ -97,3 +97,8 @@ def test_a_sagemaker_job_names_its_workload_from_its_hyperparameters():
         WorkloadId("resnet50", "image", "224x224x3")
     # auto with no manifest at hand: the kind is not in the job's description, so not guessed.
     assert job(**{"model-architecture": '"auto"'}).workload == WorkloadId()
+    # The PyTorch room's jobs (-p Framework=pytorch) are a workload of their own, per strategy.
+    torch = job(**{"model-architecture": '"small_cnn"', "image-size": "32", "strategy": '"gpipe"'}).workload
+    assert torch == WorkloadId("small_cnn", "image", "32x32x3", "pytorch gpipe")
+    assert torch != WorkloadId("small_cnn", "image", "32x32x3")
+    assert torch.label == "small_cnn on images 32x32x3 (pytorch gpipe)" and torch.matches("pytorch gpipe")
