@@ -164,15 +164,43 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's {' and '.join(from_image)} "
                                f"{'is' if len(from_image) == 1 else 'are'} this machine's; {judged}")
-    if not code.installs:
-        return Interpreter(mapped.python, False, runner, why=f"the job installs nothing; {judged}")
+    # A job that installs nothing still imports the image's versions: scikit-learn 1.2.1 on
+    # SKLearn 1.2-1, where this machine's 1.9 has APIs (root_mean_squared_error) it lacks.
+    differ = [] if code.installs else versions_differ(record, code)
+    if not code.installs and not differ:
+        return Interpreter(mapped.python, False, runner,
+                           why=f"the job installs nothing and imports nothing its image holds at another "
+                               f"version; {judged}")
     found = find_python(record.python)
     if found is None:
+        versions = f"; it runs this machine's {', '.join(differ)}" if differ else ""
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's Python {record.python} is not on this machine "
-                               f"({IMAGE_PYTHON_ENV} maps an image to one)")
+                               f"({IMAGE_PYTHON_ENV} maps an image to one){versions}")
     return Interpreter(found, True, record.python, seed=_seed_root(found, record, code),
                        why=f"the image's Python, with its {record.name} packages the code imports")
+
+
+def versions_differ(record, code: CodeFacts) -> list[str]:
+    """``scikit-learn 1.9.1, the image's 1.2.1`` for each distribution the code imports from
+    its image whose exact pin (the record's) is not the version this runner holds."""
+    from importlib import metadata
+
+    from pipeline.images.distributions import modules_of
+
+    differ = []
+    for distribution, version in sorted(record.packages.items()):
+        name = distribution.split(" ", 1)[0]
+        exact = re.fullmatch(r"(?:==)?\s*([0-9][0-9A-Za-z.+!-]*)", str(version).strip())
+        if not exact or not set(modules_of(name).modules) & (code.imports - code.wanted):
+            continue
+        try:
+            here = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # not this runner's either: the image guard speaks for it
+        if here != exact.group(1):
+            differ.append(f"{name} {here}, the image's {exact.group(1)}")
+    return differ
 
 
 def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:

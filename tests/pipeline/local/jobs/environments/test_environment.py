@@ -204,9 +204,14 @@ def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_stora
     assert unknown.status == "Completed", unknown.failure_reason
 
 
-def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path):
+def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path, monkeypatch):
     # This machine's scikit-learn imports narwhals, which the 1.2-1 image's (1.2.1) does not:
     # the job's own imports are the image's question, a library's are this machine's versions.
+    # Where the image's Python is on this machine the job runs the image's scikit-learn instead
+    # (test_image_versions.py): here it is not, and the job keeps this machine's.
+    from pipeline.local.jobs.environments import interpreters
+
+    monkeypatch.setattr(interpreters, "find_python", lambda version: None)
     sklearn_image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
     script = "import sys\nimport sklearn.linear_model\nimport pandas\nassert 'narwhals' in sys.modules\n"
     result = run_job(local_storage, tmp_path, {"user.py": script}, {}, image=sklearn_image)
@@ -229,12 +234,15 @@ import tensorflow as tf
 SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
 
 
-@pytest.mark.parametrize("code, image, version, seeded", [
-    (CALIFORNIA_EVALUATE, SKLEARN_IMAGE, "3.9", True),  # installs: the image's Python
-    ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n", TF_IMAGE, None, False),  # the runner's TF
-    ("import pandas\n", SKLEARN_IMAGE, None, False),  # installs nothing: the runner's
+@pytest.mark.parametrize("code, image, version, seeded, wanted", [
+    (CALIFORNIA_EVALUATE, SKLEARN_IMAGE, "3.9", True, ["numpy", "pandas"]),  # installs: the image's Python
+    ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n", TF_IMAGE, None, False, []),  # the runner's TF
+    # Installs nothing, but this machine's pandas is not the image's 1.1.3: the image's Python (issue 47).
+    ("import pandas\n", SKLEARN_IMAGE, "3.9", True, ["pandas"]),
+    ("import json\n", SKLEARN_IMAGE, None, False, []),  # installs nothing, imports nothing pinned: the runner's
 ])
-def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it(tmp_path, code, image, version, seeded):
+def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it(tmp_path, code, image, version,
+                                                                                  seeded, wanted):
     (tmp_path / "evaluate.py").write_text(code)
     interpreter = job_env.choose(image, job_env.facts(image, None, [tmp_path]), {})
     runner = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -245,9 +253,9 @@ def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it
         assert (interpreter.version, interpreter.seed, interpreter.mapped) == (runner, None, False)
     # What the image's environment would hold: its pins of what the code imports, not what it installs.
     if seeded:
-        wanted, constraints = job_env._pins(job_env.facts(image, None, [tmp_path]).record,
+        pins, constraints = job_env._pins(job_env.facts(image, None, [tmp_path]).record,
                                             job_env.facts(image, None, [tmp_path]))
-        assert wanted == ["numpy", "pandas"] and {"pandas==1.1.3", "numpy==1.24.1"} <= set(constraints)
+        assert pins == wanted and {"pandas==1.1.3", "numpy==1.24.1"} <= set(constraints)
 
 
 @pytest.mark.skipif(job_env.find_python("3.10") is None, reason="no Python 3.10 on this machine")
