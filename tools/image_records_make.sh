@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-*,
+# Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-* (2.6 on),
 # aws-tensorflow-training-2.21-*) and pipeline/images/support.json, from a clone of
 # aws/deep-learning-containers (its git directory: $1) at the commits named below.
 #     tools/image_records_make.sh /path/to/deep-learning-containers/.git
@@ -20,6 +20,16 @@ for v in 2.8:0f8bea76e85b6d49c4a5a2401cca54f4e425b565:cu129 2.9:959ce8a4ea1c00c6
       --name aws-pytorch-training-$ver-cpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-cpu.json
   gen --dockerfile $c:pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-training/$ver-gpu-sagemaker.yml \
       --name aws-pytorch-training-$ver-gpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-gpu.json
+done
+# 2.6 and 2.7: the last commits that held their Dockerfiles, with AWS's core_packages.json.
+for v in 2.6:dd3ba4642def128f9644025522d722cec3b713e9:cu126 2.7:e17a13ceaa4761298c4a27bff52a140b59a63612:cu128; do
+  IFS=: read ver c cu <<< "$v"
+  for acc in cpu gpu; do
+    if [ $acc = cpu ]; then dir=py3; df=Dockerfile.cpu; else dir=py3/$cu; df=Dockerfile.gpu; fi
+    gen --dockerfile $c:pytorch/training/docker/$ver/$dir/$df --support $DATA:docs/src/data/pytorch-training/$ver-$acc-sagemaker.yml \
+        --core $c:pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$acc.core_packages.json \
+        --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json
+  done
 done
 c=a70e18c87888b7398c1ba66de77c0c5dc4e61614
 gen --dockerfile $c:pytorch/inference/docker/2.6/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-inference/2.6-cpu-sagemaker.yml \
