@@ -11,6 +11,8 @@ from training_entry import contract
 
 HIDDEN_UNITS = (128, 64)  # = training_entry.model.network.HIDDEN_UNITS
 CNN_FILTERS = (32, 64, 128)
+# What the room builds (networks.py); the pretrained backbones train in the TensorFlow room.
+ARCHITECTURES = (contract.ARCH_AUTO, contract.ARCH_MLP, contract.ARCH_SMALL_CNN)
 # Layers with parameters: the cuts GPipe may make (mlp: its Linears; small_cnn: convs + head).
 PARAMETERISED_LAYERS = {contract.ARCH_MLP: len(HIDDEN_UNITS) + 1, contract.ARCH_SMALL_CNN: len(CNN_FILTERS) + 1}
 

@@ -133,7 +133,7 @@ SPECS: tuple[ParameterSpec, ...] = (
                   training.DEFAULT_STEPS_PER_EXECUTION, minimum=1),
     ParameterSpec(MODEL_ARCHITECTURE, str, "auto: mlp for a CSV/NPZ table, small_cnn for an image "
                   "tree (your --model-file's model when one is built in); mlp; small_cnn, "
-                  "mobilenet_v2, resnet50, efficientnet_b0 for images; custom",
+                  "mobilenet_v2, resnet50, efficientnet_b0, efficientnet_lite0 for images; custom",
                   training.ARCH_AUTO, choices=training.ARCHITECTURES),
     ParameterSpec(IMAGE_SIZE, int, "pixels per side images are resized to (images only)",
                   training.DEFAULT_IMAGE_SIZE, minimum=training.MIN_IMAGE_SIZE,
@@ -336,7 +336,9 @@ def pretrained_note(overrides: Mapping[str, object], init_model_uri: str | None)
         return None
     return (f"note: {MODEL_ARCHITECTURE}={architecture} without --init-model-uri: no pretrained weights, so "
             f"the whole network trains from random weights; for ImageNet weights run trainpipe "
-            f"init-weights --architecture {architecture} where there is internet, then pass "
+            f"init-weights --architecture {architecture} "
+            f"{'(its weights come with the installed package)' if architecture == 'efficientnet_lite0' else 'where there is internet'}"
+            f", then pass "
             f"--init-model-uri (docs/model.md)")
 
 

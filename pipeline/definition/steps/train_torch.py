@@ -48,6 +48,11 @@ def check(settings: Settings, values) -> None:
     if values.get(P.BATCH_INPUT_URI):
         raise _refuse(P.BATCH_INPUT_URI, "batch transform serves TensorFlow models only; run "
                       "trainpipe predict on the registered model, or leave it empty")
+    architecture = str(values[P.MODEL_ARCHITECTURE])
+    if architecture not in plan.ARCHITECTURES:
+        raise _refuse(f"{P.MODEL_ARCHITECTURE}={architecture}", f"the PyTorch room builds "
+                      f"{', '.join(plan.ARCHITECTURES)}; train {architecture} with the TensorFlow pipeline "
+                      f"(-p {P.FRAMEWORK}={training.FRAMEWORK_TENSORFLOW})")
     strategy, per_host = values[P.STRATEGY], int(values[P.PROCESSES_PER_HOST])
     try:
         if strategy in training.TORCH_ZERO:

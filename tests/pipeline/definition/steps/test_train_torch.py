@@ -83,6 +83,8 @@ def test_zero_asks_for_deepspeed_and_ddp_ships_no_module_that_imports_it():
     (Settings(), {**TORCH, P.STRATEGY: "zero3", P.TRAINING_INSTANCE_COUNT: "1", P.PROCESSES_PER_HOST: "1"},
      "zero3 partitions the model states across ranks and needs 2 or more, this job has 1"),
     (Settings(tune_jobs=2), TORCH, "--tune with -p Framework=pytorch"),
+    (Settings(), {**TORCH, P.MODEL_ARCHITECTURE: "efficientnet_lite0"},
+     "ModelArchitecture=efficientnet_lite0 with -p Framework=pytorch: the PyTorch room builds auto, mlp, small_cnn"),
 ])
 def test_what_the_pytorch_room_cannot_run_is_refused_at_build(settings, overrides, words):
     with pytest.raises(UserError, match=re.escape(words)):
