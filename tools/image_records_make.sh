@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-* (2.6 on),
-# aws-tensorflow-training-2.21-*) and pipeline/images/support.json, from a clone of
+# aws-tensorflow-training-2.19-* and 2.21-*) and pipeline/images/support.json, from a clone of
 # aws/deep-learning-containers (its git directory: $1) at the commits named below.
 #     tools/image_records_make.sh /path/to/deep-learning-containers/.git
 set -euo pipefail
@@ -30,6 +30,28 @@ for v in 2.6:dd3ba4642def128f9644025522d722cec3b713e9:cu126 2.7:e17a13ceaa476129
         --core $c:pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$acc.core_packages.json \
         --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json
   done
+done
+# TensorFlow training 2.19 (CPU, GPU): the last commit that held its Dockerfiles, AWS's
+# core_packages.json, and what tensorflow 2.19.0, tf-models-official 2.19.1 and shap 0.49.1
+# (shap<0.50 resolves to it) require, from their wheels' METADATA.
+c=d9590225bbc41de43d96b1118f9d7f6714ceca10
+TFMO="https://pypi.org/project/tf-models-official/2.19.1/|tf_models_official-2.19.1-py2.py3-none-any.whl: METADATA Requires-Dist|tf-models-official requires google-api-python-client, kaggle, oauth2client, pandas, py-cpuinfo, tensorflow-model-optimization, gin-config, tf-slim, matplotlib, opencv-python-headless, pycocotools, seqeval, sentencepiece, sacrebleu, immutabledict, ai-edge-litert"
+SHAP="https://pypi.org/project/shap/0.49.1/|shap-0.49.1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|shap requires scikit-learn, slicer, numba, cloudpickle, tqdm"
+TFDEPS="absl-py astunparse flatbuffers gast google-pasta libclang opt-einsum packaging protobuf requests setuptools six termcolor typing-extensions wrapt grpcio tensorboard keras numpy h5py ml-dtypes"
+TFMODEPS="google-api-python-client kaggle oauth2client pandas py-cpuinfo tensorflow-model-optimization gin-config tf-slim matplotlib opencv-python-headless pycocotools seqeval sentencepiece sacrebleu immutabledict ai-edge-litert"
+SHAPDEPS="scikit-learn slicer numba cloudpickle tqdm"
+for acc in "cpu py3/Dockerfile.cpu py3 tensorflow-cpu tensorflow_cpu" \
+           "gpu py3/cu125/Dockerfile.gpu py3/cu125 tensorflow tensorflow"; do
+  read label df dir tf wheel <<< "$acc"
+  deps=()
+  for d in $TFDEPS; do deps+=(--dependency "$d=$tf"); done
+  for d in $TFMODEPS; do deps+=(--dependency "$d=tf-models-official"); done
+  for d in $SHAPDEPS; do deps+=(--dependency "$d=shap"); done
+  gen --dockerfile $c:tensorflow/training/docker/2.19/$df --support $DATA:docs/src/data/tensorflow-training/2.19-$label-sagemaker.yml \
+      --core $c:tensorflow/training/docker/2.19/$dir/Dockerfile.sagemaker.$label.core_packages.json \
+      --name aws-tensorflow-training-2.19-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
+      --source "https://pypi.org/project/$tf/2.19.0/|$wheel-2.19.0-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|$tf 2.19.0 requires ${TFDEPS// /, } on Linux" \
+      --source "$TFMO" --source "$SHAP" > $R/aws-tensorflow-training-2.19-$label.json
 done
 c=a70e18c87888b7398c1ba66de77c0c5dc4e61614
 gen --dockerfile $c:pytorch/inference/docker/2.6/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-inference/2.6-cpu-sagemaker.yml \

@@ -85,6 +85,8 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "scikit-image": ("skimage",),
     "gitpython": ("git",),
     "pycocotools": ("pycocotools",),
+    "gin-config": ("gin",),  # gin_config-0.5.0 wheel
+    "google-api-python-client": ("googleapiclient", "apiclient"),  # its 2.202.0 wheel
     "sentencepiece": ("sentencepiece",),
     "markdown": ("markdown",),
     "charset-normalizer": ("charset_normalizer",),
