@@ -144,6 +144,25 @@ class BuildContext:
         return tracking.environment(settings.tracking_uri, settings.pipeline_name,
                                     ExecutionVariables.PIPELINE_EXECUTION_ID, step)
 
+    def training_job_settings(self) -> dict:
+        """What every training estimator of ours sets alike (TensorFlow's and PyTorch's)."""
+        settings = self.settings
+        return dict(
+            enable_network_isolation=settings.network_isolation,
+            # MLflow: the job logs its own run (training_entry/tracking.py) where --tracking-uri says.
+            environment=self.tracking_environment() or None,
+            encrypt_inter_container_traffic=True,
+            volume_kms_key=settings.kms_key_id,
+            output_kms_key=settings.kms_key_id,
+            use_spot_instances=settings.use_spot,
+            max_run=settings.max_run_seconds,
+            max_wait=settings.max_run_seconds * 2 if settings.use_spot else None,
+            disable_profiler=True,
+            debugger_hook_config=False,
+            sagemaker_session=self.session,
+            base_job_name=f"{settings.pipeline_name}-training",
+        )
+
     def code_input(self, bundle_name: str) -> ProcessingInput:
         return ProcessingInput(
             input_name="code",

@@ -128,19 +128,7 @@ def _estimator(ctx: BuildContext, checkpoints: bool = True) -> TensorFlow | PyTo
             values=[settings.s3_uri("checkpoints"), ExecutionVariables.PIPELINE_EXECUTION_ID],
         ) if checkpoints else None,
         checkpoint_local_path=training.CHECKPOINT_DIR if checkpoints else None,
-        enable_network_isolation=settings.network_isolation,
-        # MLflow: the job logs its own run (training_entry/tracking.py) where --tracking-uri says.
-        environment=ctx.tracking_environment() or None,
-        encrypt_inter_container_traffic=True,
-        volume_kms_key=settings.kms_key_id,
-        output_kms_key=settings.kms_key_id,
-        use_spot_instances=settings.use_spot,
-        max_run=settings.max_run_seconds,
-        max_wait=settings.max_run_seconds * 2 if settings.use_spot else None,
-        disable_profiler=True,
-        debugger_hook_config=False,
-        sagemaker_session=ctx.session,
-        base_job_name=f"{settings.pipeline_name}-training",
+        **ctx.training_job_settings(),
     )
 
 

@@ -66,6 +66,7 @@ def check(settings: Settings, values) -> None:
 
 
 def estimator(ctx: BuildContext) -> PyTorch:
+
     settings, params = ctx.settings, ctx.params
     check(settings, ctx.values)
     bundle = ctx.bundles["training_zero" if ctx.values[P.STRATEGY] in training.TORCH_ZERO else "training_torch"]
@@ -94,16 +95,5 @@ def estimator(ctx: BuildContext) -> PyTorch:
         },
         metric_definitions=training.METRIC_DEFINITIONS,
         output_path=settings.s3_uri("training"),
-        enable_network_isolation=settings.network_isolation,
-        environment=ctx.tracking_environment() or None,
-        encrypt_inter_container_traffic=True,
-        volume_kms_key=settings.kms_key_id,
-        output_kms_key=settings.kms_key_id,
-        use_spot_instances=settings.use_spot,
-        max_run=settings.max_run_seconds,
-        max_wait=settings.max_run_seconds * 2 if settings.use_spot else None,
-        disable_profiler=True,
-        debugger_hook_config=False,
-        sagemaker_session=ctx.session,
-        base_job_name=f"{settings.pipeline_name}-training",
+        **ctx.training_job_settings(),
     )
