@@ -70,9 +70,14 @@ def instructions(text: str) -> list[str]:
 
 
 def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]:
-    """(global ARG defaults, stage name -> (the stage it is FROM, its RUN commands))."""
+    """(global ARG defaults, stage name -> (the stage it is FROM, its RUN commands)). Each RUN
+    is read with the variables Docker gives it there: the global ARGs, the ENVs of its stage
+    and the stages it is FROM (``ENV PIP=${PIP}`` in ``common``), and its own stage's ARG
+    defaults (``ARG TF_URL=...`` in ``sagemaker``; an ARG's default does not pass to a child)."""
     args: dict[str, str] = {}
     found: dict[str, tuple[str, list[str]]] = {}
+    env: dict[str, dict[str, str]] = {}
+    local: dict[str, str] = {}
     stage = None
     for instruction in instructions(text):
         word, _, rest = instruction.partition(" ")
@@ -81,12 +86,21 @@ def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]
             parts = rest.split()
             stage = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else parts[0]
             found[stage] = (parts[0], [])
+            env[stage], local = dict(env.get(parts[0], {})), {}
         elif word == "ARG" and "=" in rest:
             name, _, value = rest.partition("=")
-            if stage is None:  # a global default; a stage's own ARG NAME only re-declares it
-                args[name.strip()] = value.strip().strip('"')
+            value = value.strip().strip('"')
+            if stage is None:
+                args[name.strip()] = value
+            else:
+                local[name.strip()] = _substitute(value, {**args, **env[stage], **local})
+        elif word == "ENV" and stage is not None:
+            pairs = re.findall(r'([A-Za-z_][A-Za-z0-9_]*)=("[^"]*"|\S*)', rest) if "=" in rest.split()[0] \
+                else [tuple(rest.split(None, 1))] if len(rest.split(None, 1)) == 2 else []
+            for name, value in pairs:
+                env[stage][name] = _substitute(value.strip('"'), {**args, **env[stage], **local})
         elif word == "RUN" and stage is not None:
-            found[stage][1].append(rest)
+            found[stage][1].append(_substitute(rest, {**args, **env[stage], **local}))
     return args, found
 
 

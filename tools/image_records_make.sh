@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-* (2.6 on),
-# aws-tensorflow-training-2.18-*, 2.19-* and 2.21-*) and pipeline/images/support.json, from a clone of
+# aws-tensorflow-training-2.16-*, 2.18-*, 2.19-* and 2.21-*) and pipeline/images/support.json, from a clone of
 # aws/deep-learning-containers (its git directory: $1) at the commits named below.
 #     tools/image_records_make.sh /path/to/deep-learning-containers/.git
 set -euo pipefail
@@ -31,37 +31,43 @@ for v in 2.6:dd3ba4642def128f9644025522d722cec3b713e9:cu126 2.7:e17a13ceaa476129
         --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json
   done
 done
-# TensorFlow training 2.18 and 2.19 (CPU, GPU): the last commits that held their Dockerfiles,
+# TensorFlow training 2.16, 2.18 and 2.19 (CPU, GPU): the last commits that held their Dockerfiles,
 # AWS's core_packages.json, and what tensorflow, tf-models-official (the version each
 # Dockerfile pins) and shap 0.49.1 (2.19 pins shap<0.50, which resolves to it; 2.18 leaves shap
 # unpinned, and every shap since 0.42 requires the same) require, from their wheels' METADATA.
-# 2.18 is not in AWS's docs/src/data: its Python is the SDK's (image_uri_config/tensorflow.json
+# 2.16 and 2.18 are not in AWS's docs/src/data: its Python is the SDK's (image_uri_config/tensorflow.json
 # 2.18.0: py310, as the Dockerfile's ARG PYTHON_VERSION=3.10.14), its dates support_policy.md's.
 POL=e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md
 SHAP="https://pypi.org/project/shap/0.49.1/|shap-0.49.1-cp312-cp312-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|shap requires scikit-learn, slicer, numba, cloudpickle, tqdm"
 TFDEPS="absl-py astunparse flatbuffers gast google-pasta libclang opt-einsum packaging protobuf requests setuptools six termcolor typing-extensions wrapt grpcio tensorboard keras numpy h5py ml-dtypes"
 TFMODEPS="google-api-python-client kaggle oauth2client pandas py-cpuinfo tensorflow-model-optimization gin-config tf-slim matplotlib opencv-python-headless pycocotools seqeval sentencepiece sacrebleu immutabledict ai-edge-litert"
 SHAPDEPS="scikit-learn slicer numba cloudpickle tqdm"
-tf_record() {  # VERSION COMMIT CPYTHON TFMO_VERSION LABEL DOCKERFILE DIR TF WHEEL, then --support or --set arguments
-  local ver=$1 c=$2 cp=$3 mo=$4 label=$5 df=$6 dir=$7 tf=$8 wheel=$9; shift 9
-  local deps=() extra=$TFDEPS
+tf_record() {  # VERSION COMMIT CPYTHON TF_VERSION TFMO_VERSION LABEL DOCKERFILE DIR TF WHEEL, then --support or --set arguments
+  local ver=$1 c=$2 cp=$3 full=$4 mo=$5 label=$6 df=$7 dir=$8 tf=$9 wheel=${10}; shift 10
+  local deps=() extra=$TFDEPS modeps=$TFMODEPS core=()
   [ $cp = cp310 ] && extra="$TFDEPS tensorflow-io-gcs-filesystem"  # tensorflow requires it below Python 3.12
+  [ $mo = 2.16.0 ] && modeps=${TFMODEPS% ai-edge-litert}  # required from 2.18 on
   for d in $extra; do deps+=(--dependency "$d=$tf"); done
-  for d in $TFMODEPS; do deps+=(--dependency "$d=tf-models-official"); done
+  for d in $modeps; do deps+=(--dependency "$d=tf-models-official"); done
   for d in $SHAPDEPS; do deps+=(--dependency "$d=shap"); done
-  gen --dockerfile $c:tensorflow/training/docker/$ver/$df "$@" \
-      --core $c:tensorflow/training/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json \
+  local json=tensorflow/training/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json
+  git -C "$D" cat-file -e $c:$json 2>/dev/null && core=(--core $c:$json)  # AWS keeps one from 2.18 on
+  gen --dockerfile $c:tensorflow/training/docker/$ver/$df "$@" "${core[@]}" \
       --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
-      --source "https://pypi.org/project/$tf/$ver.0/|$wheel-$ver.0-$cp-$cp-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|$tf $ver.0 requires ${extra// /, } on Linux" \
-      --source "https://pypi.org/project/tf-models-official/$mo/|tf_models_official-$mo-py2.py3-none-any.whl: METADATA Requires-Dist|tf-models-official requires ${TFMODEPS// /, }" \
+      --source "https://pypi.org/project/$tf/$full/|$wheel-$full-$cp-$cp-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|$tf $full requires ${extra// /, } on Linux" \
+      --source "https://pypi.org/project/tf-models-official/$mo/|tf_models_official-$mo-py2.py3-none-any.whl: METADATA Requires-Dist|tf-models-official requires ${modeps// /, }" \
       --source "$SHAP" > $R/aws-tensorflow-training-$ver-$label.json
 }
 for acc in "cpu py3/Dockerfile.cpu py3 tensorflow-cpu tensorflow_cpu" "gpu py3/cu125/Dockerfile.gpu py3/cu125 tensorflow tensorflow"; do
   read label df dir tf wheel <<< "$acc"
-  tf_record 2.19 d9590225bbc41de43d96b1118f9d7f6714ceca10 cp312 2.19.1 $label $df $dir $tf $wheel \
+  tf_record 2.19 d9590225bbc41de43d96b1118f9d7f6714ceca10 cp312 2.19.0 2.19.1 $label $df $dir $tf $wheel \
       --support $DATA:docs/src/data/tensorflow-training/2.19-$label-sagemaker.yml
-  tf_record 2.18 e76f361fc829de0a548c00b43b9e3cffe505c155 cp310 2.18.0 $label $df $dir $tf $wheel \
+  tf_record 2.18 e76f361fc829de0a548c00b43b9e3cffe505c155 cp310 2.18.0 2.18.0 $label $df $dir $tf $wheel \
       --set version=2.18 --set accelerator=$label --set python=py310 --set ga=2024-10-24 --set eop=2025-10-24 --set-source $POL
+  # 2.16: the SDK's 2.16.2 py310 (the Dockerfile's ARG PYTHON_VERSION=3.10.14); CUDA 12.3.
+  [ $label = gpu ] && df=py3/cu123/Dockerfile.gpu dir=py3/cu123
+  tf_record 2.16 5f1467b9e5f383b7a28886940a7c00323f2fed51 cp310 2.16.2 2.16.0 $label $df $dir $tf $wheel \
+      --set version=2.16 --set accelerator=$label --set python=py310 --set ga=2024-03-07 --set eop=2025-03-07 --set-source $POL
 done
 c=a70e18c87888b7398c1ba66de77c0c5dc4e61614
 gen --dockerfile $c:pytorch/inference/docker/2.6/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-inference/2.6-cpu-sagemaker.yml \

@@ -176,3 +176,27 @@ def test_a_uv_lock_gives_what_uv_sync_installs_with_the_extras_named():
         "boto3": "==1.40.0", "docker": "==7.1.0", "numpy": "==2.3.1", "sagemaker": "==3.8.0"}  # not pytest (dev)
     assert lock_packages(LOCK, []) == {"numpy": "==2.3.1"}
 
+
+
+def test_a_run_reads_its_stages_env_and_its_own_stage_args():
+    """TF 2.16's layout: ``ARG PIP=pip3`` and ``ENV PIP=${PIP}`` in ``common``, the TF wheel in
+    the sagemaker stage's own ``ARG TF_URL=...`` (no core_packages.json to fill it in); an ARG
+    default of a sibling stage reaches no other."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from image_records import packages
+
+    dockerfile = """\
+FROM ubuntu:20.04 AS base_image
+FROM base_image AS common
+ARG PIP=pip3
+ENV PIP=${PIP}
+ENV LANG C.UTF-8
+FROM common AS ec2
+ARG EC2_URL=https://example.com/ec2_only-1.0-py3-none-any.whl
+FROM common AS sagemaker
+ARG TF_URL=https://example.com/r2.16/tensorflow_cpu-2.16.2-cp310-cp310-linux_x86_64.whl
+RUN ${PIP} install --no-cache-dir -U tf-models-official==2.16.0 \\
+ && ${PIP} install --no-cache-dir -U ${TF_URL} ${EC2_URL} "tensorflow-io==0.37.*"
+"""
+    assert packages(dockerfile, "sagemaker") == {"tf-models-official": "==2.16.0", "tensorflow-cpu": "==2.16.2",
+                                                 "tensorflow-io": "==0.37.*"}

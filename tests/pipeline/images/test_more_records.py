@@ -1,5 +1,5 @@
 """Records for more of the range (issue 47): AWS's PyTorch training 2.6 and 2.7 and TensorFlow
-training 2.18 and 2.19, CPU and GPU, made by tools/image_records.py (the commands in
+training 2.16, 2.18 and 2.19, CPU and GPU, made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from aws/deep-learning-containers at the last commits that held
 their Dockerfiles, and AWS's published data for their Python and end of patch."""
 
@@ -14,6 +14,7 @@ ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
 TF219 = f"{ECR}/tensorflow-training:2.19.0-cpu-py312-ubuntu22.04-sagemaker"
 COMMITS = {"aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9",
            "aws-pytorch-training-2.7": "e17a13ceaa4761298c4a27bff52a140b59a63612",
+           "aws-tensorflow-training-2.16": "5f1467b9e5f383b7a28886940a7c00323f2fed51",
            "aws-tensorflow-training-2.18": "e76f361fc829de0a548c00b43b9e3cffe505c155",
            "aws-tensorflow-training-2.19": "d9590225bbc41de43d96b1118f9d7f6714ceca10"}
 
@@ -25,6 +26,11 @@ COMMITS = {"aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9
     (f"{ECR}/pytorch-training:2.7.1-cpu-py312", "aws-pytorch-training-2.7-cpu", "torch", "==2.7.1", "2026-04-23"),
     (f"{ECR}/pytorch-training:2.7-gpu-py312-ubuntu22.04-sagemaker-v1", "aws-pytorch-training-2.7-gpu",
      "torch", "==2.7.1", "2026-04-23"),
+    # 2.16 keeps no core_packages.json: its TF wheel is read from the sagemaker stage's ARG TF_URL.
+    (f"{ECR}/tensorflow-training:2.16.2-cpu-py310-ubuntu20.04-sagemaker", "aws-tensorflow-training-2.16-cpu",
+     "tensorflow-cpu", "==2.16.2", "2025-03-07"),
+    (f"{ECR}/tensorflow-training:2.16-gpu-py310", "aws-tensorflow-training-2.16-gpu", "tensorflow-gpu", "==2.16.2",
+     "2025-03-07"),
     (f"{ECR}/tensorflow-training:2.18.0-cpu-py310-ubuntu22.04-sagemaker", "aws-tensorflow-training-2.18-cpu",
      "tensorflow-cpu", "==2.18.0", "2025-10-24"),
     (f"{ECR}/tensorflow-training:2.18-gpu-py310", "aws-tensorflow-training-2.18-gpu", "tensorflow-gpu", "==2.18.0",
@@ -35,7 +41,7 @@ COMMITS = {"aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9
 ])
 def test_each_published_tag_finds_its_record_with_its_pins_and_end_of_patch(uri, name, package, version, eop):
     record = catalog.find(uri)
-    python = "3.10" if "-2.18-" in name else "3.12"  # 2.18: the SDK's py310 and the Dockerfile's 3.10.14
+    python = "3.10" if "-2.1" in name and "-2.19-" not in name else "3.12"  # the SDK's py310 (2.16.2, 2.18.0)
     assert record is not None and (record.name, record.python) == (name, python), uri
     assert (record.packages[package], record.eop) == (version, eop)
     commit = COMMITS[name.rsplit("-", 1)[0]]
@@ -57,6 +63,7 @@ def test_tf_219_holds_what_its_pinned_packages_pull_in_and_not_lightgbm():
 
 
 def test_an_unrecorded_version_between_records_is_judged_against_the_nearest():
+    # 2.16 and 2.18 are as near: the older, by name.
     record, unchecked = catalog.nearest(f"{ECR}/tensorflow-training:2.17.0-cpu-py311")
-    assert record.name == "aws-tensorflow-training-2.18-cpu, the nearest to tensorflow-training 2.17"
+    assert record.name == "aws-tensorflow-training-2.16-cpu, the nearest to tensorflow-training 2.17"
     assert record.python == "3.11" and "under Python 3.11 from its tag" in unchecked
