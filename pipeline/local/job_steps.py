@@ -16,12 +16,13 @@ from pathlib import Path
 
 from pipeline.costs import accounting
 from pipeline.errors import UserError
-from pipeline.local.dag import caching, interpreter
+from pipeline.local.dag import caching, interpreter, training_kinds
 from pipeline.local.dag.interpreter import STEP_PROCESSING, STEP_TRAINING, Context, StepNode
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
 from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
+from pipeline.local.jobs.function_step import FunctionStepJob
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped
 from pipeline.local.jobs.processing import ProcessingJob
@@ -121,7 +122,9 @@ class JobSteps:
         record.metrics = {m["MetricName"]: m["Value"] for m in result.description.get("FinalMetricDataList", [])}
         if result.status == "Completed":
             record.status = SUCCEEDED
-            if node.type == STEP_TRAINING:
+            if "FunctionResults" in result.description:  # an @step (jobs/function_step.py)
+                record.detail = "returned " + result.description["FunctionResults"]
+            elif node.type == STEP_TRAINING:
                 record.detail = "model " + self._with_file(result.description["ModelArtifacts"]["S3ModelArtifacts"])
             elif node.type == STEP_PROCESSING:
                 record.detail = self._reports(result.description) or record.detail
@@ -168,7 +171,8 @@ class JobSteps:
         policies = list(node.body.get("RetryPolicies") or [])
         retries: dict[int, int] = {}
         first_start = time.time()
-        kind = job_class(request) if node.type == STEP_TRAINING else ProcessingJob
+        kind = ProcessingJob if node.type != STEP_TRAINING else \
+            FunctionStepJob if training_kinds.is_function_step(node) else job_class(request)
         while True:
             record.attempts += 1
             name = job_name(self.pipeline_name, node.name, self.execution_id, record.attempts)

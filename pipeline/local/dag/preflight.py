@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.local.dag import image_check, interpreter
+from pipeline.local.dag import image_check, interpreter, training_kinds
 from pipeline.local.dag.interpreter import (
     STEP_PROCESSING,
     STEP_REGISTER_MODEL,
@@ -140,7 +140,11 @@ def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check)
     sm_drivers files that name nothing runnable) is refused now, not after a step ran.
     ``check(request, storage, where)`` is the jobs' reader (``jobs/v3/sdk_v3.check_launch``)."""
     for node in nodes:
-        if node.type == STEP_TRAINING:
+        if training_kinds.is_function_step(node):  # no sagemaker_program: the SDK's job driver
+            why = training_kinds.function_step_refusal(known_request(node, ctx), storage)
+            if why:
+                raise UserError(f"the local runner cannot run step {node.name} (Type Training: {why})")
+        elif node.type == STEP_TRAINING:
             check(known_request(node, ctx), storage, f"step {node.name}")
         elif node.type == STEP_TUNING:
             # Each trial is a training job of the TrainingJobDefinition (its static
@@ -288,4 +292,6 @@ def check_images(nodes: list[StepNode], ctx: Context, storage: Storage, say=None
     """Refuse, in one line, a job whose code imports what its image lacks (and its
     requirements.txt does not install), or that the image's Python cannot parse; say one
     warning for an image with no record (``image_check.py``, ``pipeline/images/``)."""
+    # An @step's code is a pickle under the runner's own Python (training_kinds.function_step_refusal).
+    nodes = [node for node in nodes if not training_kinds.is_function_step(node)]
     return image_check.check(nodes, ctx, storage, say, code_of)

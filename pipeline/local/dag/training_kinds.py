@@ -1,24 +1,30 @@
 """What a Training step runs, when it is not a script of the user's: an ``@step`` function or a
-SageMaker built-in algorithm. Neither runs locally yet; both are told apart here so that the
-run refuses them before any step, in one line that names what they are (``stubs.py``), and
+SageMaker built-in algorithm. Both are told apart here so that what cannot run is refused before
+any step, in one line that names what it is (``stubs.py``, ``preflight.check_launches``), and
 not later with advice about a ``sagemaker_program`` they never had.
 
 - ``@step`` (SDK v2 ``sagemaker.workflow.function_step``, v3 likewise): a Training job whose
   ``ContainerEntrypoint`` runs ``job_driver.sh`` from the ``sagemaker_remote_function_bootstrap``
   channel the SDK uploads; the driver reads the pickled function and its arguments from S3 and
-  writes the result there itself.
-- A built-in algorithm: the image is one of SageMaker's algorithm images (XGBoost in algorithm
+  writes the result there itself. It runs locally (``jobs/function_step.py``) under the runner's
+  Python: refused here when that is not the client's Python minor version, or lacks a
+  requirement the SDK wrote (a job installs nothing offline), or the function has
+  pre-execution commands or a conda environment.
+- A built-in algorithm (no local run yet): the image is one of SageMaker's algorithm images (XGBoost in algorithm
   mode, Linear Learner, k-means, ...) and the request names no code of the user's
   (no ``sagemaker_program`` hyperparameter, no ``ContainerEntrypoint``).
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Mapping
 
 from pipeline.local.dag.interpreter import STEP_TRAINING, StepNode
 
 BOOTSTRAP_CHANNEL = "sagemaker_remote_function_bootstrap"
+REQUIREMENTS_CHANNEL = "pre_exec_script_and_dependencies"  # SageMaker: the SDK's dependencies channel
 # SageMaker's built-in algorithm images (the repository of the image URI; AWS's
 # "Docker Registry Paths and Example Code" lists them per region).
 BUILTIN_ALGORITHMS = {
@@ -46,6 +52,74 @@ def is_function_step(node: StepNode) -> bool:
     return BOOTSTRAP_CHANNEL in channels or any(BOOTSTRAP_CHANNEL in str(part) for part in entrypoint)
 
 
+def container_arguments(request: Mapping) -> list[str]:
+    return [str(a) for a in (request.get("AlgorithmSpecification") or {}).get("ContainerArguments") or []]
+
+
+def option(arguments: list[str], name: str) -> str | None:
+    """The value after ``--name`` in the job's ContainerArguments (invoke_function's argparse)."""
+    flag = f"--{name}"
+    return arguments[arguments.index(flag) + 1] if flag in arguments[:-1] else None
+
+
+def _installed(requirement: str) -> str:
+    """"" when ``requirement`` (a requirements.txt line) is met by this Python, else why not."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        wanted = Requirement(requirement)
+    except InvalidRequirement:
+        return f"{requirement!r} (not a requirement this runner can check)"
+    try:
+        have = metadata.version(wanted.name)
+    except metadata.PackageNotFoundError:
+        return f"{wanted} (not installed)"
+    return "" if wanted.specifier.contains(have, prereleases=True) else f"{wanted} (installed: {have})"
+
+
+def python_refusal(arguments: list[str]) -> str:
+    client = option(arguments, "client_python_version")
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # SageMaker: the bootstrap refuses a job whose Python's minor version is not the client's.
+    if client and client != here:
+        return (f"an @step function pickled under Python {client}; this runner's Python is {here} "
+                f"(build the pipeline with Python {here})")
+    return ""
+
+
+def function_step_refusal(request: Mapping, storage) -> str:
+    """Why this @step job cannot run under this runner's Python ("" when it can): its requirements
+    and pre-execution files, read from the store (``storage``) before any step."""
+    arguments = container_arguments(request)
+    if python_refusal(arguments):
+        return python_refusal(arguments)
+    import importlib.util
+
+    # The job's boto3 reads and writes S3 through moto's server (jobs/function_step.py).
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+        return "an @step function, whose job needs moto's S3 server here (pip install 'moto[server]')"
+    settings = json.loads(option(arguments, "dependency_settings") or "{}")
+    channels = {c.get("ChannelName"): c for c in request.get("InputDataConfig") or [] if isinstance(c, Mapping)}
+    deps = channels.get(REQUIREMENTS_CHANNEL, {}).get("DataSource", {}).get("S3DataSource", {}).get("S3Uri")
+    if deps and isinstance(deps, str):
+        names = [uri.rsplit("/", 1)[-1] for uri in storage.list(deps)]
+        if "pre_exec.sh" in names:
+            return "an @step function with pre_execution_commands/script, which a local job does not run"
+        dependency_file = settings.get("dependency_file")
+        if dependency_file and dependency_file.endswith((".yml", ".yaml")):
+            return f"an @step function whose dependencies are a conda environment ({dependency_file})"
+        if dependency_file and dependency_file in names:
+            text = storage.read_bytes(deps.rstrip("/") + "/" + dependency_file).decode()
+            lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
+            missing = [why for why in (_installed(line) for line in lines if line and not line.startswith("-")) if why]
+            if missing:
+                return (f"an @step function needing {', '.join(missing)}, which a job cannot install "
+                        f"offline; install it into the runner's environment")
+    return ""
+
+
 def builtin_algorithm(node: StepNode) -> tuple[str, str] | None:
     """(algorithm, image) of a Training step that runs a built-in algorithm, else None."""
     if node.type != STEP_TRAINING:
@@ -64,7 +138,8 @@ def builtin_algorithm(node: StepNode) -> tuple[str, str] | None:
 def why_not_local(node: StepNode) -> str:
     """Why this Training step does not run locally ("" when it does)."""
     if is_function_step(node):
-        return "an @step function, whose remote-function job driver does not run locally yet"
+        # The requirements are read from the store before any step (function_step_refusal).
+        return python_refusal(container_arguments(_arguments(node)))
     found = builtin_algorithm(node)
     if found:
         algorithm, image = found

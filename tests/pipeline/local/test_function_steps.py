@@ -1,0 +1,104 @@
+"""``@step`` functions run locally (pipeline/local/jobs/function_step.py), through the CLI.
+
+The pipeline is a user's script written as AWS's ``@step`` examples write it (SDK v2
+``sagemaker.workflow.function_step``): preprocess -> train (taking preprocess's DelayedReturn)
+-> a ConditionStep on train's returned value, on ``LocalStoreSession``. The script runs as
+``python build.py`` so its functions are pickled by value, as a user's ``__main__`` is.
+Each test starts the CLI once (two moto servers, two invoke_function runs: ~15 s)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cloudpickle
+
+from tests import readme_record
+
+REPO = Path(__file__).resolve().parents[3]
+
+BUILD = '''
+import sys
+from pathlib import Path
+
+from sagemaker.workflow.condition_step import ConditionStep
+from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
+from sagemaker.workflow.fail_step import FailStep
+from sagemaker.workflow.function_step import step
+from sagemaker.workflow.pipeline import Pipeline
+
+from pipeline.local.store.session import LocalStoreSession
+
+ROLE = "arn:aws:iam::111122223333:role/SageMaker"
+IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+workdir = Path(sys.argv[1])
+session = LocalStoreSession(workdir=workdir, bucket="fs-bucket")
+DEPENDENCIES = {dependencies!r}
+
+
+@step(name="Preprocess", role=ROLE, instance_type="ml.m5.xlarge", image_uri=IMAGE, dependencies=DEPENDENCIES)
+def preprocess(rows):
+    return {{"train": [r * 2 for r in rows], "count": len(rows)}}
+
+
+@step(name="Train", role=ROLE, instance_type="ml.m5.xlarge", image_uri=IMAGE)
+def train(data, bias):
+    import os
+    return {{"score": sum(data["train"]) / data["count"] + bias, "job": os.environ["TRAINING_JOB_NAME"]}}
+
+
+result = train(preprocess([1, 2, 3]), 0.5)
+check = ConditionStep(name="GoodEnough", conditions=[ConditionGreaterThanOrEqualTo(left=result["score"], right=4.0)],
+                      if_steps=[], else_steps=[FailStep(name="TooLow", error_message="score below 4")])
+Path(sys.argv[2]).write_text(Pipeline(name="fsteps", steps=[check], sagemaker_session=session).definition())
+'''
+
+
+def build(tmp_path: Path, dependencies: str | None = None) -> Path:
+    script, definition = tmp_path / "build.py", tmp_path / "fsteps.json"
+    script.write_text(BUILD.format(dependencies=dependencies))
+    done = subprocess.run([sys.executable, str(script), str(tmp_path / "work"), str(definition)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return definition
+
+
+def run(definition: Path, workdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir), "--tracking-uri", "off", "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+def test_two_at_step_functions_run_and_the_second_returns_from_the_firsts_result(tmp_path):
+    definition = build(tmp_path)
+    done = run(definition, tmp_path / "work")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    execution = json.loads(record.read_text())
+    steps = {s["name"]: s["status"] for s in execution["steps"]}
+    # (2+4+6)/3 + 0.5 = 4.5 >= 4: the condition read the returned value and took the if branch.
+    assert steps == {"Preprocess": "Succeeded", "Train": "Succeeded", "GoodEnough": "Succeeded",
+                     "TooLow": "NotExecuted"}, steps
+    results = tmp_path / "work" / "store" / "fs-bucket" / "fsteps" / execution["execution_id"] / "Train" / "results"
+    returned = cloudpickle.loads((results / "payload.pkl").read_bytes())
+    assert returned["score"] == 4.5
+    # The job saw SageMaker's job variable: the step's job name.
+    assert returned["job"].startswith("fsteps-Train-")
+
+
+def test_an_at_step_whose_requirement_is_not_installed_is_refused_before_any_step(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("trainpipe-no-such-distribution==1.0\n")
+    definition = build(tmp_path, str(requirements))
+    done = run(definition, tmp_path / "work")
+    refusal = done.stderr.strip().splitlines()[-1]
+    readme_record.record(refusal)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert refusal == ("trainpipe run: error: the local runner cannot run step Preprocess (Type Training: an @step "
+                       "function needing trainpipe-no-such-distribution==1.0 (not installed), which a job cannot "
+                       "install offline; install it into the runner's environment)")
+    assert not (tmp_path / "work" / "runs").exists()
