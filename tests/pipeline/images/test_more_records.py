@@ -1,4 +1,4 @@
-"""Records for more of the range (issue 47): AWS's PyTorch training 2.6 and 2.7 and TensorFlow
+"""Records for more of the range (issue 47): AWS's PyTorch training 2.3 to 2.7 and TensorFlow
 training 2.16, 2.18 and 2.19, CPU and GPU, made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from aws/deep-learning-containers at the last commits that held
 their Dockerfiles, and AWS's published data for their Python and end of patch."""
@@ -12,14 +12,26 @@ from pipeline.images.imports import check_code
 
 ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
 TF219 = f"{ECR}/tensorflow-training:2.19.0-cpu-py312-ubuntu22.04-sagemaker"
-COMMITS = {"aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9",
+COMMITS = {"aws-pytorch-training-2.3": "ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6",
+           "aws-pytorch-training-2.4": "161b71090917af2ef8cac6e466640748601f5f7c",
+           "aws-pytorch-training-2.5": "1ca6a81abfca60a5031737a04952bdc3390bcc1c",
+           "aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9",
            "aws-pytorch-training-2.7": "e17a13ceaa4761298c4a27bff52a140b59a63612",
            "aws-tensorflow-training-2.16": "5f1467b9e5f383b7a28886940a7c00323f2fed51",
            "aws-tensorflow-training-2.18": "e76f361fc829de0a548c00b43b9e3cffe505c155",
            "aws-tensorflow-training-2.19": "d9590225bbc41de43d96b1118f9d7f6714ceca10"}
 
 
+# The Python each version's images have (the SDK's image_uri_config py_versions, AWS's data).
+PYTHON = {"aws-pytorch-training-2.3": "3.11", "aws-pytorch-training-2.4": "3.11", "aws-pytorch-training-2.5": "3.11",
+          "aws-tensorflow-training-2.16": "3.10", "aws-tensorflow-training-2.18": "3.10"}
+
+
 @pytest.mark.parametrize("uri, name, package, version, eop", [
+    (f"{ECR}/pytorch-training:2.3.0-cpu-py311-ubuntu20.04-sagemaker", "aws-pytorch-training-2.3-cpu",
+     "torch", "==2.3.0", "2025-04-24"),
+    (f"{ECR}/pytorch-training:2.4-gpu-py311", "aws-pytorch-training-2.4-gpu", "torch", "==2.4.0+cu124", "2025-07-24"),
+    (f"{ECR}/pytorch-training:2.5.1-cpu-py311", "aws-pytorch-training-2.5-cpu", "torch", "==2.5.1+cpu", "2025-10-29"),
     (f"{ECR}/pytorch-training:2.6.0-cpu-py312-ubuntu22.04-sagemaker", "aws-pytorch-training-2.6-cpu",
      "torch", "==2.6.0+cpu", "2026-01-29"),
     (f"{ECR}/pytorch-training:2.6-gpu-py312", "aws-pytorch-training-2.6-gpu", "torch", "==2.6.0+cu126", "2026-01-29"),
@@ -41,7 +53,7 @@ COMMITS = {"aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9
 ])
 def test_each_published_tag_finds_its_record_with_its_pins_and_end_of_patch(uri, name, package, version, eop):
     record = catalog.find(uri)
-    python = "3.10" if "-2.1" in name and "-2.19-" not in name else "3.12"  # the SDK's py310 (2.16.2, 2.18.0)
+    python = PYTHON.get(name.rsplit("-", 1)[0], "3.12")
     assert record is not None and (record.name, record.python) == (name, python), uri
     assert (record.packages[package], record.eop) == (version, eop)
     commit = COMMITS[name.rsplit("-", 1)[0]]
