@@ -21,13 +21,13 @@ for v in 2.8:0f8bea76e85b6d49c4a5a2401cca54f4e425b565:cu129 2.9:959ce8a4ea1c00c6
   gen --dockerfile $c:pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-training/$ver-gpu-sagemaker.yml \
       --name aws-pytorch-training-$ver-gpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-gpu.json
 done
-# 2.3, 2.4 and 2.5: not in AWS's docs/src/data; Python 3.11 from the SDK (image_uri_config/
-# pytorch.json 2.3.0, 2.4.0, 2.5.1: py311), GA and end of patch from support_policy.md.
-for v in 2.3:ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6:cu121:2024-04-24:2025-04-24 2.4:161b71090917af2ef8cac6e466640748601f5f7c:cu124:2024-07-24:2025-07-24 2.5:1ca6a81abfca60a5031737a04952bdc3390bcc1c:cu124:2024-10-29:2025-10-29; do
-  IFS=: read ver c cu ga eop <<< "$v"
+# 2.1, 2.3, 2.4 and 2.5: not in AWS's docs/src/data; Python from the SDK (image_uri_config/
+# pytorch.json 2.1.0: py310; 2.3.0, 2.4.0, 2.5.1: py311), GA and end of patch from support_policy.md.
+for v in 2.1:db1f25d50fd2e9633c2bf43846794c203d22d0c6:cu121:2023-10-04:2024-10-04:py310 2.3:ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6:cu121:2024-04-24:2025-04-24:py311 2.4:161b71090917af2ef8cac6e466640748601f5f7c:cu124:2024-07-24:2025-07-24:py311 2.5:1ca6a81abfca60a5031737a04952bdc3390bcc1c:cu124:2024-10-29:2025-10-29:py311; do
+  IFS=: read ver c cu ga eop py <<< "$v"
   for acc in cpu gpu; do
     if [ $acc = cpu ]; then dir=py3; df=Dockerfile.cpu; else dir=py3/$cu; df=Dockerfile.gpu; fi
-    gen --dockerfile $c:pytorch/training/docker/$ver/$dir/$df --set version=$ver --set accelerator=$acc --set python=py311 --set ga=$ga --set eop=$eop \
+    gen --dockerfile $c:pytorch/training/docker/$ver/$dir/$df --set version=$ver --set accelerator=$acc --set python=$py --set ga=$ga --set eop=$eop \
         --set-source e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md \
         --core $c:pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$acc.core_packages.json \
         --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json

@@ -1,4 +1,4 @@
-"""Records for more of the range (issue 47): AWS's PyTorch training 2.3 to 2.7 and TensorFlow
+"""Records for more of the range (issue 47): AWS's PyTorch training 2.1 and 2.3 to 2.7 and TensorFlow
 training 2.16, 2.18 and 2.19, CPU and GPU, made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from aws/deep-learning-containers at the last commits that held
 their Dockerfiles, and AWS's published data for their Python and end of patch."""
@@ -12,7 +12,8 @@ from pipeline.images.imports import check_code
 
 ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
 TF219 = f"{ECR}/tensorflow-training:2.19.0-cpu-py312-ubuntu22.04-sagemaker"
-COMMITS = {"aws-pytorch-training-2.3": "ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6",
+COMMITS = {"aws-pytorch-training-2.1": "db1f25d50fd2e9633c2bf43846794c203d22d0c6",
+           "aws-pytorch-training-2.3": "ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6",
            "aws-pytorch-training-2.4": "161b71090917af2ef8cac6e466640748601f5f7c",
            "aws-pytorch-training-2.5": "1ca6a81abfca60a5031737a04952bdc3390bcc1c",
            "aws-pytorch-training-2.6": "dd3ba4642def128f9644025522d722cec3b713e9",
@@ -23,11 +24,13 @@ COMMITS = {"aws-pytorch-training-2.3": "ea929428301aa13b6f1b7ff5f097ee3acaeb2cc6
 
 
 # The Python each version's images have (the SDK's image_uri_config py_versions, AWS's data).
-PYTHON = {"aws-pytorch-training-2.3": "3.11", "aws-pytorch-training-2.4": "3.11", "aws-pytorch-training-2.5": "3.11",
+PYTHON = {"aws-pytorch-training-2.1": "3.10", "aws-pytorch-training-2.3": "3.11", "aws-pytorch-training-2.4": "3.11", "aws-pytorch-training-2.5": "3.11",
           "aws-tensorflow-training-2.16": "3.10", "aws-tensorflow-training-2.18": "3.10"}
 
 
 @pytest.mark.parametrize("uri, name, package, version, eop", [
+    (f"{ECR}/pytorch-training:2.1.0-gpu-py310-cu121-ubuntu20.04-sagemaker", "aws-pytorch-training-2.1-gpu",
+     "torch", "==2.1.0", "2024-10-04"),
     (f"{ECR}/pytorch-training:2.3.0-cpu-py311-ubuntu20.04-sagemaker", "aws-pytorch-training-2.3-cpu",
      "torch", "==2.3.0", "2025-04-24"),
     (f"{ECR}/pytorch-training:2.4-gpu-py311", "aws-pytorch-training-2.4-gpu", "torch", "==2.4.0+cu124", "2025-07-24"),
