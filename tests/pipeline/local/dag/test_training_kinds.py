@@ -1,7 +1,9 @@
 """Training steps that are not a script of the user's (pipeline/local/dag/training_kinds.py):
-an SDK v2 ``@step`` pipeline and a built-in XGBoost algorithm step, built with the real SDK on
-``LocalStoreSession``, are refused through the CLI before any step runs, in one line naming what
-they are (not the sagemaker_program advice); ``--stub-unsupported`` applies to them.
+an SDK v2 ``@step`` pipeline pickled under another Python, and a built-in XGBoost algorithm
+step, built with the real SDK on ``LocalStoreSession``, are refused through the CLI before any
+step runs, in one line naming what they are (not the sagemaker_program advice);
+``--stub-unsupported`` applies to them. (@step pipelines that can run, run:
+tests/pipeline/local/test_function_steps.py.)
 
 No job runs: the CLI starts and refuses (a few seconds each)."""
 
@@ -25,7 +27,7 @@ def run(definition: Path, workdir: Path, *args: str) -> subprocess.CompletedProc
                           cwd=REPO, capture_output=True, text=True, timeout=300)
 
 
-def test_an_at_step_pipeline_is_refused_before_any_step_naming_at_step(tmp_path):
+def test_an_at_step_pickled_under_another_python_is_refused_before_any_step(tmp_path):
     from sagemaker.workflow.function_step import step
     from sagemaker.workflow.pipeline import Pipeline
 
@@ -42,17 +44,21 @@ def test_an_at_step_pipeline_is_refused_before_any_step_naming_at_step(tmp_path)
     def train(y):
         return y + 1
 
-    definition = tmp_path / "fsteps.json"
-    definition.write_text(Pipeline(name="fsteps", steps=[train(preprocess(3))], sagemaker_session=session).definition())
+    text = Pipeline(name="fsteps", steps=[train(preprocess(3))], sagemaker_session=session).definition()
     assert list((tmp_path / "work" / "store" / "fs-bucket" / "fsteps").rglob("*"))  # the function went up
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # As the SDK writes it from a client on Python 3.9 (function_step.py: --client_python_version).
+    definition = tmp_path / "fsteps.json"
+    definition.write_text(text.replace(f'"--client_python_version", "{here}"', '"--client_python_version", "3.9"'))
+    assert '"3.9"' in definition.read_text()
 
     done = run(definition, tmp_path / "work")
     refusal = done.stderr.strip().splitlines()[-1]
     readme_record.record(refusal)
     assert done.returncode == 2
-    assert refusal.startswith("trainpipe run: error: the local runner cannot run step Preprocess (Type Training: "
-                              "an @step function, whose remote-function job driver does not run locally yet), "
-                              "Train (Type Training: an @step function")
+    assert refusal.startswith(f"trainpipe run: error: the local runner cannot run step Preprocess (Type Training: "
+                              f"an @step function pickled under Python 3.9; this runner's Python is {here} "
+                              f"(build the pipeline with Python {here})), Train (Type Training: an @step function")
     assert "sagemaker_program" not in refusal and not (tmp_path / "work" / "runs").exists()
 
 
@@ -114,7 +120,7 @@ def test_an_sdk_v3_function_step_is_told_apart_as_v2s_is():
         "InputDataConfig": [channel, {**channel, "ChannelName": "pre_exec_script_and_deps"}]}
     node = StepNode("Train", "Training", {"Arguments": request}, ())
     assert training_kinds.is_function_step(node)
-    assert training_kinds.why_not_local(node).startswith("an @step function")
+    assert training_kinds.why_not_local(node) == ""  # it runs (its requirements are read before any step)
     script = StepNode("Fit", "Training", {"Arguments": {"AlgorithmSpecification": {"TrainingImage": SKLEARN_IMAGE},
                                                         "HyperParameters": {"sagemaker_program": "\"fit.py\""}}}, ())
     assert training_kinds.why_not_local(script) == ""
