@@ -190,7 +190,9 @@ def place_code_and_data(storage: Storage, settings, values: dict, say) -> None:
     from pipeline.definition.bundles import all_bundles
 
     uploaded = 0
-    for bundle in all_bundles(settings.model_file, framework=values[P.FRAMEWORK]).values():
+    # values: resolved (-p), or a definition's own parameters, which name no Framework (fixed at build).
+    framework = values.get(P.FRAMEWORK) or P.framework_of(values)
+    for bundle in all_bundles(settings.model_file, framework=framework).values():
         prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
         for relative, data in sorted(bundle.objects().items()):
             uploaded += storage.put_bytes_if_changed(data, join_uri(prefix, relative))

@@ -96,6 +96,10 @@ class CodeFacts:
     wanted: frozenset[str]  # modules its requirements and its own pip installs provide
     opaque: bool  # it pip-installs what cannot be known before it runs
     installs: bool = False  # it pip-installs anything (requirements.txt, or its own pip install)
+    # The modules of the distributions its requirements name themselves (``wanted`` adds what
+    # those pull in): deepspeed's requirements name torch, which pip finds installed on a
+    # PyTorch image and leaves alone.
+    named: frozenset[str] = frozenset()
 
 
 def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
@@ -121,8 +125,12 @@ def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFact
     scanned = scan(files, None, record.python)
     wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
     imports = frozenset(scanned.imports) - stdlib(record.python)
+    from pipeline.images.distributions import modules_of
+
+    named = frozenset(m for d in wanted.distributions for m in modules_of(d).modules)
     return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
-                     installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque))
+                     installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque),
+                     named=named)
 
 
 @cache
@@ -159,7 +167,8 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
     if record.python == runner:
         return Interpreter(mapped.python, False, runner, why=f"the image's Python is {runner} too")
     judged = f"the image's Python is {record.python}, whose syntax the pre-run check judged"
-    from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.wanted)
+    # A framework the requirements only pull in (DeepSpeed's torch) is the image's: pip keeps it.
+    from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.named)
     if from_image:
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's {' and '.join(from_image)} "

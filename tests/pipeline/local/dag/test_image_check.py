@@ -152,6 +152,30 @@ def test_our_own_default_pipeline_passes_its_own_image_check(tmp_path):
     assert "horovod" in catalog.find(image).modules, image
 
 
+@pytest.mark.parametrize("strategy", ["ddp", "zero3"])
+def test_our_own_pytorch_pipeline_passes_its_own_image_check(tmp_path, strategy):
+    """-p Framework=pytorch: the room's code on AWS's PyTorch 2.10 image (training, evaluation)
+    imports only what the image holds, ZeRO's DeepSpeed through its requirements.txt."""
+    from pipeline.cli.local.commands import place_code_and_data
+    from pipeline.definition import parameters as P
+    from pipeline.definition.build import build_definition
+    from pipeline.local.dag import image_check, interpreter
+    from pipeline.local.store.storage import LocalStorage
+    from pipeline.settings import Settings
+
+    settings = Settings()
+    definition = build_definition(settings, {P.FRAMEWORK: "pytorch", P.PROCESSES_PER_HOST: "2", P.STRATEGY: strategy})
+    nodes = interpreter.plan(definition, allow_unsupported=True)
+    parameters = interpreter.resolve_parameters(definition, {})
+    storage = LocalStorage(tmp_path / "store")
+    place_code_and_data(storage, settings, dict(parameters), lambda line: None)
+    ctx = interpreter.Context(parameters=parameters, execution={"PipelineExecutionId": "x"})
+    verdicts = image_check.check(nodes, ctx, storage, lambda line: None)
+    assert len(verdicts) == 3 and all(v.record is not None and v.refusal is None for v in verdicts), verdicts
+    names = {v.record.name for v in verdicts}
+    assert {"aws-pytorch-training-2.10-cpu", "aws-tensorflow-training-2.14"} <= names, names
+
+
 TF_IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.14.1-cpu-py310-ubuntu20.04-sagemaker"
 # What issue 47 found refused that SageMaker runs: a package a pinned package pulls in
 # (matplotlib through tf-models-official), a tomllib import the image's Python 3.10 never

@@ -277,3 +277,17 @@ def test_an_image_package_that_cannot_be_installed_for_its_python_is_one_line(tm
     assert str(failed.value).endswith(f"make the package registry reachable, or run the job under this machine's "
                                       f"Python: TRAINPIPE_IMAGE_PYTHON='/example:={sys.executable}'")
     assert not (tmp_path / "seed").exists()  # nothing half-made is left to be taken for ready
+
+
+def test_a_framework_a_requirement_only_pulls_in_is_the_images(tmp_path):
+    """DeepSpeed's requirements name torch; on a PyTorch image pip finds it installed and keeps
+    it, so the job runs under this machine's torch (the image's framework), not an environment
+    of the image's Python that would fetch another torch (it fetched torch 2.14.1 and CUDA wheels)."""
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.10.0-cpu-py313-ubuntu22.04-sagemaker"
+    (tmp_path / "zero.py").write_text("import torch\nimport deepspeed\n")
+    runner = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    pulled = job_env.choose(image, job_env.facts(image, b"deepspeed==0.19.8\n", [tmp_path]), {})
+    assert (pulled.version, pulled.seed) == (runner, None) and "the image's torch is this machine's" in pulled.why
+    # Named in the requirements themselves, torch is what the job installs: not the image's.
+    named = job_env.facts(image, b"deepspeed==0.19.8\ntorch==2.11.0\n", [tmp_path])
+    assert "torch" in named.named and "torch" not in job_env.facts(image, b"deepspeed\n", [tmp_path]).named
