@@ -142,6 +142,26 @@ def test_ddp_and_gpipe_on_2_hosts_x_2_ranks_register_models_of_the_same_accuracy
     assert set(timelines) == {"0", "1"}
 
 
+def _state_bytes(log: str, strategy: str) -> list[int]:
+    (line,) = re.findall(rf"trainpipe-torch strategy={strategy} world=4 state_bytes_per_rank=([\d ]+)", log)
+    return [int(b) for b in line.split()]
+
+
+@pytest.mark.slow
+def test_zero3_through_the_cli_installs_deepspeed_trains_as_ddp_and_holds_a_quarter_of_its_state(ddp_run, tmp_path):
+    """The ZeRO bundle's requirements.txt is installed as SageMaker's toolkit installs it (here
+    DeepSpeed is this machine's already) and each rank builds DeepSpeed's CPU op, as in a fresh
+    container: about 2 minutes on this 2-core machine."""
+    workdir, ddp = ddp_run
+    zero3 = _run(tmp_path / "zero3", "-p", "Strategy=zero3")
+    assert abs(zero3["metrics"]["accuracy"]["value"] - ddp["metrics"]["accuracy"]["value"]) <= 0.03, (zero3, ddp)
+    log = _train_log(tmp_path / "zero3")
+    assert "[requirements] Requirement already satisfied: deepspeed==0.19.8" in log
+    # ZeRO-3 partitions parameters, gradients and optimizer state over the 4 ranks: 1/N of DDP's each.
+    zero, whole = _state_bytes(log, "zero3"), _state_bytes(_train_log(workdir), "ddp")
+    assert max(zero) / whole[0] <= 0.3, (zero, whole)
+
+
 @pytest.mark.slow
 def test_predict_and_serve_answer_raw_rows_from_the_registered_pytorch_model(ddp_run, tmp_path):
     import requests
