@@ -29,7 +29,22 @@ from pipeline.local.jobs.lifecycle import JobResult, JobStopped
 from pipeline.local.store.storage import S3Uri, Storage
 
 DUMMY_KEY = "trainpipe-local"  # moto accepts any credentials; boto3 signs nothing without some
+INVOKE = ("import sys\n"
+          "from sagemaker.remote_function import errors, invoke_function\n"
+          "errors.FAILURE_REASON_PATH = sys.argv[1]\n"
+          "invoke_function.main(sys.argv[2:])\n")
 SERVER_START_LIMIT = 60.0  # seconds for moto's server to answer (a loaded machine is slow)
+
+
+# Read again here, not imported from dag/training_kinds.py: jobs and dag stand side by side.
+def container_arguments(request) -> list[str]:
+    return [str(a) for a in (request.get("AlgorithmSpecification") or {}).get("ContainerArguments") or []]
+
+
+def option(arguments: list[str], name: str) -> str | None:
+    """The value after ``--name`` (invoke_function's argparse)."""
+    flag = f"--{name}"
+    return arguments[arguments.index(flag) + 1] if flag in arguments[:-1] else None
 
 
 def _free_port() -> int:
@@ -86,6 +101,7 @@ class FunctionStepJob:
         self.request, self.name, self.storage, self.job_dir = request, name, storage, Path(job_dir)
         self.region, self.echo, self.stream = region, echo, stream
         self.stop_requested = None  # a threading.Event, set by job_steps
+        self.failure_file = self.job_dir / "output" / "failure"
 
     def _description(self, status: str, start: float, end: float, reason: str | None) -> dict:
         output = (self.request.get("OutputDataConfig") or {}).get("S3OutputPath", "")
@@ -108,32 +124,40 @@ class FunctionStepJob:
         start = time.time()
         self.job_dir.mkdir(parents=True, exist_ok=True)
         # The runner refused before any step what cannot run here (dag/training_kinds.py).
-        arguments = [str(a) for a in (self.request.get("AlgorithmSpecification") or {}).get("ContainerArguments") or []]
-        base = arguments[arguments.index("--s3_base_uri") + 1] if "--s3_base_uri" in arguments[:-1] else None
+        arguments = container_arguments(self.request)
+        base = option(arguments, "s3_base_uri")
         if not base:
             return self._result("Failed", start, "ContainerArguments name no --s3_base_uri", CLIENT_ERROR)
+        # SageMaker: what invoke_function reads: its own pickles (<base>/<step>/<func_step_s3_dir>) and
+        # the execution's earlier results (<base>/<execution>/<step>/results), where it also writes.
+        step, pickled = option(arguments, "pipeline_step_name"), option(arguments, "func_step_s3_dir")
+        execution = option(arguments, "pipeline_execution_id")
+        reads = [f"{base.rstrip('/')}/{step}/{pickled}/", f"{base.rstrip('/')}/{execution}/"] \
+            if step and pickled and execution else [base]
         server = S3Server(self.job_dir / "s3-server.log")
         try:
             client = server.client(self.region)
-            sent = self._copy_in(client, base)
+            sent = self._copy_in(client, reads)
             code = self._invoke(server.url, arguments)
-            self._copy_back(client, base, sent)
+            self._copy_back(client, reads[-1], sent)
         finally:
             server.close()
         if code is None:
             raise JobStopped(self._result("Stopped", start, "stopped"))
-        if code != 0:
-            return self._result("Failed", start, f"AlgorithmError: {self._last_error()}", ALGORITHM_ERROR)
+        if code != 0 or self.failure_file.exists():
+            # SageMaker: FailureReason is "AlgorithmError: " and the failure file (the error's repr).
+            why = self.failure_file.read_text(errors="replace") if self.failure_file.exists() else self._last_error()
+            return self._result("Failed", start, f"AlgorithmError: {why.strip()[:900]}", ALGORITHM_ERROR)
         return self._result("Completed", start)
 
-    def _copy_in(self, client, base: str) -> dict[str, bytes]:
-        """The store's objects under ``base`` into the server (the pickles, earlier results)."""
-        root = S3Uri.parse(base)
-        client.create_bucket(Bucket=root.bucket)
+    def _copy_in(self, client, prefixes: list[str]) -> dict[str, bytes]:
+        """The store's objects under ``prefixes`` into the server (the pickles, earlier results)."""
+        client.create_bucket(Bucket=S3Uri.parse(prefixes[0]).bucket)
         sent = {}
-        for uri in self.storage.list(base):
+        for uri in (found for prefix in prefixes for found in self.storage.list(prefix)):
             data = self.storage.read_bytes(uri)
-            key = S3Uri.parse(uri).key
+            root = S3Uri.parse(uri)
+            key = root.key
             client.put_object(Bucket=root.bucket, Key=key, Body=data)
             sent[key] = data
         return sent
@@ -162,8 +186,11 @@ class FunctionStepJob:
     def _invoke(self, url: str, arguments: list[str]) -> int | None:
         """invoke_function's exit code; None when the job was stopped."""
         log = self.job_dir / "job.log"
-        # SageMaker: job_driver.sh's last line, ``python -m sagemaker.remote_function.invoke_function "$@"``.
-        command = [sys.executable, "-m", "sagemaker.remote_function.invoke_function", *arguments]
+        # SageMaker: job_driver.sh's last line, ``python -m sagemaker.remote_function.invoke_function "$@"``,
+        # with the failure file (the container's /opt/ml/output/failure) in the job's folder: where
+        # it cannot be written, handle_error raises inside main's finally, which exits 0.
+        command = [sys.executable, "-c", INVOKE, str(self.failure_file), *arguments]
+        self.failure_file.parent.mkdir(parents=True, exist_ok=True)
         workdir = self.job_dir / "workdir"
         workdir.mkdir(exist_ok=True)
         with log.open("wb") as out:

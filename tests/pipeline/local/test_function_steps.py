@@ -9,6 +9,7 @@ Each test starts the CLI once (two moto servers, two invoke_function runs: ~15 s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,11 +58,15 @@ Path(sys.argv[2]).write_text(Pipeline(name="fsteps", steps=[check], sagemaker_se
 
 
 def build(tmp_path: Path, dependencies: str | None = None) -> Path:
+    (tmp_path / "build.py").write_text(BUILD.format(dependencies=dependencies))
+    return build_from(tmp_path)
+
+
+def build_from(tmp_path: Path) -> Path:
     script, definition = tmp_path / "build.py", tmp_path / "fsteps.json"
-    script.write_text(BUILD.format(dependencies=dependencies))
     done = subprocess.run([sys.executable, str(script), str(tmp_path / "work"), str(definition)],
                           cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stderr[-3000:]
     return definition
 
@@ -102,3 +107,26 @@ def test_an_at_step_whose_requirement_is_not_installed_is_refused_before_any_ste
                        "function needing trainpipe-no-such-distribution==1.0 (not installed), which a job cannot "
                        "install offline; install it into the runner's environment)")
     assert not (tmp_path / "work" / "runs").exists()
+
+
+def test_an_at_step_that_raises_fails_its_step_naming_the_exception(tmp_path):
+    # The same script with train's bias a string: float + str raises TypeError inside the job.
+    (tmp_path / "build.py").write_text(BUILD.format(dependencies=None))
+    script = (tmp_path / "build.py").read_text().replace("train(preprocess([1, 2, 3]), 0.5)",
+                                                          "train(preprocess([1, 2, 3]), 'x')")
+    (tmp_path / "build.py").write_text(script)
+    definition = build_from(tmp_path)
+    done = run(definition, tmp_path / "work")
+    assert done.returncode != 0
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    steps = {s["name"]: s for s in json.loads(record.read_text())["steps"]}
+    assert steps["Preprocess"]["status"] == "Succeeded"
+    assert steps["Train"]["status"] == "Failed"
+    assert steps["Train"]["failure_reason"].startswith("AlgorithmError: ")
+    # As SageMaker's: the failure file the SDK writes, repr() of the function's exception.
+    assert steps["Train"]["failure_reason"] == ("AlgorithmError: TypeError(\"unsupported operand type(s) for +: "
+                                                "'float' and 'str'\")"), steps["Train"]["failure_reason"]
+    assert steps.get("GoodEnough", {}).get("status") != "Succeeded"
+    # The exception the SDK serialized (what a client's ``RemoteFunctionError`` reads) reached the store.
+    execution = json.loads(record.read_text())["execution_id"]
+    assert list((tmp_path / "work" / "store" / "fs-bucket" / "fsteps" / execution / "Train").rglob("exception/*"))
