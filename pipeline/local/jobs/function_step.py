@@ -132,7 +132,10 @@ class FunctionStepJob:
         # the execution's earlier results (<base>/<execution>/<step>/results), where it also writes.
         step, pickled = option(arguments, "pipeline_step_name"), option(arguments, "func_step_s3_dir")
         execution = option(arguments, "pipeline_execution_id")
-        reads = [f"{base.rstrip('/')}/{step}/{pickled}/", f"{base.rstrip('/')}/{execution}/"] \
+        # A DelayedReturn of a step the cache answered is read from that earlier execution's
+        # results: every S3 location the resolved arguments name (--property_references) goes in too.
+        named = [f"{a.rstrip('/')}/" for a in arguments if a.startswith("s3://") and a.rstrip("/") != base.rstrip("/")]
+        reads = [f"{base.rstrip('/')}/{step}/{pickled}/", *named, f"{base.rstrip('/')}/{execution}/"] \
             if step and pickled and execution else [base]
         server = S3Server(self.job_dir / "s3-server.log")
         try:

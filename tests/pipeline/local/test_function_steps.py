@@ -130,3 +130,20 @@ def test_an_at_step_that_raises_fails_its_step_naming_the_exception(tmp_path):
     # The exception the SDK serialized (what a client's ``RemoteFunctionError`` reads) reached the store.
     execution = json.loads(record.read_text())["execution_id"]
     assert list((tmp_path / "work" / "store" / "fs-bucket" / "fsteps" / execution / "Train").rglob("exception/*"))
+
+
+def test_a_delayed_return_of_a_cached_step_is_read_from_the_execution_that_made_it(tmp_path):
+    # The v2 @step decorator takes no cache_config; a definition edited to cache Preprocess (as
+    # SageMaker would honour) answers it from the first execution, whose results Train then reads.
+    definition = build(tmp_path)
+    document = json.loads(definition.read_text())
+    (preprocess,) = [s for s in document["Steps"] if s["Name"] == "Preprocess"]
+    preprocess["CacheConfig"] = {"Enabled": True, "ExpireAfter": "P1D"}
+    definition.write_text(json.dumps(document))
+    for _ in range(2):
+        done = run(definition, tmp_path / "work")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    first, second = sorted((tmp_path / "work" / "runs").glob("*/execution.json"))
+    steps = {s["name"]: s for s in json.loads(second.read_text())["steps"]}
+    assert steps["Preprocess"]["cache_hit"]["execution_id"] == json.loads(first.read_text())["execution_id"]
+    assert steps["Train"]["status"] == "Succeeded" and steps["GoodEnough"]["status"] == "Succeeded"
