@@ -199,17 +199,29 @@ class FunctionStepJob:
         with log.open("wb") as out:
             process = subprocess.Popen(command, cwd=workdir, env=self._environment(url), stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
-            while process.poll() is None:
-                if self.stop_requested is not None and self.stop_requested.wait(0.2):
-                    os.killpg(process.pid, signal.SIGTERM)
-                    process.wait()
-                    return None
-                if self.stop_requested is None:
-                    time.sleep(0.2)
+            try:
+                while process.poll() is None:
+                    if self.stop_requested is not None and self.stop_requested.wait(0.2):
+                        self._end(process)
+                        return None
+                    if self.stop_requested is None:
+                        time.sleep(0.2)
+            except BaseException:  # Ctrl-C on the scheduler's thread: its own session did not see it
+                self._end(process)
+                raise
         if self.echo:
             text = log.read_text(errors="replace")
             (self.stream or sys.stdout).write("".join(f"[algo-1] {line}\n" for line in text.splitlines()))
         return process.returncode
+
+    @staticmethod
+    def _end(process: subprocess.Popen) -> None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
 
     def _last_error(self) -> str:
         """The function's exception: the last line of the log that names one."""

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import cloudpickle
@@ -22,6 +24,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 BUILD = '''
 import sys
+import time
 from pathlib import Path
 
 from sagemaker.workflow.condition_step import ConditionStep
@@ -147,3 +150,32 @@ def test_a_delayed_return_of_a_cached_step_is_read_from_the_execution_that_made_
     steps = {s["name"]: s for s in json.loads(second.read_text())["steps"]}
     assert steps["Preprocess"]["cache_hit"]["execution_id"] == json.loads(first.read_text())["execution_id"]
     assert steps["Train"]["status"] == "Succeeded" and steps["GoodEnough"]["status"] == "Succeeded"
+
+
+def test_stopping_the_run_ends_a_running_at_step_function(tmp_path):
+    (tmp_path / "build.py").write_text(BUILD.format(dependencies=None).replace(
+        "def preprocess(rows):\n", "def preprocess(rows):\n    import time\n    time.sleep(300)\n"))
+    definition = build_from(tmp_path)
+    runner = subprocess.Popen([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                               "--workdir", str(tmp_path / "work"), "--tracking-uri", "off", "--quiet"],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while not any("Invoking the function" in log.read_text()
+                  for log in (tmp_path / "work" / "runs").glob("*/jobs/*/job.log")):
+        assert time.monotonic() < deadline and runner.poll() is None, runner.stdout.read()[-3000:]
+        time.sleep(0.5)
+    runner.send_signal(signal.SIGINT)
+    output = runner.communicate(timeout=60)[0]
+    assert runner.returncode == 130, output[-3000:]
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    assert {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}["Preprocess"] == "Stopped"
+    # No process of the job outlives the run (its failure-file argument names the job's folder).
+    left = [p for p in Path("/proc").glob("[0-9]*/cmdline") if str(tmp_path).encode() in _read(p)]
+    assert not left, [_read(p) for p in left]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # ended while listed
+        return b""
