@@ -102,11 +102,14 @@ class FunctionStepJob:
         self.region, self.echo, self.stream = region, echo, stream
         self.stop_requested = None  # a threading.Event, set by job_steps
         self.failure_file = self.job_dir / "output" / "failure"
+        # The account of the job's role, as SageMaker's ARNs name it.
+        account = str(request.get("RoleArn") or "").split(":")
+        self.arn = f"arn:aws:sagemaker:{region}:{account[4] if len(account) > 4 else '000000000000'}:training-job/{name}"
 
     def _description(self, status: str, start: float, end: float, reason: str | None) -> dict:
         output = (self.request.get("OutputDataConfig") or {}).get("S3OutputPath", "")
         description = {**self.request, "TrainingJobName": self.name, "TrainingJobStatus": status,
-                       "TrainingJobArn": f"arn:aws:sagemaker:{self.region}:000000000000:training-job/{self.name}",
+                       "TrainingJobArn": self.arn,
                        "TrainingStartTime": start, "TrainingEndTime": end, "FinalMetricDataList": [],
                        # Not SageMaker's ModelArtifacts (an empty model.tar.gz there): an @step's
                        # output is its return value, which invoke_function uploads here.
@@ -182,7 +185,7 @@ class FunctionStepJob:
             "AWS_DEFAULT_REGION": self.region,
             # SageMaker: the training job's variables job_driver.sh and the SDK read.
             "TRAINING_JOB_NAME": self.name,
-            "TRAINING_JOB_ARN": f"arn:aws:sagemaker:{self.region}:000000000000:training-job/{self.name}",
+            "TRAINING_JOB_ARN": self.arn,
         })
         return environment
 

@@ -50,7 +50,8 @@ def preprocess(rows):
 @step(name="Train", role=ROLE, instance_type="ml.m5.xlarge", image_uri=IMAGE)
 def train(data, bias):
     import os
-    return {{"score": sum(data["train"]) / data["count"] + bias, "job": os.environ["TRAINING_JOB_NAME"]}}
+    return {{"score": sum(data["train"]) / data["count"] + bias, "job": os.environ["TRAINING_JOB_NAME"],
+            "arn": os.environ["TRAINING_JOB_ARN"]}}
 
 
 result = train(preprocess([1, 2, 3]), 0.5)
@@ -94,8 +95,9 @@ def test_two_at_step_functions_run_and_the_second_returns_from_the_firsts_result
     results = tmp_path / "work" / "store" / "fs-bucket" / "fsteps" / execution["execution_id"] / "Train" / "results"
     returned = cloudpickle.loads((results / "payload.pkl").read_bytes())
     assert returned["score"] == 4.5
-    # The job saw SageMaker's job variable: the step's job name.
+    # The job saw SageMaker's job variables: the step's job name and ARN (its role's account).
     assert returned["job"].startswith("fsteps-Train-")
+    assert returned["arn"] == f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{returned['job']}"
 
 
 def test_an_at_step_whose_requirement_is_not_installed_is_refused_before_any_step(tmp_path):
