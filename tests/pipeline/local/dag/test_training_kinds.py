@@ -124,3 +124,20 @@ def test_an_sdk_v3_function_step_is_told_apart_as_v2s_is():
     script = StepNode("Fit", "Training", {"Arguments": {"AlgorithmSpecification": {"TrainingImage": SKLEARN_IMAGE},
                                                         "HyperParameters": {"sagemaker_program": "\"fit.py\""}}}, ())
     assert training_kinds.why_not_local(script) == ""
+
+
+def test_an_at_step_needs_motos_server_where_it_is_not_installed(monkeypatch):
+    """A plain install (no dev extra) lacks moto: the @step job's S3 server (jobs/function_step.py)."""
+    import importlib.util
+
+    from pipeline.local.dag import training_kinds
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "moto" else real(name, *a))
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    request = {"AlgorithmSpecification": {"ContainerArguments": ["--client_python_version", here]}}
+    why = training_kinds.function_step_refusal(request, storage=None)
+    readme_record.record(why)
+    assert why == "an @step function, whose job needs moto's S3 server here (pip install 'moto[server]')"
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert training_kinds.function_step_refusal(request, storage=None) == ""
