@@ -48,7 +48,12 @@ from training_entry.input.plan import layout_from_peers, load_manifest, plan_cha
 from training_entry.model import architectures, init_weights, tabular, transfer
 from training_entry.model.network import save_for_serving
 from training_entry.run import checkpoints, flat_allreduce, runtime, strategies
-from training_entry.run.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
+from training_entry.run.callbacks import (
+    EpochCheckpoint,
+    LearningRateSchedule,
+    MetricLine,
+    StopOnSigterm,
+)
 from training_entry.run.fault_injection import injected_failures
 
 
@@ -154,6 +159,11 @@ def main(argv: list[str] | None = None) -> None:
         + (f" on {image_size}x{image_size} images" if image_size else "")
     )
 
+    # SageMaker: a stopped job gets SIGTERM and a grace period, then /opt/ml/model is uploaded:
+    # training ends at the next epoch end and rank 0 saves what it has (below).
+    stop = StopOnSigterm(_allreduce_max, log)
+    stop.install()
+
     # All epochs done (a re-run after the last checkpoint): the last phase, to restore and save.
     first_phase = min(transfer.phase_at(phases, initial_epoch), len(phases) - 1)
     for index in range(first_phase, len(phases)):
@@ -193,6 +203,7 @@ def main(argv: list[str] | None = None) -> None:
             LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps,
                                  factor=phase.lr_factor),
             *injected_failures(hvd.rank(), steps_per_execution=hp.steps_per_execution),  # tests only: off unless its variable is set
+            stop,
         ]
         if chief:
             callbacks += [
@@ -215,6 +226,8 @@ def main(argv: list[str] | None = None) -> None:
             callbacks=callbacks,
             verbose=0,
         )
+        if stop.stopped_after is not None:
+            break  # no later phase: save now, within the grace period
 
     if job_run is not None:
         job_run.end()
@@ -226,6 +239,11 @@ def main(argv: list[str] | None = None) -> None:
         log(f"saved {save_for_serving(model, cfg.model_dir, contract.MODEL_VERSION, image_size, signatures, manifest.class_names, table)}")
     if layout.local_rank == 0:
         inputs.cleanup()
+
+
+def _allreduce_max(flag: float) -> float:
+    # Horovod: every rank's stop flag, the largest to all (a named collective, once per epoch).
+    return float(hvd.allreduce(tf.constant(flag, tf.float32), op=hvd.Max, name="trainpipe_stop_flag"))
 
 
 def _optimizer(hp: config.Hyperparameters):

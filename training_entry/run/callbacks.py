@@ -8,6 +8,7 @@ Python 3.10 syntax.
 from __future__ import annotations
 
 import math
+import signal
 import time
 
 import tensorflow as tf
@@ -148,3 +149,34 @@ class MetricLine(tf.keras.callbacks.Callback):
         print(contract.format_metric_line(epoch + 1, metrics), flush=True)
         if self.tracking is not None:  # MLflow on SageMaker (training_entry/tracking.py)
             self.tracking.epoch(epoch + 1, metrics)
+
+
+class StopOnSigterm(tf.keras.callbacks.Callback):
+    """SageMaker: a stopped job (StopTrainingJob, a tuning job's early stopping) gets SIGTERM,
+    then a grace period, and /opt/ml/model is uploaded. This ends training at the next epoch
+    end instead of dying mid-step, so rank 0 still saves the model it has.
+
+    ``install()`` sets the handler (main thread only); the handler only sets a flag. At each
+    epoch end every rank contributes its flag to one allreduce (max), so all ranks stop after
+    the same epoch, even where the signal reached only some of them.
+    """
+
+    def __init__(self, allreduce_max, log):
+        super().__init__()
+        self.allreduce_max = allreduce_max  # float -> the max over ranks (identity without Horovod)
+        self.log = log
+        self.requested = False  # SIGTERM arrived on this rank
+        self.stopped_after: int | None = None  # the epoch (1-based) training stopped after
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.requested = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Horovod: one scalar collective per epoch, called by every rank, so none waits alone.
+        if self.allreduce_max(1.0 if self.requested else 0.0) > 0:
+            self.model.stop_training = True
+            self.stopped_after = epoch + 1
+            self.log(f"stopped (SIGTERM) after epoch {epoch + 1}: saving the model trained so far")

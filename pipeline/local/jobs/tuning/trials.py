@@ -12,11 +12,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from evaluation.report import MODEL_ARCHIVE
+from pipeline.local.hosts.processes import tagged_pids
 from pipeline.local.jobs.failures import INTERNAL_ERROR
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
 from pipeline.local.jobs.logs import now_iso
@@ -24,6 +27,25 @@ from pipeline.local.jobs.training import TrainingJob, pack_directory
 from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
 from pipeline.local.store.private import write_private
 from pipeline.local.store.storage import StorageError
+
+# SageMaker: StopTrainingJob "sends the algorithm the SIGTERM signal, which delays job
+# termination for 120 seconds" (API StopTrainingJob).
+STOP_GRACE_SECONDS = 120.0
+# The job's processes that are not the script: Open MPI's launcher and daemons, the rsh agent.
+_LAUNCHERS = ("mpirun", "orterun", "orted", "prterun", "prted", "sh", "bash")
+
+
+def script_pids(token: str) -> list[int]:
+    """The job's script processes (each rank's Python), found by the job's token."""
+    pids = []
+    for pid in tagged_pids(token):
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+        if name not in _LAUNCHERS:
+            pids.append(pid)
+    return pids
 
 
 class EarlyStop(KeyboardInterrupt):
@@ -48,7 +70,23 @@ class TrialJob(TrainingJob):
         # SageMaker stops a running job only: one whose processes have all ended goes on to
         # finish (its model is packed and kept).
         if self.stop_event.is_set() and self.processes.running():
+            self.grace_period()
             raise EarlyStop(self.stop_reason)
+
+    def grace_period(self) -> None:
+        """SageMaker: a stopped job's script gets SIGTERM, then up to STOP_GRACE_SECONDS to
+        save its model before the job's processes are killed. The scripts (ranks) get it, not
+        mpirun: Open MPI's mpirun aborts on SIGTERM and kills its ranks a second later
+        (odls_base_sigkill_timeout). Returns once every process has ended or the time is up;
+        a Ctrl-C of the run cuts it short."""
+        for pid in script_pids(self.processes.token):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while self.processes.running() and time.monotonic() < deadline:
+            if self.stop_requested is not None and self.stop_requested.is_set():
+                return
+            time.sleep(0.1)
 
     def keep_model(self, result: JobResult) -> bool:
         """SageMaker: a stopped training job's ``/opt/ml/model`` (of algo-1) is uploaded, and
