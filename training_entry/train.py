@@ -39,7 +39,13 @@ import sys
 
 import horovod.tensorflow.keras as hvd
 import tensorflow as tf
-from horovod.tensorflow import allgather_object, broadcast_object, broadcast_variables
+from horovod.tensorflow import (
+    Max,
+    allgather_object,
+    allreduce,
+    broadcast_object,
+    broadcast_variables,
+)
 
 from training_entry import config, contract, failure, strategy_train, tracking
 from training_entry.input import datasets, pipe_source, records
@@ -243,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _allreduce_max(flag: float) -> float:
     # Horovod: every rank's stop flag, the largest to all (a named collective, once per epoch).
-    return float(hvd.allreduce(tf.constant(flag, tf.float32), op=hvd.Max, name="trainpipe_stop_flag"))
+    return float(allreduce(tf.constant(flag, tf.float32), op=Max, name="trainpipe_stop_flag"))
 
 
 def _optimizer(hp: config.Hyperparameters):

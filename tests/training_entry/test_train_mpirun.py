@@ -215,3 +215,42 @@ def test_an_empty_channel_fails_the_job_with_one_line(splits, tmp_path):
         rf"names like train-00000-of-00002\.tfrecord from the processing step \[rank [01] of 2 on algo-1\]",
         reason,
     ), reason
+
+
+def test_a_stopped_job_ends_at_an_epoch_end_on_every_rank_and_keeps_its_model(splits, tmp_path):
+    """Issue 49: a trial stopped early kept no model (train.py saved only after the last
+    epoch). SageMaker stops a job with SIGTERM and a grace period, then uploads /opt/ml/model.
+    The ranks get SIGTERM as the local tuner sends it (its ``script_pids``: the scripts, not
+    mpirun) after the first epoch; both stop after the same epoch (the allreduced flag), exit 0,
+    and rank 0 saves a model that answers."""
+    from pipeline.local.hosts.processes import MARKER_ENV
+    from pipeline.local.jobs.tuning.trials import script_pids
+
+    epochs = 200  # far more than the test lets it run
+    job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="File", epochs=epochs)
+    log_path = tmp_path / "job.log"
+    token = "stop-test-" + str(os.getpid())
+    proc = start_job(job, log_path, extra_env={MARKER_ENV: token})
+    try:
+        deadline = time.monotonic() + 180
+        while "trainpipe-metrics" not in log_path.read_text():
+            assert proc.poll() is None, log_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, "no epoch ended"
+            time.sleep(0.1)
+        ranks = script_pids(token)
+        assert len(ranks) == 2, ranks
+        for pid in ranks:
+            os.kill(pid, signal.SIGTERM)
+        returncode = proc.wait(120)  # SageMaker's grace period
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    output = log_path.read_text()
+    assert returncode == 0, output[-4000:]
+    (stopped,) = re.findall(r"stopped \(SIGTERM\) after epoch (\d+): saving the model trained so far", output)
+    assert 1 <= int(stopped) < epochs
+    lines = [line for line in output.splitlines() if "trainpipe-metrics" in line]
+    assert len(lines) == int(stopped), "no epoch after the stop"
+    assert (job.model_dir() / "1" / "saved_model.pb").is_file()
+    assert model_accuracy(job.model_dir(), splits["test"]) >= 0.5
