@@ -77,8 +77,11 @@ class S3Server:
     def client(self, region: str):
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.url, region_name=region,
-                            aws_access_key_id=DUMMY_KEY, aws_secret_access_key=DUMMY_KEY)
+        from pipeline import aws_clients
+
+        # Through the factory: bounded timeouts, retries and deadlines, as every client of ours.
+        session = boto3.Session(aws_access_key_id=DUMMY_KEY, aws_secret_access_key=DUMMY_KEY, region_name=region)
+        return aws_clients.client(session, "s3", region=region, endpoint_url=self.url)
 
     def close(self) -> None:
         if self.process.poll() is None:
