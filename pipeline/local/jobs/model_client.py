@@ -73,7 +73,9 @@ def request(method: str, url: str, limit: float, body: bytes | None = None,
     except DeadlineMissed:
         raise
     except (OSError, http.client.HTTPException) as error:
-        if state["fired"]:
+        # A socket timeout is a whole ``limit`` spent on one operation: the deadline has passed
+        # even where the timer's thread has not run yet (a loaded machine: the two race).
+        if state["fired"] or isinstance(error, TimeoutError):
             raise DeadlineMissed(limit) from None
         raise NoAnswer(f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
     finally:
