@@ -13,7 +13,9 @@ from pipeline.local.hosts import mpi
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
     INTERNAL_ERROR,
+    TEARDOWN_HINT,
     FailureWatch,
+    exit_failure,
     first_failure,
     in_user_paths,
     in_user_terms,
@@ -104,6 +106,19 @@ class Terminal:
 
 
 @pytest.mark.skipif(mpi.mpirun_path() is None, reason="Open MPI's mpirun is not installed")
+def test_an_abort_at_interpreter_exit_names_torch_s_teardown_and_the_fix():
+    """torch.distributed's gloo threads abort a finished rank at interpreter exit when its
+    process group outlived the script: the reason says what to add to the script's end."""
+    abort = "terminate called without an active exception"
+    failure = exit_failure("rank 2 on algo-2", int(signal.SIGABRT), None, abort, reported=False)
+    assert failure.failure_type == ALGORITHM_ERROR
+    assert failure.reason.startswith(f"AlgorithmError: rank 2 on algo-2 was killed by signal 6 (SIGABRT): {abort}")
+    assert "gc.collect()" in failure.reason and "destroy_process_group()" in failure.reason
+    # Another abort, or the same words from a process that exited, gets no hint.
+    assert TEARDOWN_HINT not in exit_failure("algo-1", int(signal.SIGABRT), None, "double free", False).reason
+    assert TEARDOWN_HINT not in exit_failure("algo-1", None, 1, abort, False).reason
+
+
 def test_once_a_rank_has_failed_the_terminal_shows_only_its_output(local_storage, tmp_path):
     put_code(local_storage, f"s3://{BUCKET}/code/sourcedir.tar.gz", {"user.py": ONE_RANK_FAILS})
     request = training_request(f"s3://{BUCKET}/code/sourcedir.tar.gz", instances=2, mpi_processes=1)
