@@ -86,6 +86,9 @@ BENCHMARKS = {
                    "ZeRO-3 (issue 45): measured bytes of parameters + gradients + Adam state per rank vs DDP's, "
                    "the PyTorch entrypoint on the digits, 2 ranks, gloo (~40 s; DeepSpeed's first use compiles "
                    "its CPU op, ~90 s more, cached)"),
+    "ddp_vs_horovod": ("benchmarks.training.ddp_vs_horovod", [],
+                       "PyTorch DDP over gloo vs Horovod over MPI (issue 45): the rooms' own entrypoints, small_cnn "
+                       "on the digits PNG shards, 1 host x 2 ranks, images/s (~55 s)"),
     "transform": ("benchmarks.serving.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
 }
