@@ -384,3 +384,108 @@ def test_an_early_stopped_trial_says_the_epoch_it_stopped_at_and_the_verdicts(tm
                            "stopped); no model kept") if judged != stopped else rest.startswith("; no model kept")
     # Its script saved nothing: no empty archive passes for its model (issue 49).
     assert "ModelArtifacts" not in third.result.description and not third.kept_model
+
+
+# --- A real trial stopped early: the request `run --local --tune` runs, on the digits ----------
+def _tune_request(storage, tmp_path, **parameters) -> tuple[dict, dict]:
+    """TuneModel's request as the runner evaluates it for ``run --local --tune 3
+    --tune-parallel 1``: the definition built by the CLI's own builder, its code bundles in the
+    store where the definition points, and PreprocessData's outputs (the bundled digits through
+    processing, 2 shards a split) where the step's properties name them."""
+    from pipeline.definition.build import STEP_TUNE, build_definition
+    from pipeline.definition.bundles import all_bundles
+    from pipeline.local.dag import interpreter
+    from pipeline.local.jobs.tuning import data_fit
+    from pipeline.local.store.storage import join_uri
+    from pipeline.settings import Settings
+    from tests.training_entry.helpers import make_splits
+
+    settings = Settings(tune_jobs=3, tune_parallel_jobs=1)
+    definition = build_definition(settings)
+    for bundle in all_bundles(settings.model_file).values():
+        prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
+        for relative, data in bundle.objects().items():
+            storage.put_bytes(data, join_uri(prefix, relative))
+    outputs = []
+    splits = make_splits(tmp_path / "digits", shard_count=2)
+    for name, folder in splits.items():
+        uri = f"s3://{settings.bucket}/{settings.prefix}/e-1/PreprocessData/output/{name}"
+        for path in folder.iterdir():
+            storage.put_file(path, f"{uri}/{path.name}")
+        outputs.append({"OutputName": name, "S3Output": {"S3Uri": uri}})
+    ctx = interpreter.Context(parameters=interpreter.resolve_parameters(definition, parameters),
+                              execution={"PipelineExecutionId": "e-1"},
+                              properties={"PreprocessData": {"ProcessingOutputConfig": {"Outputs": outputs}}})
+    (step,) = [s for s in definition["Steps"] if s["Name"] == STEP_TUNE]
+    request, _ = data_fit.clip_batch_size(interpreter.evaluate(step["Arguments"], ctx), storage)
+    return request, splits
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(__import__("shutil").which("mpirun") is None, reason="Open MPI's mpirun is not installed")
+def test_a_real_trial_stopped_early_keeps_its_last_model_and_says_one_epoch(tmp_path):
+    """Issue 49: an early-stopped trial said "at epoch 1", then "Stopped after 3 epoch(s)", and
+    left an empty model file. Three real trials of train.py (Horovod, 2 ranks, the digits), one
+    at a time, under early stopping Auto (the median rule) as ``--tune`` asks for it. The
+    ranges are fixed (Grid over the learning rate) so that the third trial trails the first two
+    at epoch 1 and is stopped: its archive holds the model of the epoch it stopped at, and the
+    tuner's log, the trial's own log, its record and its metric lines name the same epoch."""
+    import json
+    import re
+    import tarfile
+
+    import numpy as np
+    import tensorflow as tf
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests.training_entry.helpers import shard_paths
+    from training_entry import contract
+    from training_entry.input import examples, records
+
+    storage = LocalStorage(tmp_path / "store")
+    epochs = 12  # far more than the stopped trial gets to: its stop lands an epoch or two after the verdict
+    request, splits = _tune_request(storage, tmp_path, Epochs=epochs, TrainingInstanceCount=1, ProcessesPerHost=2)
+    config = request["HyperParameterTuningJobConfig"]
+    assert config["TrainingJobEarlyStoppingType"] == "Auto"  # what --tune asks for by default
+    # Grid, in order: two rates that learn the digits in an epoch, then one that trails them.
+    config["Strategy"] = "Grid"
+    config["ParameterRanges"] = {"CategoricalParameterRanges": [
+        {"Name": "base-learning-rate", "Values": ["0.01", "0.005", "0.0002"]}]}
+    config.pop("RandomSeed", None)
+    static = request["TrainingJobDefinition"]["StaticHyperParameters"]
+    static.update({"batch-size": "32", "warmup-epochs": "0"})
+    job = ht.HyperparameterTuningJob(request, "tune-digits", storage, tmp_path / "jobs", echo=False,
+                                     environments=tmp_path / "environments")
+    result = job.run()
+
+    log = (job.log_dir / "tuning-job.log").read_text()
+    third = next(t for t in result.trials if t.number == 3)
+    assert [t.status for t in result.trials] == ["Completed", "Completed", "Stopped"], log[-3000:]
+    (judged,) = re.findall(r"trial 3 stopping early: early stopping \(Auto\): at epoch (\d+) ", log)
+    (stopped, rest) = re.findall(r"trial 3 Stopped at epoch (\d+)(.*)", log)[0]
+    assert "no model kept" not in rest and third.kept_model, log[-3000:]
+    # One epoch everywhere: the tuner's line, the script's own stop line, its metric lines, its record.
+    trial_log = third.job.log_path.read_text()
+    (said,) = re.findall(r"stopped \(SIGTERM\) after epoch (\d+): saving the model trained so far", trial_log)
+    epoch_lines = [line for line in trial_log.splitlines() if "trainpipe-metrics" in line]
+    (record,) = [r for r in json.loads((job.log_dir / ht.TRIALS_FILE).read_text()) if r["number"] == 3]
+    assert int(stopped) == int(said) == len(epoch_lines) == third.reported == record["epochs"], log[-2000:]
+    assert int(judged) == third.verdict_epoch <= int(stopped) < epochs
+    summary = next(s for s in result.description[ht.SUMMARIES_KEY] if s["TrainingJobName"] == third.name)
+    assert summary["TrainingJobStatus"] == "Stopped"
+    assert summary["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == third.last_value
+
+    # Its archive: the SavedModel of the epoch it stopped at, where SageMaker puts a stopped job's.
+    uri = third.result.description["ModelArtifacts"]["S3ModelArtifacts"]
+    archive = tmp_path / "model.tar.gz"
+    storage.get_file(uri, archive)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        assert f"{contract.MODEL_VERSION}/saved_model.pb" in [n.removeprefix("./") for n in names], names
+        tar.extractall(tmp_path / "model", filter="data")
+    model = tf.keras.models.load_model(str(tmp_path / "model" / contract.MODEL_VERSION), compile=False)
+    serialized = [r for shard in shard_paths(splits["validation"]) for r in records.read_file_records(str(shard))]
+    x, y = examples.parse_batch(tf.constant(serialized), model.input_shape[1])
+    accuracy = float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y.numpy()))
+    # The last epoch's val_accuracy (the ranks' shards averaged), not the verdict epoch's.
+    assert abs(accuracy - third.last_value) <= 0.03, (accuracy, third.last_value)
