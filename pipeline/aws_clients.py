@@ -13,23 +13,37 @@ Python cannot interrupt a thread blocked in a read, so a bounded call runs on a 
 and the caller stops waiting for it at the deadline; the thread is left to the process's exit,
 which does not wait for daemon threads (as pipeline/tracking/deadline.py does for MLflow).
 
-Object transfers (``put_object``, ``upload_part``, ``copy_object``, and the transfer manager's
-``upload_file``/``download_file``) have no whole-call deadline: how long one may take depends
-on its size and the network. They keep the per-read timeout and the bounded retries, so a dead
-connection still ends them. ``get_object`` is bounded up to its answer's headers; its body is
-read by the caller.
+Object transfers take a time that grows with their size, so theirs is a deadline that grows
+too: ``TRAINPIPE_AWS_DEADLINE_S`` (the floor: connect, retries, back-off, the answer) plus the
+object's bytes at ``TRAINPIPE_AWS_MIN_RATE_KIB_S`` (128 KiB/s unless set; see MIN_RATE below).
+It bounds ``put_object`` and ``upload_part`` (by their body's size), ``get_object``'s body (by
+its Content-Length, from the call's start), and ``upload_file``/``download_file``, which are
+trainpipe's own here rather than boto3's transfer manager: its worker threads are not daemon
+threads, so one stuck on a trickling read would keep the process from exiting. A download is
+written beside its target under a hidden ``.trainpipe-partial`` name and renamed only once
+whole, and removed on any failure; an upload over MULTIPART_THRESHOLD goes in parts that are
+aborted on failure. An S3 object appears only when its PUT (or its multipart upload) completes,
+so an upload that misses its deadline leaves no half-written object. Server-side copies
+(``copy_object``, ``upload_part_copy``) keep only the per-read timeout: their time depends on a
+size this side never sees.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
+import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError
+from botocore.exceptions import BotoCoreError, ClientError
+from botocore.response import StreamingBody
 
 from pipeline.errors import UserError
 
@@ -38,6 +52,17 @@ READ_TIMEOUT_S = 60  # per socket read: a silent connection is dead after this l
 MAX_ATTEMPTS = 5  # in all, the first try included; standard mode backs off between them
 DEADLINE_ENV = "TRAINPIPE_AWS_DEADLINE_S"
 DEFAULT_DEADLINE_S = 120.0  # a control-plane call answers in seconds; this allows retries and back-off
+MIN_RATE_ENV = "TRAINPIPE_AWS_MIN_RATE_KIB_S"
+# 128 KiB/s is 1 Mbit/s: below the slowest uplink still sold (ADSL's ~1 Mbit/s) and about a
+# tenth of a typical home upload, so a working link never meets it, while a link that
+# trickles (a stalled proxy, a dying connection that still answers each read) is ended in
+# time that grows with the object: a 100 MiB code bundle or model gets 120 s + 800 s.
+DEFAULT_MIN_RATE_KIB_S = 128.0
+MULTIPART_THRESHOLD = 4 << 30  # S3 takes up to 5 GiB in one PUT, whose ETag stays the MD5
+PART_SIZE = 64 << 20  # S3's parts are 5 MiB to 5 GiB, at most 10,000 of them
+MAX_PARTS = 10_000
+CHUNK_SIZE = 1 << 20  # what a download reads (and writes) at a time
+PARTIAL_SUFFIX = ".trainpipe-partial"
 
 CONFIG = Config(
     connect_timeout=CONNECT_TIMEOUT_S,
@@ -48,7 +73,8 @@ CONFIG = Config(
 )
 
 # Calls whose duration grows with the bytes they move: see the module's docstring.
-TRANSFERS = frozenset({"put_object", "upload_part", "upload_part_copy", "copy_object"})
+UPLOADS = frozenset({"put_object", "upload_part"})
+SERVER_SIDE_COPIES = frozenset({"upload_part_copy", "copy_object"})
 
 T = TypeVar("T")
 
@@ -64,19 +90,65 @@ class AwsDeadlineExceeded(BotoCoreError):
            "--s3-endpoint), or raise " + DEADLINE_ENV)
 
 
-def deadline_seconds(environ: Mapping[str, str] = os.environ) -> float:
-    """``TRAINPIPE_AWS_DEADLINE_S`` (a positive number of seconds), else 120 s."""
-    raw = environ.get(DEADLINE_ENV, "").strip()
+class TransferDeadlineExceeded(BotoCoreError):
+    """An object transfer (retries included) did not complete by its size's deadline."""
+
+    fmt = ("{operation} of s3://{bucket}/{key} ({size}, s3 at {endpoint}) did not complete within "
+           "{limit:.0f} s: " + DEADLINE_ENV + " ({floor:g} s) plus {size} at {rate:g} KiB/s "
+           "(" + MIN_RATE_ENV + "): check the network and the endpoint (AWS_ENDPOINT_URL, "
+           "--s3-endpoint), or lower " + MIN_RATE_ENV + " for a slower link")
+
+
+def _positive(environ: Mapping[str, str], name: str, default: float, unit: str) -> float:
+    raw = environ.get(name, "").strip()
     if not raw:
-        return DEFAULT_DEADLINE_S
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not value > 0:  # also NaN
-        raise UserError(f"{DEADLINE_ENV}={raw!r} is not a positive number of seconds; set it to one "
-                        f"(e.g. {DEADLINE_ENV}={DEFAULT_DEADLINE_S:g}) or unset it")
+    if not (value > 0 and math.isfinite(value)):  # also NaN
+        raise UserError(f"{name}={raw!r} is not a positive number of {unit}; set it to one "
+                        f"(e.g. {name}={default:g}) or unset it")
     return value
+
+
+def deadline_seconds(environ: Mapping[str, str] = os.environ) -> float:
+    """``TRAINPIPE_AWS_DEADLINE_S`` (a positive number of seconds), else 120 s."""
+    return _positive(environ, DEADLINE_ENV, DEFAULT_DEADLINE_S, "seconds")
+
+
+def min_rate_kib_s(environ: Mapping[str, str] = os.environ) -> float:
+    """``TRAINPIPE_AWS_MIN_RATE_KIB_S`` (a positive number of KiB/s), else 128."""
+    return _positive(environ, MIN_RATE_ENV, DEFAULT_MIN_RATE_KIB_S, "KiB/s")
+
+
+def transfer_deadline(size: int, floor: float | None = None, environ: Mapping[str, str] = os.environ) -> float:
+    """Seconds a transfer of ``size`` bytes may take: the floor (``TRAINPIPE_AWS_DEADLINE_S``
+    when None) plus the bytes at the minimum rate."""
+    floor = deadline_seconds(environ) if floor is None else floor
+    return floor + size / (min_rate_kib_s(environ) * 1024)
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
+
+
+def _body_size(body) -> int:
+    """Bytes a PUT's body will send (0 when it cannot be told: the floor alone bounds it)."""
+    if body is None:
+        return 0
+    if isinstance(body, str):
+        return len(body.encode())
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return len(body)
+    try:
+        return max(0, os.fstat(body.fileno()).st_size - body.tell())
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def client(session, service: str, *, region: str | None = None, endpoint_url: str | None = None,
@@ -119,30 +191,123 @@ def call_by(fn: Callable[[], T], limit: float, on_miss: Callable[[], BaseExcepti
 class BoundedClient:
     """A botocore client whose API calls, and each page a paginator fetches, end by a deadline.
 
-    Everything else (``meta``, ``exceptions``, the transfer manager's methods) is the client's
-    own, so code written for a plain client works unchanged."""
+    Object transfers end by a deadline that grows with their size (see the module's docstring).
+    Everything else (``meta``, ``exceptions``) is the client's own, so code written for a plain
+    client works unchanged."""
 
     def __init__(self, made, limit: float):
         self._client, self.limit = made, limit
 
     @property
     def unbounded(self):
-        """The client itself (for botocore's Stubber, and for transfers)."""
+        """The client itself (for botocore's Stubber)."""
         return self._client
 
     def __getattr__(self, name: str):
         attribute = getattr(self._client, name)
         if name == "get_paginator":
             return self._paginator
-        if name in TRANSFERS or name not in self._client.meta.method_to_api_mapping:
+        if name in SERVER_SIDE_COPIES or name not in self._client.meta.method_to_api_mapping:
             return attribute
         operation = self._client.meta.method_to_api_mapping[name]
+
+        if name in UPLOADS:
+            @functools.wraps(attribute)
+            def upload(*args, **kwargs):
+                size = kwargs.get("ContentLength") or _body_size(kwargs.get("Body"))
+                limit = transfer_deadline(size, self.limit)
+                return call_by(lambda: attribute(*args, **kwargs), limit,
+                               lambda: self._transfer_missed(operation, kwargs, size, limit))
+
+            return upload
 
         @functools.wraps(attribute)
         def call(*args, **kwargs):
             return call_by(lambda: attribute(*args, **kwargs), self.limit, lambda: self._missed(operation))
 
         return call
+
+    def get_object(self, *, started: float | None = None, **kwargs):
+        """GetObject, its answer's headers by the API deadline and its body read by the
+        transfer's deadline, counted from ``started`` (a monotonic time; now when None)."""
+        started = time.monotonic() if started is None else started
+        limit = self.limit - (time.monotonic() - started)
+        answer = call_by(lambda: self._client.get_object(**kwargs), max(limit, 0.0),
+                         lambda: self._missed("GetObject"))
+        size = answer.get("ContentLength") or 0
+        limit = transfer_deadline(size, self.limit)
+        answer["Body"] = _DeadlineBody(answer["Body"], answer.get("ContentLength"), started + limit,
+                                       lambda: self._transfer_missed("GetObject", kwargs, size, limit))
+        return answer
+
+    def download_file(self, Bucket, Key, Filename, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+        """The object into ``Filename``, whole or not at all: it is written beside it under a
+        hidden partial name, renamed once complete, removed on any failure."""
+        target = Path(Filename)
+        descriptor, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PARTIAL_SUFFIX)
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                body = self.get_object(Bucket=Bucket, Key=Key, **(ExtraArgs or {}))["Body"]
+                for chunk in body.iter_chunks(CHUNK_SIZE):
+                    out.write(chunk)
+                    if Callback:
+                        Callback(len(chunk))
+            os.replace(partial, target)
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
+
+    def upload_file(self, Filename, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+        """The file as one PUT up to MULTIPART_THRESHOLD, in parts above it; a multipart upload
+        that fails (its deadline included) is aborted, so no parts are left behind."""
+        size = Path(Filename).stat().st_size
+        extra = dict(ExtraArgs or {})
+        if size <= MULTIPART_THRESHOLD:
+            with open(Filename, "rb") as body:
+                self.put_object(Bucket=Bucket, Key=Key, Body=body, **extra)
+        else:
+            self._upload_parts(Path(Filename), Bucket, Key, size, extra)
+        if Callback:
+            Callback(size)
+
+    def _upload_parts(self, path: Path, bucket: str, key: str, size: int, extra: dict) -> None:
+        part_size = max(PART_SIZE, -(-size // MAX_PARTS))
+        limit = transfer_deadline(size, self.limit)
+        upload_id = self.create_multipart_upload(Bucket=bucket, Key=key, **extra)["UploadId"]
+        given_up = threading.Event()
+
+        def send() -> dict:
+            parts = []
+            with open(path, "rb") as source:
+                for number in range(1, -(-size // part_size) + 1):
+                    if given_up.is_set():  # the caller has stopped waiting: send nothing more
+                        raise TransferDeadlineExceeded(**self._transfer_fields("UploadPart", bucket, key, size, limit))
+                    answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                      PartNumber=number, Body=source.read(part_size))
+                    parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+            return parts
+
+        try:
+            parts = call_by(send, limit, lambda: self._transfer_missed(
+                "UploadPart", {"Bucket": bucket, "Key": key}, size, limit))
+            self.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
+                                           MultipartUpload={"Parts": parts})
+        except BaseException:
+            given_up.set()
+            # The failure the caller needs is the one above; parts an abort could not remove
+            # cost storage until the bucket's lifecycle rule ends incomplete uploads.
+            with contextlib.suppress(BotoCoreError, ClientError):
+                self.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+            raise
+
+    def _transfer_fields(self, operation: str, bucket: str, key: str, size: int, limit: float) -> dict:
+        return {"operation": operation, "bucket": bucket, "key": key, "size": _size_text(size),
+                "endpoint": self._client.meta.endpoint_url, "limit": limit, "floor": self.limit,
+                "rate": min_rate_kib_s()}
+
+    def _transfer_missed(self, operation: str, kwargs: dict, size: int, limit: float) -> TransferDeadlineExceeded:
+        return TransferDeadlineExceeded(**self._transfer_fields(
+            operation, kwargs.get("Bucket", "?"), kwargs.get("Key", "?"), size, limit))
 
     def _missed(self, operation: str) -> AwsDeadlineExceeded:
         meta = self._client.meta
@@ -172,3 +337,24 @@ class _BoundedPaginator:
             if page is done:
                 return
             yield page
+
+
+class _DeadlineBody(StreamingBody):
+    """A GetObject body whose reads end by the transfer's deadline (``deadline_at``, a
+    monotonic time). Its reads all go through ``read``, so ``iter_chunks`` and iteration are
+    bounded too; the body it wraps still checks the length against Content-Length."""
+
+    def __init__(self, body, content_length: int | None, deadline_at: float,
+                 on_miss: Callable[[], BaseException]):
+        super().__init__(body, content_length)
+        self._deadline_at, self._on_miss = deadline_at, on_miss
+
+    def read(self, amt=None):
+        left = self._deadline_at - time.monotonic()
+        if left <= 0:
+            raise self._on_miss()
+        return call_by(lambda: super(_DeadlineBody, self).read(amt), left, self._on_miss,
+                       name="trainpipe-aws-read")
+
+    def readlines(self):
+        return self.read().splitlines(keepends=True)

@@ -329,7 +329,6 @@ class LocalStorage(Storage):
 _PARTIAL_SUFFIX = ".trainpipe-partial"
 
 # botocore error codes that SageMaker Pipelines would classify as transient.
-_SINGLE_PUT_LIMIT = 4 << 30  # S3 takes up to 5 GiB in one PUT
 _THROTTLING_CODES = {"Throttling", "ThrottlingException", "SlowDown", "RequestLimitExceeded",
                      "TooManyRequestsException"}
 
@@ -377,13 +376,17 @@ class Boto3Storage(Storage):
         return [f"{S3_SCHEME}{s3.bucket}/{key}" for key in sorted(keys) if not key.endswith("/")]
 
     def get_file(self, uri: str, path: Path) -> None:
+        # The factory's clients download whole or not at all, by a deadline that grows with
+        # the object's size (pipeline/aws_clients.py).
         s3 = S3Uri.parse(uri)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._call(uri, self.client.download_file, s3.bucket, s3.key, str(path))
 
     def put_file(self, path: Path, uri: str) -> None:
+        from pipeline.aws_clients import MULTIPART_THRESHOLD
+
         s3 = S3Uri.parse(uri)
-        if Path(path).stat().st_size > _SINGLE_PUT_LIMIT:
+        if Path(path).stat().st_size > MULTIPART_THRESHOLD:
             self._call(uri, self.client.upload_file, str(path), s3.bucket, s3.key)
             return
         # One PUT (not multipart), so the ETag stays the MD5 that md5() compares.

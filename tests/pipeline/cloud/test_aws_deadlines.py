@@ -68,8 +68,17 @@ def _silent(server: _Server, conn: socket.socket) -> None:
         pass
 
 
-def trickle_proxy(upstream: str, delay: float = 0.2) -> _Server:
-    """Forwards to ``upstream``; its answers come back one byte every ``delay`` seconds."""
+# How an HTTP/1.1 message's first bytes read: an answer, or one of the requests boto3 makes.
+_MESSAGE_STARTS = (b"HTTP/", b"GET ", b"PUT ", b"POST ", b"HEAD ", b"DELETE ")
+
+
+def trickle_proxy(upstream: str, delay: float = 0.2, *, bodies_only: bool = False,
+                  requests: bool = False) -> _Server:
+    """Forwards to ``upstream``; its answers come back one byte every ``delay`` seconds.
+
+    ``bodies_only``: each message's headers pass at once and only its body trickles, so a call's
+    headers answer in time and only a transfer's own deadline can end it. ``requests``: what is
+    sent trickles too (an upload over a link that barely moves)."""
     target = urllib.parse.urlsplit(upstream)
 
     def pump(server: _Server, source: socket.socket, sink: socket.socket, pause: float) -> None:
@@ -78,6 +87,11 @@ def trickle_proxy(upstream: str, delay: float = 0.2) -> _Server:
                 data = source.recv(65536)
                 if not data:
                     break
+                if bodies_only and data.startswith(_MESSAGE_STARTS):
+                    end = data.find(b"\r\n\r\n")
+                    cut = len(data) if end < 0 else end + 4
+                    sink.sendall(data[:cut])
+                    data = data[cut:]
                 if not pause:
                     sink.sendall(data)
                     continue
@@ -94,7 +108,8 @@ def trickle_proxy(upstream: str, delay: float = 0.2) -> _Server:
     def serve(server: _Server, conn: socket.socket) -> None:
         upstream_conn = socket.create_connection((target.hostname, target.port))
         server.connections.append(upstream_conn)
-        threading.Thread(target=pump, args=(server, conn, upstream_conn, 0), daemon=True).start()
+        threading.Thread(target=pump, args=(server, conn, upstream_conn, delay if requests else 0),
+                         daemon=True).start()
         pump(server, upstream_conn, conn, delay)
 
     return _Server(serve)

@@ -1,0 +1,133 @@
+"""pipeline/aws_clients.py: object uploads and downloads end by a deadline that grows with their
+size (TRAINPIPE_AWS_DEADLINE_S plus the bytes at TRAINPIPE_AWS_MIN_RATE_KIB_S), and leave nothing
+half-written.
+
+Driven as a user meets it: ``trainpipe store cp`` against moto on 127.0.0.1, straight (the
+transfer completes well within its deadline) and behind a proxy whose headers pass at once and
+whose bodies trickle one byte every 0.2 s, so every call's headers answer in time, every socket
+read succeeds, and only the transfer's own deadline can end it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import boto3
+import pytest
+
+from pipeline import aws_clients
+from pipeline.cli.main import main
+from pipeline.errors import UserError
+from pipeline.local.store.s3_endpoint import endpoint_client
+from tests import readme_record
+from tests.moto_aws import REGION
+from tests.pipeline.cloud.test_aws_deadlines import GENEROUS_S, trickle_proxy
+
+BUCKET = "transfers"
+SIZE = 64 << 10  # at 64 KiB/s: a 1 s floor plus 1 s for the bytes
+# Through the proxy the body alone takes 64 Ki x 0.2 s, about 3.6 hours; straight to moto, ms.
+
+
+@pytest.fixture
+def s3(aws, monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    client = boto3.client("s3", region_name=REGION, endpoint_url=aws)
+    client.create_bucket(Bucket=BUCKET)
+    monkeypatch.setenv(aws_clients.DEADLINE_ENV, "1")
+    monkeypatch.setenv(aws_clients.MIN_RATE_ENV, "64")
+    return client
+
+
+def _deadline_message(operation: str, endpoint: str) -> str:
+    return (f"{operation} of s3://{BUCKET}/model.bin (64.0 KiB, s3 at {endpoint}) did not complete within 2 s: "
+            "TRAINPIPE_AWS_DEADLINE_S (1 s) plus 64.0 KiB at 64 KiB/s (TRAINPIPE_AWS_MIN_RATE_KIB_S): check the "
+            "network and the endpoint (AWS_ENDPOINT_URL, --s3-endpoint), or lower TRAINPIPE_AWS_MIN_RATE_KIB_S "
+            "for a slower link")
+
+
+def test_a_trickled_download_ends_by_its_deadline_and_leaves_the_old_file_alone(s3, aws, tmp_path, capsys):
+    data = os.urandom(SIZE)
+    s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data)
+    # Straight to moto the same deadline lets the download through, whole.
+    assert main(["store", "cp", f"s3://{BUCKET}/model.bin", str(tmp_path / "fresh.bin"), "--s3-endpoint", aws]) == 0
+    assert (tmp_path / "fresh.bin").read_bytes() == data
+
+    (tmp_path / "model.bin").write_bytes(b"the previous model")
+    capsys.readouterr()
+    proxy = trickle_proxy(aws, bodies_only=True)
+    try:
+        started = time.monotonic()
+        code = main(["store", "cp", f"s3://{BUCKET}/model.bin", str(tmp_path / "model.bin"),
+                     "--s3-endpoint", proxy.url])
+        elapsed = time.monotonic() - started
+    finally:
+        proxy.close()
+    err = capsys.readouterr().err.strip()
+    readme_record.record(err)
+    assert code == 2
+    assert err == (f"trainpipe store: error: cannot use the S3 at {proxy.url}: s3://{BUCKET}/model.bin: "
+                   + _deadline_message("GetObject", proxy.url)), err
+    assert elapsed < GENEROUS_S
+    # Nothing half-written: the file where the download would go is the one that was there,
+    # and no partial is left beside it.
+    assert (tmp_path / "model.bin").read_bytes() == b"the previous model"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh.bin", "model.bin"]
+
+
+def test_a_trickled_upload_ends_by_its_deadline_and_writes_no_object(s3, aws, tmp_path, capsys):
+    (tmp_path / "model.bin").write_bytes(os.urandom(SIZE))
+    proxy = trickle_proxy(aws, bodies_only=True, requests=True)
+    try:
+        started = time.monotonic()
+        code = main(["store", "cp", str(tmp_path / "model.bin"), f"s3://{BUCKET}/model.bin",
+                     "--s3-endpoint", proxy.url])
+        elapsed = time.monotonic() - started
+    finally:
+        proxy.close()
+    err = capsys.readouterr().err.strip()
+    readme_record.record(err)
+    assert code == 2
+    assert err == (f"trainpipe store: error: cannot use the S3 at {proxy.url}: s3://{BUCKET}/model.bin: "
+                   + _deadline_message("PutObject", proxy.url)), err
+    assert elapsed < GENEROUS_S
+    # S3 (and moto) keep an object only once its PUT is whole.
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    # Straight to moto the same deadline lets it through.
+    assert main(["store", "cp", str(tmp_path / "model.bin"), f"s3://{BUCKET}/model.bin", "--s3-endpoint", aws]) == 0
+    assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == (tmp_path / "model.bin").read_bytes()
+
+
+def test_a_multipart_upload_that_misses_its_deadline_is_aborted(s3, aws, tmp_path, monkeypatch):
+    """Above MULTIPART_THRESHOLD the file goes in parts; a miss aborts the upload, so no parts
+    are left behind (S3 parts are 5 MiB at least, so this one is 6 MiB in two)."""
+    monkeypatch.setattr(aws_clients, "MULTIPART_THRESHOLD", 1 << 20)
+    monkeypatch.setattr(aws_clients, "PART_SIZE", 5 << 20)
+    monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: a 2 s deadline
+    path = tmp_path / "model.bin"
+    path.write_bytes(os.urandom(6 << 20))
+    proxy = trickle_proxy(aws, delay=0.001, bodies_only=True, requests=True)
+    try:
+        client = endpoint_client(proxy.url, REGION)
+        with pytest.raises(aws_clients.TransferDeadlineExceeded, match="UploadPart of s3://transfers/model.bin"):
+            client.upload_file(str(path), BUCKET, "model.bin")
+    finally:
+        proxy.close()
+    assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
+    # Straight to moto: two parts, one object, whole.
+    endpoint_client(aws, REGION).upload_file(str(path), BUCKET, "model.bin")
+    assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == path.read_bytes()
+
+
+def test_the_deadline_grows_with_the_size_and_a_bad_rate_is_refused(monkeypatch):
+    monkeypatch.delenv(aws_clients.DEADLINE_ENV, raising=False)
+    monkeypatch.delenv(aws_clients.MIN_RATE_ENV, raising=False)
+    assert aws_clients.transfer_deadline(0) == 120
+    assert aws_clients.transfer_deadline(100 << 20) == 120 + 800  # 100 MiB at 128 KiB/s
+    monkeypatch.setenv(aws_clients.MIN_RATE_ENV, "0")
+    with pytest.raises(UserError) as raised:
+        aws_clients.transfer_deadline(1)
+    assert str(raised.value) == ("TRAINPIPE_AWS_MIN_RATE_KIB_S='0' is not a positive number of KiB/s; set it to "
+                                 "one (e.g. TRAINPIPE_AWS_MIN_RATE_KIB_S=128) or unset it")
