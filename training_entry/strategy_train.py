@@ -5,7 +5,8 @@ one function each (``_start``, ``_plan_input``, ``_build``, ``_resume``, ``_fit`
 ``_export``); the strategies' specifics are in ``training_entry/run/strategies.py``.
 
 Writes what train.py writes, from the chief only: ``model/1`` (the same SageMaker-serving
-SavedModel), ``checkpoints/epoch-NNNNNN`` and the ``trainpipe-metrics`` lines.
+SavedModel), ``checkpoints/epoch-NNNNNN`` and the ``trainpipe-metrics`` lines. A stopped
+job (SIGTERM) ends at an epoch end, as train.py's does (``StopOnSigterm``), saves, and exits 0.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import signal
 import tempfile
 from dataclasses import dataclass
 
@@ -25,7 +27,12 @@ from training_entry.input.plan import ChannelPlan, Layout, load_manifest, plan_c
 from training_entry.model import architectures, init_weights, tabular
 from training_entry.model.network import save_for_serving
 from training_entry.run import checkpoints, runtime, strategies
-from training_entry.run.callbacks import EpochCheckpoint, LearningRateSchedule, MetricLine
+from training_entry.run.callbacks import (
+    EpochCheckpoint,
+    LearningRateSchedule,
+    MetricLine,
+    StopOnSigterm,
+)
 from training_entry.run.fault_injection import injected_failures
 
 
@@ -99,7 +106,10 @@ def _start(name: str) -> _Run | None:
     elif name == contract.STRATEGY_PARAMETER_SERVER:
         _, task_type, _ = strategies.tf2_cluster(tf_config)
         if task_type == "worker":
-            # ParameterServer: a worker host only serves the chief's steps.
+            # ParameterServer: a worker host only serves the chief's steps. SageMaker: a stopped
+            # job's SIGTERM reaches every host; this one serves on until the chief, which stops
+            # at its next epoch end and saves, is gone (dying now would leave its steps unserved).
+            signal.signal(signal.SIGTERM, lambda *_: None)
             strategies.serve_as_worker(tf_config, runtime.Log(True))
             return None
         strategy, workers = strategies.parameter_server(tf_config)
@@ -245,6 +255,12 @@ def _fit(run: _Run, cfg, data: _Input, model, state, epochs_completed, initial_e
         # step is every worker's batch; ParameterServer: one worker's, timed per epoch.
         callbacks.append(strategies.EpochMetricLine(hp.batch_size, steps) if run.coordinated
                          else MetricLine(hp.batch_size * max(workers.count, 1), steps))
+    # SageMaker: a stopped job gets SIGTERM and a grace period, then /opt/ml/model is uploaded:
+    # training ends at the next epoch end and _export saves what it has. Last, so that the
+    # epoch's metric line comes before the line that says training stopped after it.
+    stop = StopOnSigterm(_stop_flag_max(run), run.log)
+    stop.install()
+    callbacks.append(stop)
     val_plan = data.val_plan
     model.fit(
         _dataset(run, data.train_plan, data.inputs, hp.epochs - initial_epoch),
@@ -255,6 +271,20 @@ def _fit(run: _Run, cfg, data: _Input, model, state, epochs_completed, initial_e
         callbacks=callbacks, verbose=0)
     if not workers.is_chief:
         shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _stop_flag_max(run: _Run):
+    """StopOnSigterm's agreement: the largest stop flag of every process that trains."""
+    if not run.synchronous:
+        # ParameterServer: the chief alone runs fit and its callbacks; the workers run only
+        # the steps it schedules, so its own flag decides (its SIGTERM comes with theirs).
+        return lambda flag: flag
+
+    # MultiWorkerMirrored: every worker's flag to every worker (one all-gather per epoch, at
+    # the same callback on each), so all stop after the same epoch. Traced once: a bare
+    # strategy.gather traces a new function at every call (and TensorFlow warns each epoch).
+    gathered_max = tf.function(lambda flag: tf.reduce_max(run.strategy.gather(flag, axis=0)))
+    return lambda flag: float(gathered_max(tf.constant([flag], tf.float32)))
 
 
 def _export(run: _Run, cfg, data: _Input, model) -> None:
