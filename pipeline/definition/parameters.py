@@ -16,6 +16,7 @@ from processing import contract as processing_contract
 from training_entry import contract as training
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 from training_entry.input.records import KIND_TABLE
+from training_torch import plan as torch_plan
 
 
 class ParameterError(UserError, ValueError):
@@ -334,6 +335,8 @@ def pretrained_note(overrides: Mapping[str, object], init_model_uri: str | None)
     architecture = str(overrides.get(MODEL_ARCHITECTURE, ""))
     if architecture not in training.PRETRAINED_ARCHITECTURES or init_model_uri:
         return None
+    if overrides.get(FRAMEWORK) == training.FRAMEWORK_PYTORCH and architecture in torch_plan.PRETRAINED_ARCHITECTURES:
+        return None  # the PyTorch job installs the weights' package (its requirements.txt)
     return (f"note: {MODEL_ARCHITECTURE}={architecture} without --init-model-uri: no pretrained weights, so "
             f"the whole network trains from random weights; for ImageNet weights run trainpipe "
             f"init-weights --architecture {architecture} "

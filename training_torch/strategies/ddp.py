@@ -13,11 +13,16 @@ NAME = "ddp"
 
 class DataParallel(Strategy):
     name = NAME
+    # DDP: True where some parameters get no gradient in some steps (a frozen backbone's, in the
+    # fine-tuning's head phase: train.py); DDP then finds them from the autograd graph each step
+    # instead of waiting for their gradients forever.
+    find_unused_parameters = False
 
     def wrap(self, model, make_optimizer):
         device_ids = [torch.cuda.current_device()] if torch.cuda.is_available() else None
         # DDP: rank 0's weights are broadcast here, so every rank starts from the same model.
-        wrapped = DistributedDataParallel(model, device_ids=device_ids)
+        wrapped = DistributedDataParallel(model, device_ids=device_ids,
+                                          find_unused_parameters=self.find_unused_parameters)
         return wrapped, make_optimizer(wrapped.parameters())
 
     def step(self, model, optimizer, x, y, loss_fn):

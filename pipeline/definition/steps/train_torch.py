@@ -4,7 +4,10 @@ the work (DDP, DeepSpeed ZeRO 1-3, GPipe). The channels, the hyperparameters tha
 thing, and the steps around it are the TensorFlow pipeline's.
 
 What the PyTorch room does not do yet is refused here, before any step, in one line each
-(``check``)."""
+(``check``). ``ModelArchitecture=efficientnet_lite0`` fine-tunes ImageNet weights: from the
+init channel where the build has ``--init-model-uri`` (``steps/train.py`` adds the channel for
+both rooms; ``trainpipe init-weights --architecture efficientnet_lite0`` fills it), else from
+the package the training bundle's requirements.txt installs (``bundles.py``)."""
 
 from __future__ import annotations
 
@@ -35,8 +38,6 @@ def check(settings: Settings, values) -> None:
                       f"-p {P.STRATEGY}={'|'.join(training.TORCH_STRATEGIES)}")
     unsupported = [(settings.tune_jobs, "--tune", "tune the TensorFlow pipeline, or drop --tune"),
                    (settings.model_file, "--model-file", "a model file is a Keras build_model(); drop it"),
-                   (settings.init_model_uri, "--init-model-uri", "the PyTorch room does not read an init "
-                    "channel yet; drop it"),
                    (settings.mixed_precision != "off", "--mixed-precision", "drop it"),
                    (settings.fp16_allreduce, "--fp16-allreduce", "a Horovod setting; drop it")]
     for present, flag, fix in unsupported:
@@ -53,8 +54,13 @@ def check(settings: Settings, values) -> None:
         raise _refuse(f"{P.MODEL_ARCHITECTURE}={architecture}", f"the PyTorch room builds "
                       f"{', '.join(plan.ARCHITECTURES)}; train {architecture} with the TensorFlow pipeline "
                       f"(-p {P.FRAMEWORK}={training.FRAMEWORK_TENSORFLOW})")
+    if settings.init_model_uri and architecture not in plan.PRETRAINED_ARCHITECTURES:
+        # The init channel holds a pretrained backbone's weights; the room's other networks start random.
+        raise _refuse(f"--init-model-uri with {P.MODEL_ARCHITECTURE}={architecture}", f"the PyTorch room reads "
+                      f"an init channel for {', '.join(plan.PRETRAINED_ARCHITECTURES)} only; drop it")
     strategy, per_host = values[P.STRATEGY], int(values[P.PROCESSES_PER_HOST])
     try:
+        plan.check_pretrained(architecture, strategy, name=P.STRATEGY)
         if strategy in training.TORCH_ZERO:
             plan.check_zero(strategy, P.world_size(values))
         if strategy == training.TORCH_GPIPE:
@@ -91,6 +97,9 @@ def estimator(ctx: BuildContext) -> PyTorch:
             training.HP_IMAGE_SIZE: params[P.IMAGE_SIZE],
             training.HP_TORCH_STRATEGY: ctx.values[P.STRATEGY],
             training.HP_MICRO_BATCHES: params[P.MICRO_BATCHES],
+            # The pretrained backbone's phases, under the TensorFlow room's names (training_torch/train.py).
+            training.HP_HEAD_EPOCHS: params[P.HEAD_EPOCHS],
+            training.HP_FINE_TUNE_LR_FACTOR: params[P.FINE_TUNE_LR_FACTOR],
             PROCESSES_PER_HOST_HYPERPARAMETER: params[P.PROCESSES_PER_HOST],
         },
         metric_definitions=training.METRIC_DEFINITIONS,

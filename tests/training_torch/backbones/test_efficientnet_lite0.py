@@ -91,6 +91,24 @@ def test_fine_tuning_recipe_head_first_then_everything_at_a_lower_rate():
     assert len(lite0.set_phase(model, "fine-tune")) == len(list(model.parameters()))
 
 
+def test_one_optimizer_serves_both_phases_through_its_two_groups():
+    """train.py's schedule: the head phase trains the head at the rate, the backbone's group at
+    0 (its parameters get no gradient then either); fine-tuning trains both at rate x factor."""
+    schedule = lite0.phases(5, 2, 0.1)
+    assert [lite0.phase_at(schedule, e) for e in range(5)] == [("head", 1.0)] * 2 + [("fine-tune", 0.1)] * 3
+    with pytest.raises(ValueError, match="epoch 5 is in no phase"):
+        lite0.phase_at(schedule, 5)
+    model = lite0.classifier(2, pretrained=False)
+    groups = lite0.param_groups(model, model.parameters())
+    assert [g["name"] for g in groups] == ["backbone", "head"]
+    assert {id(p) for p in groups[1]["params"]} == {id(p) for p in model.head.parameters()}
+    assert len(groups[0]["params"]) + len(groups[1]["params"]) == len(list(model.parameters()))
+    assert lite0.group_rate("backbone", "head", 1.0, 0.002) == 0.0
+    assert lite0.group_rate("head", "head", 1.0, 0.002) == 0.002
+    assert lite0.group_rate("backbone", "fine-tune", 0.1, 0.002) == pytest.approx(0.0002)
+    assert lite0.group_rate("head", "fine-tune", 0.1, 0.002) == pytest.approx(0.0002)
+
+
 def test_keras_layout_of_every_kind_of_weight():
     state = lite0.load_state_dict()
     arrays = lite0.to_keras(state)
