@@ -1,0 +1,1 @@
+"""Benchmarks on photos: pretrained backbones fine-tuned through the CLI."""
