@@ -52,10 +52,12 @@ _WHEEL = re.compile(r"([A-Za-z0-9_.]+)-(\d[^-]*)-.*\.whl$")
 
 def instructions(text: str) -> list[str]:
     """The Dockerfile's instructions, continuation lines joined; comment lines inside a
-    continued RUN dropped (Docker drops them too: AWS comments between package names)."""
+    continued RUN dropped (Docker drops them too: AWS comments between package names), and
+    empty lines inside one (Docker drops them with a warning: TF 2.2 to 2.5's Dockerfiles put
+    one before ``&& pip install ${TF_URL}``)."""
     out, current = [], ""
     for line in text.splitlines():
-        if line.strip().startswith("#"):
+        if line.strip().startswith("#") or (current and not line.strip()):
             continue
         if line.rstrip().endswith("\\"):
             current += line.rstrip()[:-1] + " "
@@ -347,6 +349,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="a support field where no support file exists (older images: version, "
                              "accelerator, python, eop from docs/reference/support_policy.md)")
     parser.add_argument("--set-source", help="COMMIT:PATH the --set values were read from")
+    parser.add_argument("--set-what", help="what --set-source says, where it is not AWS's support table "
+                                           "(TF 2.13 and older: the Dockerfile's ARG PYTHON_VERSION; no dates)")
     parser.add_argument("--core", help="COMMIT:PATH of a *.core_packages.json, where AWS keeps one")
     parser.add_argument("--name", required=True)
     parser.add_argument("--repository", required=True, help="the ECR repository: pytorch-training")
@@ -369,7 +373,10 @@ def main(argv: list[str] | None = None) -> None:
     sources = [_source(args.dlc, args.dockerfile, f"the {args.stage} stage's pip/conda installs, ARG defaults"),
                _source(args.dlc, args.support or args.set_source,
                        "Python, tags, GA and end-of-patch dates (AWS's published data)" if args.support else
+                       args.set_what or
                        f"{', '.join(dict(item.split('=', 1) for item in args.set))} (AWS's support table)")]
+    if not args.support and args.set_source == args.dockerfile:  # one file, named once
+        sources[0]["what"] += "; " + sources.pop()["what"]
     if args.core:
         sources.append(_source(args.dlc, args.core, "core packages and version specifiers"))
     for extra in args.source:

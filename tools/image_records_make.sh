@@ -108,3 +108,96 @@ for acc in cpu:cpu:cpu cuda:gpu:cuda; do
   done
 done
 .venv/bin/python tools/image_records.py support-table --dlc "$D" $DATA e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md > pipeline/images/support.json
+# TensorFlow training 2.8 to 2.13 (CPU, GPU), the sagemaker stage of each version's Dockerfile at the
+# commit before the one that deleted it. AWS's published data and support table have no row for
+# these versions: no GA or end-of-patch date is recorded (eop null). The Python is the Dockerfile's
+# ARG PYTHON_VERSION (the SDK's image_uri_config/tensorflow.json says the same: 2.12.0 and 2.13.0
+# py310, 2.8.0 to 2.11.0 py39). What tensorflow (the GPU images: the tensorflow wheel; PyPI has no
+# tensorflow-gpu past 2.11), tf-models-official and shap require is each wheel's METADATA
+# Requires-Dist for Linux x86_64 at that Python (read with pip install --dry-run --no-deps --report);
+# shap is unpinned in these Dockerfiles: 0.41.0's requirements, which every shap since has kept.
+# tf-models-official's own tensorflow is uninstalled by the Dockerfile, so it is not listed.
+SHAP41="https://pypi.org/project/shap/0.41.0/|shap-0.41.0 wheel: METADATA Requires-Dist|shap requires scikit-learn, slicer, numba, cloudpickle, tqdm, pandas, scipy, packaging"
+SHAP41DEPS="scikit-learn slicer numba cloudpickle tqdm pandas scipy packaging"
+SEA12="https://pypi.org/project/seaborn/0.12.2/|seaborn-0.12.2-py3-none-any.whl: METADATA Requires-Dist|seaborn requires numpy, pandas, matplotlib"
+TFD213="absl-py astunparse flatbuffers gast google-pasta grpcio h5py keras libclang numpy opt-einsum packaging protobuf setuptools six tensorboard tensorflow-estimator termcolor typing-extensions wrapt tensorflow-io-gcs-filesystem"
+TFD212="$TFD213 jax"
+TFD210="$TFD213 keras-preprocessing"
+MOD210="cython pillow gin-config google-api-python-client immutabledict kaggle matplotlib numpy oauth2client opencv-python-headless pandas psutil py-cpuinfo pycocotools pyyaml sacrebleu scipy sentencepiece seqeval six tensorflow-addons tensorflow-datasets tensorflow-hub tensorflow-model-optimization tensorflow-text tf-slim"
+MOD213="${MOD210/ tensorflow-addons/}"
+MOD29="${MOD210/ immutabledict/}"
+tf_old_record() {  # VERSION COMMIT CPYTHON PYTHON TF_VERSION TFMO_VERSION(or -) TFDEPS MODEPS LABEL DIR
+  local ver=$1 c=$2 cp=$3 py=$4 full=$5 mo=$6 tfdeps=$7 modeps=$8 label=$9 dir=${10}
+  local df=tensorflow/training/docker/$ver/$dir/Dockerfile.$label tf=tensorflow-cpu wheel=tensorflow_cpu deps=() mosrc=() core=()
+  [ $label = gpu ] && tf=tensorflow wheel=tensorflow
+  local json=tensorflow/training/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json
+  git -C "$D" cat-file -e $c:$json 2>/dev/null && core=(--core $c:$json)  # 2.13 has one
+  for d in $tfdeps; do deps+=(--dependency "$d=$tf"); done
+  if [ $mo != - ]; then
+    for d in $modeps; do deps+=(--dependency "$d=tf-models-official"); done
+    mosrc=(--source "https://pypi.org/project/tf-models-official/$mo/|tf_models_official-$mo-py2.py3-none-any.whl: METADATA Requires-Dist|tf-models-official requires ${modeps// /, } (and tensorflow, which the Dockerfile uninstalls)")
+  fi
+  for d in $SHAP41DEPS; do deps+=(--dependency "$d=shap"); done
+  local pv=${py#py}; pv=${pv:0:1}.${pv:1}
+  gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df "${core[@]}" \
+      --set-what "ARG PYTHON_VERSION (Python $pv); AWS publishes no GA or end-of-patch date for $ver" \
+      --dependency matplotlib=seaborn --source "$SEA12" \
+      --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
+      --source "https://pypi.org/project/$tf/$full/|$wheel-$full-$cp-$cp-manylinux: METADATA Requires-Dist|$tf $full requires ${tfdeps// /, } on Linux x86_64" \
+      "${mosrc[@]}" --source "$SHAP41" > $R/aws-tensorflow-training-$ver-$label.json
+}
+for acc in "cpu py3" "gpu py3/cu118"; do
+  read label dir <<< "$acc"
+  tf_old_record 2.13 124a414fb228c7fe7f78b7ccb35f90b4fb67bc60 cp310 py310 2.13.0 2.13.0 "$TFD213" "$MOD213" $label $dir
+  tf_old_record 2.12 89e1b3471ebe35768b12555650baf2f9a59c00aa cp310 py310 2.12.0 2.12.0 "$TFD212" "$MOD210" $label $dir
+done
+for acc in "cpu py3" "gpu py3/cu112"; do
+  read label dir <<< "$acc"
+  tf_old_record 2.11 0ade7eefabc060fc70fb3fcfbc93c88c99352d8b cp39 py39 2.11.1 2.11.0 "$TFD213" "$MOD210" $label $dir
+  tf_old_record 2.10 44f39959e3eea673ebbe57a18f454999f9fb658a cp39 py39 2.10.1 2.10.0 "$TFD210" "$MOD210" $label $dir
+  tf_old_record 2.9 2b1ffa1db7a5782e816a2a3314c1ee80af099e7a cp39 py39 2.9.3 2.9.2 "$TFD210" "$MOD29" $label $dir
+  tf_old_record 2.8 a65eb78a976918b78bd2e6b1f415468005ce7994 cp39 py39 2.8.4 - "$TFD210" "" $label $dir
+done
+# TensorFlow training 1.15 and 2.1 to 2.6 (CPU, GPU): one-stage Dockerfiles (the stage is the first
+# FROM's image), at the commit before the one that deleted each version's folder. No GA or end-of-patch
+# date is published for these either. The Python is the Dockerfile's ARG PYTHON_VERSION (the SDK's
+# tensorflow.json: 2.6.x py38; 2.2.x to 2.5.x py37; 2.1.x py3/py36; 1.15.5 py3/py36/py37). The GPU image
+# is the newest CUDA folder's. tensorflow's requirements: the PyPI wheel's METADATA Requires-Dist of the
+# version AWS builds (1.15.5: the tensorflow wheel; PyPI has no tensorflow-cpu 1.15.5); shap's and
+# seaborn's only where the Dockerfile installs them.
+TFD26="numpy absl-py astunparse clang flatbuffers google-pasta h5py keras-preprocessing opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator keras grpcio"
+TFD25="numpy absl-py astunparse flatbuffers google-pasta h5py keras-preprocessing opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator keras-nightly grpcio"
+TFD24="absl-py astunparse flatbuffers google-pasta h5py keras-preprocessing numpy opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator grpcio"
+TFD23="absl-py astunparse gast google-pasta h5py keras-preprocessing numpy opt-einsum protobuf tensorboard tensorflow-estimator termcolor wrapt wheel six grpcio"
+TFD21="absl-py astor gast google-pasta keras-applications keras-preprocessing numpy opt-einsum protobuf tensorboard tensorflow-estimator termcolor wrapt six h5py grpcio wheel"
+tf_single_record() {  # VERSION COMMIT CPYTHON PYTHON TF_VERSION TFDEPS LABEL DIR TF_DIST
+  local ver=$1 c=$2 cp=$3 py=$4 full=$5 tfdeps=$6 label=$7 dir=$8 tf=$9 deps=() extra=()
+  local df=tensorflow/training/docker/$ver/$dir/Dockerfile.$label
+  local stage; stage=$(git --git-dir "$D" show $c:$df | awk 'toupper($1) == "FROM" {print $2; exit}')
+  for d in $tfdeps; do deps+=(--dependency "$d=$tf"); done
+  if git --git-dir "$D" show $c:$df | grep -q '"shap'; then
+    for d in $SHAP41DEPS; do deps+=(--dependency "$d=shap"); done
+    extra+=(--source "$SHAP41")
+  fi
+  if git --git-dir "$D" show $c:$df | grep -q 'seaborn'; then
+    deps+=(--dependency matplotlib=seaborn); extra+=(--source "$SEA12")
+  fi
+  local pv=${py#py}; pv=${pv:0:1}.${pv:1}
+  gen --dockerfile $c:$df --stage "$stage" --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
+      --set-what "ARG PYTHON_VERSION (Python $pv); AWS publishes no GA or end-of-patch date for $ver" \
+      --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
+      --source "https://pypi.org/project/$tf/$full/|${tf//-/_}-$full-$cp-${cp}m-manylinux2010_x86_64.whl: METADATA Requires-Dist|$tf $full requires ${tfdeps// /, } on Linux x86_64" \
+      "${extra[@]}" > $R/aws-tensorflow-training-$ver-$label.json
+}
+for v in "2.6 3e717d20db19b3c962141db2734b8ce2345c1ba0 cp38 py38 2.6.3 TFD26 cu112" \
+         "2.5 a030c0aab0d91657fb5607bc1d1547382fe9f11f cp37 py37 2.5.1 TFD25 cu112" \
+         "2.4 fa6314c2e46f2c3576b2dedfd2211f228ffc6c6a cp37 py37 2.4.3 TFD24 cu110" \
+         "2.3 8209021ae2af039feece22d1d62ab91513553a8e cp37 py37 2.3.4 TFD23 cu110" \
+         "2.2 e578e2e49877a5af4ae65266485956e6577de82d cp37 py37 2.2.2 TFD23 cu102" \
+         "2.1 e578e2e49877a5af4ae65266485956e6577de82d cp36 py36 2.1.3 TFD21 cu101" \
+         "1.15 12ece23a1a2566fbd6a6ee7856733395d9844bbd cp37 py37 1.15.5 TFD21 cu110"; do
+  read ver c cp py full deps cu <<< "$v"
+  tf=tensorflow-cpu; [ $ver = 1.15 ] && tf=tensorflow
+  tf_single_record $ver $c $cp $py $full "${!deps}" cpu py3 $tf
+  tf_single_record $ver $c $cp $py $full "${!deps}" gpu py3/$cu tensorflow
+done

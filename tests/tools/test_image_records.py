@@ -200,3 +200,53 @@ RUN ${PIP} install --no-cache-dir -U tf-models-official==2.16.0 \\
 """
     assert packages(dockerfile, "sagemaker") == {"tf-models-official": "==2.16.0", "tensorflow-cpu": "==2.16.2",
                                                  "tensorflow-io": "==0.37.*"}
+
+
+def test_an_empty_line_inside_a_continued_run_does_not_end_it():
+    """TF 2.2 to 2.5's Dockerfiles leave an empty line (and a comment) before ``&& pip install
+    ${TF_URL} horovod``; Docker drops both and the RUN goes on."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from image_records import packages
+
+    dockerfile = """\
+FROM ubuntu:18.04
+ARG PIP=pip3
+ARG TF_URL=https://example.com/tensorflow_cpu-2.4.3-cp37-cp37m-manylinux2010_x86_64.whl
+RUN ${PIP} install --no-cache-dir -U \\
+    numpy==1.19.1 \\
+    "sagemaker>=2,<3" \\
+
+    # Let's install TensorFlow separately in the end
+ && ${PIP} install --no-cache-dir -U \\
+    ${TF_URL} \\
+    horovod==0.21.0
+
+RUN echo done
+"""
+    assert packages(dockerfile, "ubuntu:18.04") == {"numpy": "==1.19.1", "sagemaker": ">=2,<3",
+                                                   "tensorflow-cpu": "==2.4.3", "horovod": "==0.21.0"}
+
+
+def test_a_dockerfile_that_names_its_own_python_is_one_source(tmp_path):
+    """TF 2.13 and older: no support file; ``--set-source`` is the Dockerfile itself (its ARG
+    PYTHON_VERSION), said with ``--set-what``, and named once."""
+    dlc = tmp_path / "dlc"
+    (dlc / "tf").mkdir(parents=True)
+    (dlc / "tf" / "Dockerfile.cpu").write_text(
+        "FROM ubuntu:20.04 AS sagemaker\nARG PYTHON_VERSION=3.10.12\nRUN pip install tensorflow-cpu==2.13.0\n")
+    git(dlc, "init", "-q")
+    git(dlc, "add", ".")
+    git(dlc, "commit", "-qm", "fixture")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "image_records.py"), "--dlc", str(dlc / ".git"),
+         "--dockerfile", "HEAD:tf/Dockerfile.cpu", "--set", "version=2.13", "--set", "accelerator=cpu",
+         "--set", "python=py310", "--set-source", "HEAD:tf/Dockerfile.cpu",
+         "--set-what", "ARG PYTHON_VERSION (Python 3.10); no dates", "--name", "aws-tensorflow-training-2.13-cpu",
+         "--repository", "tensorflow-training", "--retrieved", "2026-11-28"],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert (record["python"], record["eop"], record["packages"]) == ("3.10", None, {"tensorflow-cpu": "==2.13.0"})
+    (source,) = record["sources"]
+    assert source["what"] == ("the sagemaker stage's pip/conda installs, ARG defaults; "
+                              "ARG PYTHON_VERSION (Python 3.10); no dates")

@@ -343,12 +343,13 @@ print(tf.__version__, lightgbm.__version__, os.environ.get("SM_MODEL_DIR"))
 """
 
 
-def test_an_image_with_no_record_is_judged_by_its_tag_and_the_nearest_record(tmp_path):
+def test_aws_ml_ops_example_with_lightgbm_is_refused_by_its_images_record_before_any_step(tmp_path):
     """AWS's ml_ops example (amazon-sagemaker-examples, ml_ops): a SKLearn processing step, then
     SDK v2's TensorFlow estimator on framework_version 2.4.1, py37, with ``import lightgbm``
-    added. No record holds TF 2.4: its tag says Python 3.7, the nearest record (2.14) has no
+    added. TF 2.4's record (aws-tensorflow-training-2.4-cpu, issue 47: Python 3.7) has no
     lightgbm; refused before the processing step runs, after one line for each image past its
-    end of patch."""
+    end of patch. (An image with no record, judged by its tag against the nearest record:
+    tests/pipeline/images/test_imports.py.)"""
     from sagemaker.inputs import TrainingInput
     from sagemaker.processing import ProcessingOutput
     from sagemaker.sklearn.processing import SKLearnProcessor
@@ -381,7 +382,7 @@ def test_an_image_with_no_record_is_judged_by_its_tag_and_the_nearest_record(tmp
     readme_record.record(line)
     assert line.endswith(
         "step Train: the code imports lightgbm (train.py:4), which the image " + image + " (Python 3.7, record "
-        "aws-tensorflow-training-2.14, the nearest to tensorflow-training 2.4) does not have and no "
+        "aws-tensorflow-training-2.4-cpu) does not have and no "
         "requirements.txt installs: it would fail there with ModuleNotFoundError; add a line lightgbm to the "
         "requirements.txt next to the entry point, or name an image that has it"), line
     said = done.stdout + done.stderr
