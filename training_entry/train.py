@@ -209,7 +209,6 @@ def main(argv: list[str] | None = None) -> None:
             LearningRateSchedule(hp.base_learning_rate, hvd.size(), hp.warmup_epochs, train_plan.steps,
                                  factor=phase.lr_factor),
             *injected_failures(hvd.rank(), steps_per_execution=hp.steps_per_execution),  # tests only: off unless its variable is set
-            stop,
         ]
         if chief:
             callbacks += [
@@ -219,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
                 MetricLine(hp.batch_size * hvd.size(), train_plan.steps, reducer=reducer,
                            tracking=job_run),
             ]
+        # Last on every rank: the epoch's metric line comes before the line that says
+        # training stopped after that epoch (issue 49: the two read as different epochs).
+        callbacks.append(stop)
         start = max(initial_epoch, phase.first_epoch)
         if start >= phase.end_epoch:
             continue

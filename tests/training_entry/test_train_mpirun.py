@@ -252,5 +252,8 @@ def test_a_stopped_job_ends_at_an_epoch_end_on_every_rank_and_keeps_its_model(sp
     assert 1 <= int(stopped) < epochs
     lines = [line for line in output.splitlines() if "trainpipe-metrics" in line]
     assert len(lines) == int(stopped), "no epoch after the stop"
+    # The epoch's metric line first, then the stop line that names it (issue 49: read the other
+    # way round, the stop line and the next metric line seemed to name different epochs).
+    assert output.index(lines[-1]) < output.index("stopped (SIGTERM)") and f"epoch={stopped} " in lines[-1]
     assert (job.model_dir() / "1" / "saved_model.pb").is_file()
     assert model_accuracy(job.model_dir(), splits["test"]) >= 0.5

@@ -470,6 +470,7 @@ def test_a_real_trial_stopped_early_keeps_its_last_model_and_says_one_epoch(tmp_
     epoch_lines = [line for line in trial_log.splitlines() if "trainpipe-metrics" in line]
     (record,) = [r for r in json.loads((job.log_dir / ht.TRIALS_FILE).read_text()) if r["number"] == 3]
     assert int(stopped) == int(said) == len(epoch_lines) == third.reported == record["epochs"], log[-2000:]
+    assert trial_log.index(epoch_lines[-1]) < trial_log.index("stopped (SIGTERM)")  # that epoch's line, then the stop
     assert int(judged) == third.verdict_epoch <= int(stopped) < epochs
     summary = next(s for s in result.description[ht.SUMMARIES_KEY] if s["TrainingJobName"] == third.name)
     assert summary["TrainingJobStatus"] == "Stopped"
