@@ -356,5 +356,10 @@ class _DeadlineBody(StreamingBody):
         return call_by(lambda: super(_DeadlineBody, self).read(amt), left, self._on_miss,
                        name="trainpipe-aws-read")
 
+    def readinto(self, b):
+        data = self.read(len(b))
+        memoryview(b)[:len(data)] = data
+        return len(data)
+
     def readlines(self):
         return self.read().splitlines(keepends=True)
