@@ -325,8 +325,15 @@ class HyperparameterTuningJob:
             if self.request.objective_metric in final:
                 trial.last_value = final[self.request.objective_metric]
         if trial.stop_reason is not None and trial.result is not None:
+            if trial.reported:
+                # The reason was written when the stop was decided; its epoch is the verdict's.
+                # The epoch the trial stopped at goes with it, wherever the reason is shown
+                # (the summaries, describe-training-job), so "at epoch 1" never stands alone.
+                trial.stop_reason += f" (it stopped after epoch {trial.reported})"
             trial.result.description["TrainingJobStatus"] = "Stopped"
             trial.result.description["FailureReason"] = trial.stop_reason
+            write_private(trial.job.job_dir / "description.json",
+                          json.dumps(trial.result.description, indent=2, default=str))
             study.tell(trial.study_trial, state=optuna.trial.TrialState.PRUNED)
             # Its processes stop at the next poll after the verdict, and short epochs may run
             # on meanwhile: the line says both, so the two epochs shown never disagree unsaid.

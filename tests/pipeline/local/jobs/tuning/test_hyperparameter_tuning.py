@@ -474,6 +474,11 @@ def test_a_real_trial_stopped_early_keeps_its_last_model_and_says_one_epoch(tmp_
     assert int(judged) == third.verdict_epoch <= int(stopped) < epochs
     summary = next(s for s in result.description[ht.SUMMARIES_KEY] if s["TrainingJobName"] == third.name)
     assert summary["TrainingJobStatus"] == "Stopped"
+    # Its reason names the verdict's epoch and the one it stopped at, as describe-training-job shows it.
+    described = json.loads((third.job.job_dir / "description.json").read_text())
+    assert summary["FailureReason"] == described["FailureReason"] == third.stop_reason
+    assert third.stop_reason.startswith(f"early stopping (Auto): at epoch {judged} ")
+    assert third.stop_reason.endswith(f" (it stopped after epoch {stopped})")
     assert summary["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] == third.last_value
 
     # Its archive: the SavedModel of the epoch it stopped at, where SageMaker puts a stopped job's.
