@@ -201,3 +201,59 @@ for v in "2.6 3e717d20db19b3c962141db2734b8ce2345c1ba0 cp38 py38 2.6.3 TFD26 cu1
   tf_single_record $ver $c $cp $py $full "${!deps}" cpu py3 $tf
   tf_single_record $ver $c $cp $py $full "${!deps}" gpu py3/$cu tensorflow
 done
+# PyTorch training 2.0, 1.13, 1.12, 1.11, 1.9, 1.8, 1.7 and 1.6 (CPU, GPU): each version's Dockerfile at the
+# commit before the one that deleted its folder (2.0 to 1.11: the sagemaker stage; 1.9 and older: one stage,
+# the first FROM's image), with AWS's core_packages.json where one was kept. The Python is the Dockerfile's
+# ARG PYTHON_VERSION (the SDK's pytorch.json agrees: 2.0.1 py310, 1.13.1 py39, 1.9 to 1.12 py38, 1.6 to 1.8
+# py36); GA and end of patch are the support table's for 2.0 and 1.13 and unpublished for the rest. The GPU
+# image is the folder of the CUDA the SageMaker variant was released with (2.0: cu118, which also holds
+# smdistributed). torch's requirements: its PyPI wheel's METADATA (other than the nvidia-* libraries and
+# triton, which are not imported by name); for 1.6 to 1.8 (Python 3.6) they were not read: none are listed.
+# pandas, scikit-learn, seaborn and sagemaker: their dependencies as this venv resolves them, as for 2.1 on.
+pt_old_record() {  # VERSION COMMIT PYTHON LABEL DIR TORCH_VERSION TORCHDEPS (or -) then --set/--set-source arguments
+  local ver=$1 c=$2 py=$3 label=$4 dir=$5 full=$6 tdeps=$7; shift 7
+  local df=pytorch/training/docker/$ver/$dir/Dockerfile.$label deps=() extra=() core=()
+  local stage; stage=$(git --git-dir "$D" show $c:$df | awk 'toupper($1) == "FROM" {print ($3 ? $4 : $2); exit}')
+  git --git-dir "$D" show $c:$df | grep -q '^FROM .* AS sagemaker' && stage=sagemaker
+  local json=pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json
+  git -C "$D" cat-file -e $c:$json 2>/dev/null && core=(--core $c:$json)
+  if [ "$tdeps" != - ]; then
+    for d in $tdeps; do deps+=(--dependency "$d=torch"); done
+    extra+=(--source "https://pypi.org/project/torch/$full/|torch-$full wheel for Python $py: METADATA Requires-Dist|torch $full requires ${tdeps// /, } (and NVIDIA's CUDA libraries)")
+  fi
+  if git --git-dir "$D" show $c:$df | grep -q 'accelerate'; then
+    for d in numpy packaging psutil pyyaml; do deps+=(--dependency "$d=accelerate"); done
+    extra+=(--source "https://pypi.org/project/accelerate/0.22.0/|accelerate-0.22.0-py3-none-any.whl: METADATA Requires-Dist|accelerate requires numpy, packaging, psutil, pyyaml, torch")
+  fi
+  if git --git-dir "$D" show $c:$df | grep -q 'seaborn'; then
+    deps+=(--dependency matplotlib=seaborn); extra+=(--source "$SEA12")
+  fi
+  gen --dockerfile $c:$df --stage "$stage" --set version=$ver --set accelerator=$label "${core[@]}" "$@" \
+      --name aws-pytorch-training-$ver-$label --repository pytorch-training --closure pandas scikit-learn sagemaker \
+      "${deps[@]}" "${extra[@]}" > $R/aws-pytorch-training-$ver-$label.json
+}
+POL=e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md
+for v in "2.0 cfe1b79db1ef6b30b1d10f95a6dddb8f1af36854 py310 cu118 2.0.1 2023-03-15 2024-03-15" \
+         "1.13 7044c179b128cb9dab392fde471b001df1d5265d py39 cu117 1.13.1 2022-10-28 2024-10-28"; do
+  read ver c py cu full ga eop <<< "$v"
+  tdeps="typing-extensions"; [ $ver = 2.0 ] && tdeps="filelock typing-extensions sympy networkx jinja2"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    pt_old_record $ver $c $py $label $dir $full "$tdeps" --set python=$py --set ga=$ga --set eop=$eop --set-source $POL \
+        --set-what "ga, eop (AWS's support table); python $py: the Dockerfile's ARG PYTHON_VERSION"
+  done
+done
+for v in "1.12 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py38 cu113 1.12.1 typing-extensions" \
+         "1.11 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py38 cu115 1.11.0 typing-extensions" \
+         "1.9 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py38 cu111 1.9.1 typing-extensions" \
+         "1.8 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py36 cu111 1.8.1 -" \
+         "1.7 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py36 cu110 1.7.1 -" \
+         "1.6 58a21e4b6915f2d4584abf417e63e3920bf97a48 py36 cu110 1.6.0 -"; do
+  read ver c py cu full tdeps <<< "$v"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    pv=${py#py}; pv=${pv:0:1}.${pv:1}
+    pt_old_record $ver $c $py $label $dir $full "$tdeps" --set python=$py --set-source $c:pytorch/training/docker/$ver/$dir/Dockerfile.$label \
+        --set-what "ARG PYTHON_VERSION (Python $pv); AWS publishes no GA or end-of-patch date for $ver"
+  done
+done
