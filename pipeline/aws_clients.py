@@ -34,7 +34,7 @@ import contextlib
 import functools
 import math
 import os
-import tempfile
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -244,7 +244,10 @@ class BoundedClient:
         """The object into ``Filename``, whole or not at all: it is written beside it under a
         hidden partial name, renamed once complete, removed on any failure."""
         target = Path(Filename)
-        descriptor, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=PARTIAL_SUFFIX)
+        partial = target.with_name(f".{target.name}.{secrets.token_hex(4)}{PARTIAL_SUFFIX}")
+        # Not mkstemp, whose 0600 would outlive the rename: the file gets the umask's mode, as
+        # boto3's download_file gave it. O_EXCL: a name another download holds is never shared.
+        descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             with os.fdopen(descriptor, "wb") as out:
                 body = self.get_object(Bucket=Bucket, Key=Key, **(ExtraArgs or {}))["Body"]

@@ -53,6 +53,9 @@ def test_a_trickled_download_ends_by_its_deadline_and_leaves_the_old_file_alone(
     # Straight to moto the same deadline lets the download through, whole.
     assert main(["store", "cp", f"s3://{BUCKET}/model.bin", str(tmp_path / "fresh.bin"), "--s3-endpoint", aws]) == 0
     assert (tmp_path / "fresh.bin").read_bytes() == data
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "fresh.bin").stat().st_mode & 0o777 == 0o666 & ~umask  # as any file it writes
 
     (tmp_path / "model.bin").write_bytes(b"the previous model")
     capsys.readouterr()
