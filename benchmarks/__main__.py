@@ -91,6 +91,10 @@ BENCHMARKS = {
                        "on the digits PNG shards, 1 host x 2 ranks, images/s (~55 s)"),
     "transform": ("benchmarks.serving.transform", [],
                   "Transform job (digits MLP, CSV rows, MultiRecord): records/s on 1 and 2 instances, and their ratio"),
+    "lite0_crops": ("benchmarks.photos.lite0_crops", [],
+                    "EfficientNet-Lite0 from its packaged ImageNet weights (issue 50): init-weights, then run --local "
+                    "on a two-class tree of crops of packaged photos (living: cat, astronaut, dahlia; made: cup, "
+                    "rocket, motorcycle), 96 px, 6 epochs: test accuracy on crops from the photos' other halves"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 
