@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluation.report import MODEL_ARCHIVE
+from pipeline.local.hosts import tf_tasks
 from pipeline.local.hosts.processes import tagged_pids
 from pipeline.local.jobs.failures import INTERNAL_ERROR
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
@@ -33,17 +34,21 @@ from pipeline.local.store.storage import StorageError
 STOP_GRACE_SECONDS = 120.0
 # The job's processes that are not the script: Open MPI's launcher and daemons, the rsh agent.
 _LAUNCHERS = ("mpirun", "orterun", "orted", "prterun", "prted", "sh", "bash")
+_PS_ARGV = tf_tasks.PS_PROGRAM.encode()  # a parameter server's ``python -c PS_PROGRAM``
 
 
 def script_pids(token: str) -> list[int]:
-    """The job's script processes (each rank's Python), found by the job's token."""
+    """The job's script processes (each rank's Python), found by the job's token; not the
+    launchers, nor a parameter-server job's servers (``tf_tasks.PS_PROGRAM``): SageMaker's
+    toolkit runs those beside the script, and the chief needs them to finish its last epoch."""
     pids = []
     for pid in tagged_pids(token):
         try:
             name = Path(f"/proc/{pid}/comm").read_text().strip()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if name not in _LAUNCHERS:
+        if name not in _LAUNCHERS and _PS_ARGV not in argv:
             pids.append(pid)
     return pids
 
@@ -69,7 +74,7 @@ class TrialJob(TrainingJob):
         super().poll_hook()
         # SageMaker stops a running job only: one whose processes have all ended goes on to
         # finish (its model is packed and kept).
-        if self.stop_event.is_set() and self.processes.running():
+        if self.stop_event.is_set() and self._scripts_running():
             self.grace_period()
             raise EarlyStop(self.stop_reason)
 
@@ -83,10 +88,14 @@ class TrialJob(TrainingJob):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_SECONDS
-        while self.processes.running() and time.monotonic() < deadline:
+        # ParameterServer: the servers serve until the job ends (they never end by themselves).
+        while self._scripts_running() and time.monotonic() < deadline:
             if self.stop_requested is not None and self.stop_requested.is_set():
                 return
             time.sleep(0.1)
+
+    def _scripts_running(self) -> bool:
+        return any(not c.label.endswith(tf_tasks.PS_SUFFIX) for c in self.processes.running())
 
     def keep_model(self, result: JobResult) -> bool:
         """SageMaker: a stopped training job's ``/opt/ml/model`` (of algo-1) is uploaded, and

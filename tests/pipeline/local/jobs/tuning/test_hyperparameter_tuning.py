@@ -5,9 +5,12 @@ early-stopped trial's model and epoch are checked (slow: 25-80 s on 2 busy cores
 
 from __future__ import annotations
 
+import time
+
 import optuna
 import pytest
 
+from pipeline.local.hosts import namespaces
 from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
 from pipeline.local.jobs.tuning import hyperparameter_tuning as ht
 
@@ -389,7 +392,7 @@ def test_an_early_stopped_trial_says_the_epoch_it_stopped_at_and_the_verdicts(tm
 
 
 # --- A real trial stopped early: the request `run --local --tune` runs, on the digits ----------
-def _tune_request(storage, tmp_path, **parameters) -> tuple[dict, dict]:
+def _tune_request(storage, tmp_path, settings=None, **parameters) -> tuple[dict, dict]:
     """TuneModel's request as the runner evaluates it for ``run --local --tune 3
     --tune-parallel 1``: the definition built by the CLI's own builder, its code bundles in the
     store where the definition points, and PreprocessData's outputs (the bundled digits through
@@ -402,8 +405,8 @@ def _tune_request(storage, tmp_path, **parameters) -> tuple[dict, dict]:
     from pipeline.settings import Settings
     from tests.training_entry.helpers import make_splits
 
-    settings = Settings(tune_jobs=3, tune_parallel_jobs=1)
-    definition = build_definition(settings)
+    settings = settings or Settings(tune_jobs=3, tune_parallel_jobs=1)
+    definition = build_definition(settings, parameters)
     for bundle in all_bundles(settings.model_file).values():
         prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
         for relative, data in bundle.objects().items():
@@ -496,3 +499,45 @@ def test_a_real_trial_stopped_early_keeps_its_last_model_and_says_one_epoch(tmp_
     accuracy = float(np.mean(np.argmax(model.predict(x, verbose=0), axis=1) == y.numpy()))
     # The last epoch's val_accuracy (the ranks' shards averaged), not the verdict epoch's.
     assert abs(accuracy - third.last_value) <= 0.03, (accuracy, third.last_value)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(namespaces.unavailable_reason() is not None, reason="simulated hosts need namespaces")
+def test_a_stopped_parameter_server_trial_keeps_its_model(tmp_path):
+    """A trial of ``--distribution parameter_server --tune`` (2 hosts: a chief and a worker,
+    a parameter server on each), stopped after its first epoch: SIGTERM reaches the scripts,
+    not the parameter servers the chief still needs for its last epoch (they died with it,
+    and the grace period waited for them, which never end by themselves); the chief stops at
+    the epoch end, saves, and the trial keeps that model."""
+    import tarfile
+    import threading
+
+    from pipeline.local.jobs.tuning.trials import Trial
+    from pipeline.local.store.storage import LocalStorage
+    from pipeline.settings import Settings
+    from training_entry import contract
+
+    storage = LocalStorage(tmp_path / "store")
+    settings = Settings(tune_jobs=3, tune_parallel_jobs=1, distribution=contract.STRATEGY_PARAMETER_SERVER)
+    request, _ = _tune_request(storage, tmp_path, settings, Epochs=200, TrainingInstanceCount=2, ProcessesPerHost=1,
+                               TrainDistribution="FullyReplicated")
+    values = {"base-learning-rate": "0.01", "batch-size": "32", "warmup-epochs": "0"}
+    stop = threading.Event()
+    job = ht.TrialJob(hr.parse(request).trial_request(values), "ps-trial-001", storage, tmp_path / "job",
+                      echo=False, environments=tmp_path / "environments", stop_event=stop)
+    trial = Trial(1, "ps-trial-001", values, None, [], job, stop)
+    trial.stop_reason = job.stop_reason = "stopped early by the test"
+    trial.start()
+    deadline = time.monotonic() + 240
+    while not (job.log_path.is_file() and "trainpipe-metrics" in job.log_path.read_text()):
+        assert trial.thread.is_alive() and time.monotonic() < deadline, job.log_path.read_text()[-3000:]
+        time.sleep(0.2)
+    stop.set()
+    trial.thread.join(200)
+    log = job.log_path.read_text()
+    assert trial.result is not None and trial.result.status == "Stopped", log[-3000:]
+    assert "stopped (SIGTERM) after epoch" in log and trial.kept_model, log[-3000:]
+    archive = tmp_path / "model.tar.gz"
+    storage.get_file(trial.result.description["ModelArtifacts"]["S3ModelArtifacts"], archive)
+    with tarfile.open(archive) as tar:
+        assert f"{contract.MODEL_VERSION}/saved_model.pb" in [n.removeprefix("./") for n in tar.getnames()]
