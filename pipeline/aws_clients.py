@@ -15,7 +15,7 @@ which does not wait for daemon threads (as pipeline/tracking/deadline.py does fo
 
 Object transfers take a time that grows with their size, so theirs is a deadline that grows
 too: ``TRAINPIPE_AWS_DEADLINE_S`` (the floor: connect, retries, back-off, the answer) plus the
-object's bytes at ``TRAINPIPE_AWS_MIN_RATE_KIB_S`` (128 KiB/s unless set; see MIN_RATE below).
+object's bytes at ``TRAINPIPE_AWS_MIN_RATE_KIB_S`` (128 KiB/s unless set; DEFAULT_MIN_RATE_KIB_S says why).
 It bounds ``put_object`` and ``upload_part`` (by their body's size), ``get_object``'s body (by
 its Content-Length, from the call's start), and ``upload_file``/``download_file``, which are
 trainpipe's own here rather than boto3's transfer manager: its worker threads are not daemon
@@ -227,13 +227,11 @@ class BoundedClient:
 
         return call
 
-    def get_object(self, *, started: float | None = None, **kwargs):
-        """GetObject, its answer's headers by the API deadline and its body read by the
-        transfer's deadline, counted from ``started`` (a monotonic time; now when None)."""
-        started = time.monotonic() if started is None else started
-        limit = self.limit - (time.monotonic() - started)
-        answer = call_by(lambda: self._client.get_object(**kwargs), max(limit, 0.0),
-                         lambda: self._missed("GetObject"))
+    def get_object(self, **kwargs):
+        """GetObject: its answer's headers by the API deadline, and its body read by the
+        transfer's deadline, counted from the call's start."""
+        started = time.monotonic()
+        answer = call_by(lambda: self._client.get_object(**kwargs), self.limit, lambda: self._missed("GetObject"))
         size = answer.get("ContentLength") or 0
         limit = transfer_deadline(size, self.limit)
         answer["Body"] = _DeadlineBody(answer["Body"], answer.get("ContentLength"), started + limit,
