@@ -120,8 +120,8 @@ def _requirement(word: str, conda: bool) -> tuple[str, str] | None:
     if "://" in word:
         wheel = _WHEEL.search(unquote(word.rsplit("/", 1)[-1]))
         return (normalise(wheel.group(1)), "==" + wheel.group(2)) if wheel else None
-    if word.startswith((".", "/")) or not re.match(r"[A-Za-z0-9]", word):
-        return None
+    if word.startswith((".", "/")) or not re.match(r"[A-Za-z0-9]", word) or "/" in word:
+        return None  # a local path (SKLearn's base image: pip install dist/*.whl)
     match = re.match(r"([A-Za-z0-9_.\-]+)(\[[^\]]*\])?\s*(.*)$", word)
     name, spec = match.group(1), match.group(3).strip()
     if conda:
@@ -237,7 +237,7 @@ def _pattern(repository: str, supported: dict, python: str) -> str:
 
 def record(*, name: str, repository: str, dockerfile: str, stage: str, supported: dict,
            core: dict | None, sources: list[dict], retrieved: str, closure: dict[str, str],
-           lock: dict[str, str] | None = None) -> dict:
+           lock: dict[str, str] | None = None, uri_pattern: str | None = None) -> dict:
     """The record's JSON document (README.md next to the records says what each field is)."""
     python = supported["python"].removeprefix("py")
     python = f"{python[0]}.{python[1:]}"
@@ -252,7 +252,7 @@ def record(*, name: str, repository: str, dockerfile: str, stage: str, supported
         modules.update(modules_of(dist).modules)
     return {
         "name": name,
-        "uri_patterns": [_pattern(repository, supported, python).rstrip("-")],
+        "uri_patterns": [uri_pattern or _pattern(repository, supported, python).rstrip("-")],
         "python": python,
         "packages": found,
         # Folders some wheels ship at their top level by mistake: no code imports them.
@@ -314,9 +314,9 @@ def support_table(repo: str, data_commit: str, policy: str) -> dict:
                if _version(row["version"]) < oldest.get(row["repository"], (0,))
                or row["repository"] not in oldest]
     images.sort(key=lambda r: (r["repository"], _version(r["version"]), r["accelerator"] or ""))
-    return {"sources": [_source(repo, f"{data_commit}:docs/src/data", "each SageMaker image's version, "
+    return {"sources": [_pinned(repo, f"{data_commit}:docs/src/data", "each SageMaker image's version, "
                                 "accelerator, Python, GA and end-of-patch date (docs/src/data/<repository>/*.yml)"),
-                        _source(repo, policy, "the support table's older versions (GA, end of patch)")],
+                        _pinned(repo, policy, "the support table's older versions (GA, end of patch)")],
             "images": images}
 
 
@@ -324,11 +324,21 @@ def _git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "--git-dir", repo, *args], check=True, capture_output=True, text=True).stdout
 
 
-def _source(repo: str, spec: str, what: str) -> dict:
+def _pinned(repo: str, spec: str, what: str, url: str = DLC_URL) -> dict:
     commit, _, path = spec.partition(":")
     # The commit that last changed the file (as of ``commit``): what the record pins.
     full, when = _git(repo, "log", "-1", "--format=%H %cs", commit, "--", path).split()
-    return {"url": f"{DLC_URL}/{full}/{path}", "file": path, "commit": full, "date": when, "what": what}
+    return {"url": f"{url}/{full}/{path}", "file": path, "commit": full, "date": when, "what": what}
+
+
+def requirement_lines(text: str) -> dict[str, str]:
+    """Distribution -> specifier for each line of a requirements.txt (``pip install -r``)."""
+    found = {}
+    for line in text.splitlines():
+        requirement = _requirement(line.split("#", 1)[0].strip(), False) if line.split("#", 1)[0].strip() else None
+        if requirement:
+            found[requirement[0]] = requirement[1]
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -342,7 +352,14 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(support_table(targs.dlc, targs.data_commit, targs.policy), indent=1))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dlc", required=True, help="a git directory of aws/deep-learning-containers")
+    parser.add_argument("--dlc", required=True, help="a git directory of aws/deep-learning-containers (or of "
+                                                     "--github's repository)")
+    parser.add_argument("--github", default="aws/deep-learning-containers",
+                        help="the repository --dlc is a clone of (aws/sagemaker-scikit-learn-container)")
+    parser.add_argument("--requirements", help="COMMIT:PATH of a requirements.txt the image pip-installs last "
+                                               "(SKLearn's final Dockerfile: pip install -r requirements.txt)")
+    parser.add_argument("--uri-pattern", help="the tags' pattern, where it is not version-accelerator-python "
+                                              "(SKLearn's 1.2-1-cpu-py3)")
     parser.add_argument("--dockerfile", required=True, help="COMMIT:PATH")
     parser.add_argument("--support", help="COMMIT:docs/src/data/...yml (images since 2.6)")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
@@ -366,6 +383,11 @@ def main(argv: list[str] | None = None) -> None:
                         help="one more source the record names (where a --dependency was read)")
     parser.add_argument("--retrieved", default=date.today().isoformat())
     args = parser.parse_args(argv)
+    blob = f"https://github.com/{args.github}/blob"
+
+    def _source(repo: str, spec: str, what: str) -> dict:
+        return _pinned(repo, spec, what, blob)
+
     dockerfile = _git(args.dlc, "show", args.dockerfile)
     supported = support(_git(args.dlc, "show", args.support)) if args.support else {}
     supported.update(dict(item.split("=", 1) for item in args.set))
@@ -395,9 +417,14 @@ def main(argv: list[str] | None = None) -> None:
         lock = lock_packages(_git(args.dlc, "show", args.lock), args.extra)
         sources.append(_source(args.dlc, args.lock, f"every installed package at its locked version "
                                                     f"(uv sync --frozen{''.join(' --extra ' + e for e in args.extra)})"))
+    if args.requirements:
+        lock = {**packages(dockerfile, args.stage, core),
+                **requirement_lines(_git(args.dlc, "show", args.requirements))}
+        sources.insert(1, _source(args.dlc, args.requirements, "what the final image pip-installs last "
+                                                               "(pip install -r requirements.txt)"))
     print(json.dumps(record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
                             supported=supported, core=core, sources=sources, retrieved=args.retrieved,
-                            closure=closure, lock=lock), indent=1))
+                            closure=closure, lock=lock, uri_pattern=args.uri_pattern), indent=1))
 
 
 if __name__ == "__main__":

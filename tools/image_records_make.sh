@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerate the records tools/image_records.py made (pipeline/images/records/aws-pytorch-* (2.6 on),
-# aws-tensorflow-training-2.16-*, 2.18-*, 2.19-* and 2.21-*) and pipeline/images/support.json, from a clone of
-# aws/deep-learning-containers (its git directory: $1) at the commits named below.
-#     tools/image_records_make.sh /path/to/deep-learning-containers/.git
+# Regenerate the records tools/image_records.py made (every pipeline/images/records/aws-* but TF 2.14's
+# training and inference and SKLearn 0.23-1's and 1.2-1's, written by hand) and pipeline/images/support.json, from a
+# clone of aws/deep-learning-containers (its git directory: $1) and one of aws/sagemaker-scikit-learn-container
+# ($2, for the SKLearn records) at the commits named below.
+#     tools/image_records_make.sh /path/to/deep-learning-containers/.git  [/path/to/sagemaker-scikit-learn-container/.git]
 set -euo pipefail
 D=${1:?the git directory of a clone of aws/deep-learning-containers}
 cd "$(dirname "$0")/.."
@@ -173,13 +174,14 @@ TFD21="absl-py astor gast google-pasta keras-applications keras-preprocessing nu
 tf_single_record() {  # VERSION COMMIT CPYTHON PYTHON TF_VERSION TFDEPS LABEL DIR TF_DIST
   local ver=$1 c=$2 cp=$3 py=$4 full=$5 tfdeps=$6 label=$7 dir=$8 tf=$9 deps=() extra=()
   local df=tensorflow/training/docker/$ver/$dir/Dockerfile.$label
-  local stage; stage=$(git --git-dir "$D" show $c:$df | awk 'toupper($1) == "FROM" {print $2; exit}')
+  local text; text=$(git --git-dir "$D" show $c:$df)  # read once: grep -q on a pipe races pipefail
+  local stage; stage=$(awk 'toupper($1) == "FROM" {print $2; exit}' <<< "$text")
   for d in $tfdeps; do deps+=(--dependency "$d=$tf"); done
-  if git --git-dir "$D" show $c:$df | grep -q '"shap'; then
+  if grep -q '"shap' <<< "$text"; then
     for d in $SHAP41DEPS; do deps+=(--dependency "$d=shap"); done
     extra+=(--source "$SHAP41")
   fi
-  if git --git-dir "$D" show $c:$df | grep -q 'seaborn'; then
+  if grep -q 'seaborn' <<< "$text"; then
     deps+=(--dependency matplotlib=seaborn); extra+=(--source "$SEA12")
   fi
   local pv=${py#py}; pv=${pv:0:1}.${pv:1}
@@ -213,19 +215,20 @@ done
 pt_old_record() {  # VERSION COMMIT PYTHON LABEL DIR TORCH_VERSION TORCHDEPS (or -) then --set/--set-source arguments
   local ver=$1 c=$2 py=$3 label=$4 dir=$5 full=$6 tdeps=$7; shift 7
   local df=pytorch/training/docker/$ver/$dir/Dockerfile.$label deps=() extra=() core=()
-  local stage; stage=$(git --git-dir "$D" show $c:$df | awk 'toupper($1) == "FROM" {print ($3 ? $4 : $2); exit}')
-  git --git-dir "$D" show $c:$df | grep -q '^FROM .* AS sagemaker' && stage=sagemaker
+  local text; text=$(git --git-dir "$D" show $c:$df)  # read once: grep -q on a pipe races pipefail
+  local stage; stage=$(awk 'toupper($1) == "FROM" {print ($3 ? $4 : $2); exit}' <<< "$text")
+  grep -q '^FROM .* AS sagemaker' <<< "$text" && stage=sagemaker
   local json=pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json
   git -C "$D" cat-file -e $c:$json 2>/dev/null && core=(--core $c:$json)
   if [ "$tdeps" != - ]; then
     for d in $tdeps; do deps+=(--dependency "$d=torch"); done
     extra+=(--source "https://pypi.org/project/torch/$full/|torch-$full wheel for Python $py: METADATA Requires-Dist|torch $full requires ${tdeps// /, } (and NVIDIA's CUDA libraries)")
   fi
-  if git --git-dir "$D" show $c:$df | grep -q 'accelerate'; then
+  if grep -q 'accelerate' <<< "$text"; then
     for d in numpy packaging psutil pyyaml; do deps+=(--dependency "$d=accelerate"); done
     extra+=(--source "https://pypi.org/project/accelerate/0.22.0/|accelerate-0.22.0-py3-none-any.whl: METADATA Requires-Dist|accelerate requires numpy, packaging, psutil, pyyaml, torch")
   fi
-  if git --git-dir "$D" show $c:$df | grep -q 'seaborn'; then
+  if grep -q 'seaborn' <<< "$text"; then
     deps+=(--dependency matplotlib=seaborn); extra+=(--source "$SEA12")
   fi
   gen --dockerfile $c:$df --stage "$stage" --set version=$ver --set accelerator=$label "${core[@]}" "$@" \
@@ -257,3 +260,34 @@ for v in "1.12 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py38 cu113 1.12.1 typing
         --set-what "ARG PYTHON_VERSION (Python $pv); AWS publishes no GA or end-of-patch date for $ver"
   done
 done
+# SKLearn 1.0-1 and 1.4-2 (CPU): from a clone of aws/sagemaker-scikit-learn-container ($2: its git
+# directory; skipped without it), each version's branch head: the base Dockerfile's last stage (conda's
+# pyarrow, pip's scikit-learn; mlio is built from source and is not read) and requirements.txt, which the
+# final Dockerfile pip-installs last. The Python is the base Dockerfile's ARG PYTHON_VERSION (the tags say
+# only py3); AWS's DLC data dates no SKLearn image. What scikit-learn, pandas, Flask, gevent and
+# cryptography require is their wheels' METADATA at the versions requirements.txt pins.
+S=${2:-}
+if [ -n "$S" ]; then
+  sk_record() {  # VERSION BRANCH_COMMIT PYTHON PANDAS_VERSION SKLEARN_VERSION PANDAS_DEPS
+    local ver=$1 c=$2 py=$3 pd=$4 sk=$5 pddeps=$6 deps=()
+    local df=docker/$ver/base/Dockerfile.cpu pv=${3#py}; pv=${pv:0:1}.${pv:1}
+    for d in joblib threadpoolctl; do deps+=(--dependency "$d=scikit-learn"); done
+    for d in $pddeps; do deps+=(--dependency "$d=pandas"); done
+    for d in click; do deps+=(--dependency "$d=flask"); done
+    for d in zope.event zope.interface greenlet; do deps+=(--dependency "$d=gevent"); done
+    deps+=(--dependency cffi=cryptography)
+    .venv/bin/python tools/image_records.py --dlc "$S" --github aws/sagemaker-scikit-learn-container --retrieved 2026-11-28 \
+        --dockerfile $c:$df --stage 'ubuntu:${UBUNTU_VERSION}@sha256:${UBUNTU_IMAGE_DIGEST}' --requirements $c:requirements.txt \
+        --set version=$ver --set accelerator=cpu --set python=$py --set-source $c:$df \
+        --set-what "ARG PYTHON_VERSION (Python $pv); AWS's DLC data dates no SKLearn image" \
+        --uri-pattern "/sagemaker-scikit-learn:${ver//./\\.}-cpu-py3(?![0-9])" --name aws-sklearn-$ver --repository sagemaker-scikit-learn "${deps[@]}" \
+        --source "https://pypi.org/project/scikit-learn/$sk/|scikit-learn-$sk wheel: METADATA Requires-Dist|scikit-learn requires numpy, scipy, joblib, threadpoolctl" \
+        --source "https://pypi.org/project/pandas/$pd/|pandas-$pd wheel: METADATA Requires-Dist|pandas requires numpy, ${pddeps// /, }" \
+        --source "https://pypi.org/project/Flask/1.1.1/|Flask-1.1.1-py2.py3-none-any.whl: METADATA Requires-Dist|Flask requires Werkzeug, Jinja2, itsdangerous, click" \
+        --source "https://pypi.org/project/gevent/23.9.1/|gevent-23.9.1 wheel: METADATA Requires-Dist|gevent requires zope.event, zope.interface, greenlet" \
+        --source "https://pypi.org/project/cryptography/|cryptography wheel: METADATA Requires-Dist|cryptography requires cffi" \
+        > $R/aws-sklearn-$ver.json
+  }
+  sk_record 1.0-1 117925d1d4ee65b1595355c742f3c0d140c046a9 py38 1.1.3 1.0.2 "python-dateutil pytz"
+  sk_record 1.4-2 6c5704d20eabcd1561e9cb938671c92e79c32310 py310 2.3.2 1.4.2 "python-dateutil pytz tzdata"
+fi

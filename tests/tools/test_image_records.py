@@ -5,6 +5,7 @@ URL, a comment inside a continued RUN), AWS's published support file and a core_
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -250,3 +251,45 @@ def test_a_dockerfile_that_names_its_own_python_is_one_source(tmp_path):
     (source,) = record["sources"]
     assert source["what"] == ("the sagemaker stage's pip/conda installs, ARG defaults; "
                               "ARG PYTHON_VERSION (Python 3.10); no dates")
+
+
+def test_a_sklearn_record_reads_the_base_dockerfile_then_requirements_txt(tmp_path):
+    """aws/sagemaker-scikit-learn-container's layout: the base Dockerfile's last (unnamed) stage
+    conda-installs pyarrow and pip-installs scikit-learn and a local wheel (not a distribution name);
+    the final image pip-installs requirements.txt last. Sources name that repository; the tags'
+    pattern is given (1.4-2-cpu-py3: py3 and no more)."""
+    repo = tmp_path / "sk"
+    (repo / "docker" / "1.4-2" / "base").mkdir(parents=True)
+    (repo / "docker" / "1.4-2" / "base" / "Dockerfile.cpu").write_text(
+        "ARG UBUNTU_VERSION=20.04\nFROM ubuntu:${UBUNTU_VERSION} as builder\nRUN pip install builder-only\n"
+        "FROM ubuntu:${UBUNTU_VERSION}\nARG PYTHON_VERSION=3.10\nARG PYARROW_VERSION=17.0.0\n"
+        "RUN conda install -c conda-forge python=${PYTHON_VERSION} pyarrow=${PYARROW_VERSION} && \\\n"
+        "    python3 -m pip install dist/*.whl && python3 -m pip install scikit-learn==1.4.2 numpy==1.26.0\n")
+    (repo / "requirements.txt").write_text("numpy==2.1.0  # the final image's\nscipy>=1.9.0\n\ncertifi\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "fixture")
+    commit = git(repo, "rev-parse", "HEAD").strip()
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "image_records.py"), "--dlc", str(repo / ".git"),
+         "--github", "aws/sagemaker-scikit-learn-container", "--dockerfile", "HEAD:docker/1.4-2/base/Dockerfile.cpu",
+         "--stage", "ubuntu:${UBUNTU_VERSION}", "--requirements", "HEAD:requirements.txt",
+         "--set", "version=1.4-2", "--set", "accelerator=cpu", "--set", "python=py310",
+         "--set-source", "HEAD:docker/1.4-2/base/Dockerfile.cpu", "--set-what", "ARG PYTHON_VERSION",
+         "--uri-pattern", "/sagemaker-scikit-learn:1\\.4-2-cpu-py3(?![0-9])", "--name", "aws-sklearn-1.4-2",
+         "--repository", "sagemaker-scikit-learn", "--retrieved", "2026-11-28",
+         "--source", "https://pypi.org/project/scikit-learn/1.4.2/|METADATA|scikit-learn requires joblib"],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["packages"] == {"pyarrow": "==17.0.0", "scikit-learn": "==1.4.2", "numpy": "==2.1.0",
+                                  "scipy": ">=1.9.0", "certifi": "unpinned"}
+    assert record["python"] == "3.10" and record["uri_patterns"] == ["/sagemaker-scikit-learn:1\\.4-2-cpu-py3(?![0-9])"]
+    assert [s["file"] for s in record["sources"]] == ["docker/1.4-2/base/Dockerfile.cpu", "requirements.txt", "METADATA"]
+    for source in record["sources"][:2]:  # (a --source after them does not change their URLs)
+        assert source["url"] == f"https://github.com/aws/sagemaker-scikit-learn-container/blob/{commit}/{source['file']}"
+    from pipeline.images import catalog
+
+    parsed = catalog.parse(record)
+    assert any(re.search(p, "x/sagemaker-scikit-learn:1.4-2-cpu-py3") for p in parsed.uri_patterns)
+    assert not any(re.search(p, "x/sagemaker-scikit-learn:1.4-2-cpu-py312") for p in parsed.uri_patterns)

@@ -54,10 +54,13 @@ def test_the_tag_says_repository_version_accelerator_and_python():
 
 
 
-def test_a_sklearn_tag_says_its_build_and_its_python_comes_from_aws_dockerfile():
+def test_a_sklearn_tag_says_its_build_and_its_python_comes_from_aws_dockerfile(tmp_path):
     """SKLearn's tags (1.2-1-cpu-py3) carry a container build and only py3: read, with the
     Python of that version's Dockerfile, and an unrecorded version is judged against the
-    nearest record under that Python."""
+    nearest record under that Python (1.4-2 has a record since issue 47: here, a records
+    folder holding only 1.2-1's)."""
+    import shutil
+
     from pipeline.images import catalog
 
     sklearn = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn"
@@ -66,7 +69,9 @@ def test_a_sklearn_tag_says_its_build_and_its_python_comes_from_aws_dockerfile()
         "sagemaker-scikit-learn", (1, 4), "2", "cpu", "3.10", "1.4-2")
     assert support.parse(f"{sklearn}:1.0-1-cpu-py3").python == "3.8"
     assert support.parse(f"{sklearn}:0.20.0-cpu-py3").python is None  # its Dockerfile names none
-    record, unchecked = catalog.nearest(f"{sklearn}:1.4-2-cpu-py3")
+    assert catalog.find(f"{sklearn}:1.4-2-cpu-py3").name == "aws-sklearn-1.4-2"
+    shutil.copy(catalog.RECORDS_DIR / "aws-sklearn-1.2-1.json", tmp_path)
+    record, unchecked = catalog.nearest(f"{sklearn}:1.4-2-cpu-py3", tmp_path)
     assert (record.python, record.name) == ("3.10", "aws-sklearn-1.2-1, the nearest to sagemaker-scikit-learn 1.4-2")
     assert unchecked == (
         "no record of sagemaker-scikit-learn 1.4-2 (pipeline/images/records/): its code is judged against "

@@ -396,10 +396,11 @@ def test_aws_ml_ops_example_with_lightgbm_is_refused_by_its_images_record_before
     assert no_step_ran(tmp_path)
 
 
-def test_a_sklearn_image_with_no_record_is_judged_by_its_dockerfiles_python_and_the_nearest_record(tmp_path):
-    """SKLearn 1.4-2 (the SDK names it; no record here): its tag says only py3, so its Python is
-    3.10 from AWS's Dockerfile for 1.4-2 (a match statement parses), and the nearest record
-    (1.2-1) has no lightgbm: refused before any step (on the old tag parsing it ran unchecked)."""
+def test_a_sklearn_14_2_job_is_judged_by_its_record_under_its_dockerfiles_python(tmp_path):
+    """SKLearn 1.4-2 (the SDK names it): its tag says only py3; its record (issue 47, from AWS's
+    Dockerfile and requirements.txt) says Python 3.10 (a match statement parses) and has no
+    lightgbm: refused before any step (on the old tag parsing it ran unchecked). Judged against the
+    nearest record when none holds the version: tests/pipeline/images/test_support.py."""
     script = "import sys\n\nimport lightgbm\n\nmatch sys.argv[1:]:\n    case []:\n        print(lightgbm)\n"
     done = run(tmp_path, build(tmp_path, {"report.py": script}, framework_version="1.4-2"))
     assert done.returncode != 0
@@ -407,7 +408,7 @@ def test_a_sklearn_image_with_no_record_is_judged_by_its_dockerfiles_python_and_
     line = done.stderr.strip().splitlines()[-1]
     assert line.endswith(
         "step Report: the code imports lightgbm (report.py:3), which the image " + image + " (Python 3.10, "
-        "record aws-sklearn-1.2-1, the nearest to sagemaker-scikit-learn 1.4-2) does not have and no "
+        "record aws-sklearn-1.4-2) does not have and no "
         "requirements.txt installs: it would fail there with ModuleNotFoundError; add a line lightgbm to the "
         "requirements.txt next to the entry point, or name an image that has it"), line
     assert no_step_ran(tmp_path)
