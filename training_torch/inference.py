@@ -51,7 +51,9 @@ def predict_fn(data, loaded):
         from PIL import Image
 
         size = metadata["image_size"]
-        array = np.asarray(Image.fromarray(array).resize((size, size), Image.BILINEAR), dtype=np.uint8)[None]
+        # np.array, not asarray: a copy torch may write to (asarray of a PIL image is read-only,
+        # and torch.from_numpy warns on every predict about it).
+        array = np.array(Image.fromarray(array).resize((size, size), Image.BILINEAR), dtype=np.uint8)[None]
     with torch.no_grad():
         probabilities = torch.softmax(loaded["model"](torch.from_numpy(array)), dim=1).numpy()
     names = metadata["class_names"]
