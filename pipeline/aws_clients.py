@@ -42,7 +42,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
 from botocore.response import StreamingBody
 
 from pipeline.errors import UserError
@@ -230,12 +236,25 @@ class BoundedClient:
     def get_object(self, **kwargs):
         """GetObject: its answer's headers by the API deadline, and its body read by the
         transfer's deadline, counted from the call's start."""
-        started = time.monotonic()
-        answer = call_by(lambda: self._client.get_object(**kwargs), self.limit, lambda: self._missed("GetObject"))
-        size = answer.get("ContentLength") or 0
-        limit = transfer_deadline(size, self.limit)
+        return self._get_object(kwargs, time.monotonic())
+
+    def _get_object(self, kwargs: dict, started: float, whole: int | None = None):
+        """GetObject, or (``whole``: the object's size) the rest of one begun at ``started``,
+        whose headers and body get what is left of the whole object's deadline."""
+        limit = self.limit
+        if whole is not None:
+            limit = transfer_deadline(whole, self.limit)
+            left = started + limit - time.monotonic()
+            if left <= 0:
+                raise self._transfer_missed("GetObject", kwargs, whole, limit)
+            answer = call_by(lambda: self._client.get_object(**kwargs), min(left, self.limit),
+                             lambda: self._transfer_missed("GetObject", kwargs, whole, limit))
+        else:
+            answer = call_by(lambda: self._client.get_object(**kwargs), limit, lambda: self._missed("GetObject"))
+            whole = answer.get("ContentLength") or 0
+            limit = transfer_deadline(whole, self.limit)
         answer["Body"] = _DeadlineBody(answer["Body"], answer.get("ContentLength"), started + limit,
-                                       lambda: self._transfer_missed("GetObject", kwargs, size, limit))
+                                       lambda: self._transfer_missed("GetObject", kwargs, whole, limit))
         return answer
 
     def download_file(self, Bucket, Key, Filename, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
@@ -246,13 +265,27 @@ class BoundedClient:
         # Not mkstemp, whose 0600 would outlive the rename: the file gets the umask's mode, as
         # boto3's download_file gave it. O_EXCL: a name another download holds is never shared.
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        request = {"Bucket": Bucket, "Key": Key, **(ExtraArgs or {})}
+        started, whole, etag, written = time.monotonic(), None, None, 0
         try:
             with os.fdopen(descriptor, "wb") as out:
-                body = self.get_object(Bucket=Bucket, Key=Key, **(ExtraArgs or {}))["Body"]
-                for chunk in body.iter_chunks(CHUNK_SIZE):
-                    out.write(chunk)
-                    if Callback:
-                        Callback(len(chunk))
+                for attempt in range(1, MAX_ATTEMPTS + 1):
+                    # A body that breaks off goes on from where it stopped, as boto3's transfer
+                    # manager does, all of it within the one deadline; IfMatch: the same object.
+                    rest = {"Range": f"bytes={written}-", "IfMatch": etag} if written else {}
+                    answer = self._get_object({**request, **rest}, started, whole)
+                    if whole is None:
+                        whole, etag = answer.get("ContentLength") or 0, answer.get("ETag")
+                    try:
+                        for chunk in answer["Body"].iter_chunks(CHUNK_SIZE):
+                            out.write(chunk)
+                            written += len(chunk)
+                            if Callback:
+                                Callback(len(chunk))
+                        break
+                    except (ResponseStreamingError, ReadTimeoutError, IncompleteReadError):
+                        if attempt == MAX_ATTEMPTS:
+                            raise
             os.replace(partial, target)
         except BaseException:
             Path(partial).unlink(missing_ok=True)

@@ -10,8 +10,12 @@ read succeeds, and only the transfer's own deadline can end it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import threading
 import time
+import urllib.parse
 
 import boto3
 import pytest
@@ -22,7 +26,7 @@ from pipeline.errors import UserError
 from pipeline.local.store.s3_endpoint import endpoint_client
 from tests import readme_record
 from tests.moto_aws import REGION
-from tests.pipeline.cloud.test_aws_deadlines import GENEROUS_S, trickle_proxy
+from tests.pipeline.cloud.test_aws_deadlines import GENEROUS_S, _Server, trickle_proxy
 
 BUCKET = "transfers"
 SIZE = 64 << 10  # at 64 KiB/s: a 1 s floor plus 1 s for the bytes
@@ -134,3 +138,48 @@ def test_the_deadline_grows_with_the_size_and_a_bad_rate_is_refused(monkeypatch)
         aws_clients.transfer_deadline(1)
     assert str(raised.value) == ("TRAINPIPE_AWS_MIN_RATE_KIB_S='0' is not a positive number of KiB/s; set it to "
                                  "one (e.g. TRAINPIPE_AWS_MIN_RATE_KIB_S=128) or unset it")
+
+
+def _cut_once_proxy(upstream: str, after: int) -> _Server:
+    """Forwards to ``upstream``; the first connection is closed once ``after`` bytes of answers
+    have passed (a body that breaks off, as a reset connection does), the others run whole."""
+    target = urllib.parse.urlsplit(upstream)
+    first = threading.Lock()
+
+    def serve(server: _Server, conn: socket.socket) -> None:
+        cut = first.acquire(blocking=False)
+        upstream_conn = socket.create_connection((target.hostname, target.port))
+        server.connections.append(upstream_conn)
+
+        def forward(source: socket.socket, sink: socket.socket, budget: float) -> None:
+            try:
+                while budget > 0 and (data := source.recv(65536)):
+                    sink.sendall(data[:int(min(budget, len(data)))])
+                    budget -= len(data)
+            except OSError:
+                pass
+            finally:
+                for end in (source, sink):
+                    # shutdown first: a close alone sends no FIN while the other direction's
+                    # thread is still in recv on the same socket.
+                    with contextlib.suppress(OSError):
+                        end.shutdown(socket.SHUT_RDWR)
+                    end.close()
+
+        threading.Thread(target=forward, args=(conn, upstream_conn, float("inf")), daemon=True).start()
+        forward(upstream_conn, conn, after if cut else float("inf"))
+
+    return _Server(serve)
+
+
+def test_a_download_whose_body_breaks_off_goes_on_from_where_it_stopped(s3, aws, tmp_path):
+    data = os.urandom(SIZE * 4)
+    s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data)
+    proxy = _cut_once_proxy(aws, after=SIZE)  # about a quarter of the body, then the connection closes
+    try:
+        endpoint_client(proxy.url, REGION).download_file(BUCKET, "model.bin", str(tmp_path / "model.bin"))
+    finally:
+        proxy.close()
+    assert (tmp_path / "model.bin").read_bytes() == data
+    assert len(proxy.connections) == 4  # two connections, each with its own upstream: the cut one, the rest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.bin"]
