@@ -102,3 +102,58 @@ def test_a_pretrained_backbone_with_a_strategy_that_cannot_run_its_phases_is_ref
     with pytest.raises(ValueError, match="efficientnet_lite0 fine-tunes in phases .*strategy=zero2 does not run yet: "
                                          "use strategy=ddp"):
         plan.check_pretrained("efficientnet_lite0", "zero2")
+
+
+def _phases_rank(rank: int, port: int) -> None:
+    """One rank of ``test_one_ddp_wrap_keeps_the_replicas_equal_through_both_phases`` (spawned)."""
+    import gc
+    import hashlib
+
+    import torch.distributed as dist
+
+    from training_torch.backbones import efficientnet_lite0 as lite0
+    from training_torch.strategies import ddp
+
+    def digest(module):
+        return hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in module.parameters())).hexdigest()
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    torch.manual_seed(rank)  # different heads on each rank: the wrap's broadcast makes them rank 0's
+    model = lite0.classifier(2, pretrained=False)
+    strategy = ddp.DataParallel()
+    strategy.find_unused_parameters = True  # as train.py sets it for a pretrained backbone
+    wrapped, optimizer = strategy.wrap(model, lambda ps: torch.optim.Adam(lite0.param_groups(model, ps), lr=1e-3))
+    start = digest(model.backbone)
+    generator = torch.Generator().manual_seed(rank)  # each rank its own batches
+    seen = []
+    for name, first, end, factor in lite0.phases(3, 2, 0.1):
+        lite0.set_phase(model, name)
+        for _ in range(first, end):
+            for group in optimizer.param_groups:
+                group["lr"] = lite0.group_rate(group["name"], name, factor, 1e-3)
+            x = torch.randint(0, 256, (4, 32, 32, 3), dtype=torch.uint8, generator=generator)
+            strategy.step(wrapped, optimizer, x, torch.randint(0, 2, (4,), generator=generator),
+                          torch.nn.functional.cross_entropy)
+        ranks = [None, None]
+        dist.all_gather_object(ranks, (digest(model.backbone), digest(model.head)))
+        seen.append((name, ranks[0] == ranks[1], ranks[0][0] == start))
+    if rank == 0:
+        print(seen, flush=True)
+    del wrapped, optimizer
+    gc.collect()  # torch.distributed: the DDP model freed before the group is torn down (train.py main())
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_one_ddp_wrap_keeps_the_replicas_equal_through_both_phases():
+    """train.py's choice for a pretrained backbone: one DDP wrap with find_unused_parameters,
+    the backbone's requires_grad off in the head phase. The head phase leaves the backbone as it
+    was, fine-tuning moves it, and after each phase both ranks hold the same weights (~6 s)."""
+    code = ("import torch.multiprocessing as mp; from tests.training_torch.test_train import _phases_rank; "
+            f"mp.spawn(_phases_rank, args=({free_port()},), nprocs=2)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "[('head', True, True), ('fine-tune', True, False)]"
