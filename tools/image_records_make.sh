@@ -3,7 +3,7 @@
 # training and inference and SKLearn 0.23-1's and 1.2-1's, written by hand) and pipeline/images/support.json, from a
 # clone of aws/deep-learning-containers (its git directory: $1) and one of aws/sagemaker-scikit-learn-container
 # ($2, for the SKLearn records) at the commits named below.
-#     tools/image_records_make.sh /path/to/deep-learning-containers/.git  [/path/to/sagemaker-scikit-learn-container/.git]
+#     tools/image_records_make.sh /path/to/deep-learning-containers/.git  [SKLEARN_GITDIR [XGBOOST_GITDIR]]
 set -euo pipefail
 D=${1:?the git directory of a clone of aws/deep-learning-containers}
 cd "$(dirname "$0")/.."
@@ -290,4 +290,34 @@ if [ -n "$S" ]; then
   }
   sk_record 1.0-1 117925d1d4ee65b1595355c742f3c0d140c046a9 py38 1.1.3 1.0.2 "python-dateutil pytz"
   sk_record 1.4-2 6c5704d20eabcd1561e9cb938671c92e79c32310 py310 2.3.2 1.4.2 "python-dateutil pytz tzdata"
+fi
+# XGBoost framework images (sagemaker-xgboost, the SDK's image_uri_config/xgboost.json; the built-in
+# algorithm runs the same images) 0.90-1 to 3.0-5: from a clone of aws/sagemaker-xgboost-container ($3;
+# skipped without it), each version's branch head (3.0-5: the default branch's): the base Dockerfile's
+# last stage (conda's pyarrow, pip's xgboost; mlio and sagemaker-debugger are built from source or git
+# and are not read) and requirements.txt, which the final Dockerfile pip-installs. The Python is the base
+# Dockerfile's ARG PYTHON_VERSION; 0.90-2's names none and has no record. Dependencies of scikit-learn,
+# pandas and Flask as this venv resolves them (as the DLC records' closure).
+X=${3:-}
+if [ -n "$X" ]; then
+  xgb_record() {  # VERSION COMMIT PYTHON
+    local ver=$1 c=$2 py=$3 df=docker/$1/base/Dockerfile.cpu
+    local pv=${py#py}; pv=${pv:0:1}.${pv:1}
+    local text; text=$(git --git-dir "$X" show $c:$df)
+    local stage; stage=$(awk 'toupper($1) == "FROM" {s = $2} END {print s}' <<< "$text")
+    .venv/bin/python tools/image_records.py --dlc "$X" --github aws/sagemaker-xgboost-container --retrieved 2026-11-28 \
+        --dockerfile $c:$df --stage "$stage" --requirements $c:requirements.txt \
+        --set version=$ver --set accelerator=cpu --set python=$py --set-source $c:$df \
+        --set-what "ARG PYTHON_VERSION (Python $pv); AWS's DLC data dates no XGBoost image" \
+        --uri-pattern "/sagemaker-xgboost:${ver//./\\.}(-cpu-py3)?\$" --name aws-xgboost-$ver --repository sagemaker-xgboost \
+        --closure scikit-learn pandas flask > $R/aws-xgboost-$ver.json
+  }
+  xgb_record 3.0-5 cb8df91cd44c7b01c53ccf321fd3fdf3eb78adae py310
+  xgb_record 1.7-1 f7a93a21e50e44b4077f0889a7f676cad8c226f3 py39
+  xgb_record 1.5-1 4eef773aab5c9e38a9ba945c8ad31c24d764d44a py38
+  xgb_record 1.3-1 07ece4c7b4984690560406ec66a68176820ee921 py37
+  xgb_record 1.2-2 dd637a025b8e644ab356a182fab4cd628b123b97 py37
+  xgb_record 1.2-1 0d8f55de0bec7e7afe29923b217714a592ff5d77 py37
+  xgb_record 1.0-1 0c7a3b8942f8cd75ea1c9e3c32bb83ea4b69b0a5 py37
+  xgb_record 0.90-1 132188b309ef27b17ee9a769a0bdbbe8ddb802ee py37
 fi
