@@ -87,6 +87,8 @@ def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]
         if word == "FROM":
             parts = rest.split()
             stage = parts[2] if len(parts) >= 3 and parts[1].upper() == "AS" else parts[0]
+            if stage in found:  # an unnamed ``FROM base_image`` after ``... AS base_image``: another stage
+                stage = f"{stage} (stage {len(found) + 1})"
             found[stage] = (parts[0], [])
             env[stage], local = dict(env.get(parts[0], {})), {}
         elif word == "ARG" and "=" in rest:
@@ -185,6 +187,16 @@ def packages(text: str, stage: str, core: dict | None = None) -> dict[str, str]:
         if result.get(normalise(dist), "unpinned") == "unpinned" and entry.get("version_specifier"):
             result[normalise(dist)] = entry["version_specifier"]
     return result
+
+
+def based_packages(base: str, dockerfile: str, stage: str, core: dict | None = None) -> dict[str, str]:
+    """``packages`` of an image built FROM another Dockerfile's image (``FROM $BASE_IMAGE``): the
+    base's last stage's installs, then this one's, a later pin replacing an earlier one."""
+    found = packages(base, list(stages(base)[1])[-1])
+    for dist, spec in packages(dockerfile, stage, core).items():
+        if spec != "unpinned" or dist not in found:
+            found[dist] = spec
+    return found
 
 
 def lock_packages(text: str, extras: list[str]) -> dict[str, str]:
@@ -358,6 +370,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="the repository --dlc is a clone of (aws/sagemaker-scikit-learn-container)")
     parser.add_argument("--requirements", help="COMMIT:PATH of a requirements.txt the image pip-installs last "
                                                "(SKLearn's final Dockerfile: pip install -r requirements.txt)")
+    parser.add_argument("--base", help="COMMIT:PATH of the Dockerfile whose image --dockerfile is FROM "
+                                       "(FROM $BASE_IMAGE: TF 2.7's and PyTorch 1.10's SageMaker images); its last "
+                                       "stage's installs come first")
     parser.add_argument("--uri-pattern", help="the tags' pattern, where it is not version-accelerator-python "
                                               "(SKLearn's 1.2-1-cpu-py3)")
     parser.add_argument("--dockerfile", required=True, help="COMMIT:PATH")
@@ -417,8 +432,12 @@ def main(argv: list[str] | None = None) -> None:
         lock = lock_packages(_git(args.dlc, "show", args.lock), args.extra)
         sources.append(_source(args.dlc, args.lock, f"every installed package at its locked version "
                                                     f"(uv sync --frozen{''.join(' --extra ' + e for e in args.extra)})"))
+    if args.base:
+        lock = based_packages(_git(args.dlc, "show", args.base), dockerfile, args.stage, core)
+        sources.insert(1, _source(args.dlc, args.base, "the image the Dockerfile is FROM ($BASE_IMAGE): its last "
+                                                       "stage's pip/conda installs"))
     if args.requirements:
-        lock = {**packages(dockerfile, args.stage, core),
+        lock = {**(lock or packages(dockerfile, args.stage, core)),
                 **requirement_lines(_git(args.dlc, "show", args.requirements))}
         sources.insert(1, _source(args.dlc, args.requirements, "what the final image pip-installs last "
                                                                "(pip install -r requirements.txt)"))

@@ -321,3 +321,33 @@ if [ -n "$X" ]; then
   xgb_record 1.0-1 0c7a3b8942f8cd75ea1c9e3c32bb83ea4b69b0a5 py37
   xgb_record 0.90-1 132188b309ef27b17ee9a769a0bdbbe8ddb802ee py37
 fi
+# TensorFlow training 2.7 and PyTorch training 1.10 (CPU, GPU): their SageMaker images are built FROM the
+# EC2 image ($BASE_IMAGE): Dockerfile.sagemaker.<acc> with --base Dockerfile.ec2.<acc> (its last stage's
+# installs first), at the commit before the one that deleted each version's folder. No GA or end-of-patch
+# date is published for them. Python: ARG PYTHON_VERSION (the SDK: 2.7.1 py38, 1.10.2 py38). tensorflow
+# 2.7.4's (both images install the tensorflow wheel) and torch 1.10.2's requirements: their wheels' METADATA.
+TFD27="numpy absl-py astunparse libclang flatbuffers google-pasta h5py keras-preprocessing opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator keras tensorflow-io-gcs-filesystem grpcio"
+for acc in "cpu py3" "gpu py3/cu112"; do
+  read label dir <<< "$acc"
+  c=d91d6c184c07d5101c472b5b1972dea1d8c85e2c; df=tensorflow/training/docker/2.7/$dir/Dockerfile.sagemaker.$label
+  deps=(); for d in $TFD27; do deps+=(--dependency "$d=tensorflow"); done
+  for d in $SHAP41DEPS; do deps+=(--dependency "$d=shap"); done
+  gen --dockerfile $c:$df --stage '$BASE_IMAGE' --base $c:tensorflow/training/docker/2.7/$dir/Dockerfile.ec2.$label \
+      --set version=2.7 --set accelerator=$label --set python=py38 --set-source $c:$df \
+      --set-what "ARG PYTHON_VERSION (Python 3.8); AWS publishes no GA or end-of-patch date for 2.7" \
+      --name aws-tensorflow-training-2.7-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
+      --dependency matplotlib=seaborn --source "$SEA12" --source "$SHAP41" \
+      --source "https://pypi.org/project/tensorflow/2.7.4/|tensorflow-2.7.4-cp38-cp38-manylinux2010_x86_64.whl: METADATA Requires-Dist|tensorflow 2.7.4 requires ${TFD27// /, } on Linux x86_64" \
+      > $R/aws-tensorflow-training-2.7-$label.json
+done
+for acc in "cpu py3" "gpu py3/cu113"; do
+  read label dir <<< "$acc"
+  c=37df056d4c0cb482b4369b017c0687e07ef1e0c0; df=pytorch/training/docker/1.10/$dir/Dockerfile.sagemaker.$label
+  gen --dockerfile $c:$df --stage '$BASE_IMAGE' --base $c:pytorch/training/docker/1.10/$dir/Dockerfile.ec2.$label \
+      --set version=1.10 --set accelerator=$label --set python=py38 --set-source $c:$df \
+      --set-what "ARG PYTHON_VERSION (Python 3.8); AWS publishes no GA or end-of-patch date for 1.10" \
+      --name aws-pytorch-training-1.10-$label --repository pytorch-training --closure pandas scikit-learn sagemaker \
+      --dependency typing-extensions=torch --dependency matplotlib=seaborn --source "$SEA12" \
+      --source "https://pypi.org/project/torch/1.10.2/|torch-1.10.2 wheel for Python py38: METADATA Requires-Dist|torch 1.10.2 requires typing-extensions" \
+      > $R/aws-pytorch-training-1.10-$label.json
+done

@@ -293,3 +293,26 @@ def test_a_sklearn_record_reads_the_base_dockerfile_then_requirements_txt(tmp_pa
     parsed = catalog.parse(record)
     assert any(re.search(p, "x/sagemaker-scikit-learn:1.4-2-cpu-py3") for p in parsed.uri_patterns)
     assert not any(re.search(p, "x/sagemaker-scikit-learn:1.4-2-cpu-py312") for p in parsed.uri_patterns)
+
+
+def test_an_image_built_from_another_dockerfiles_image_reads_that_one_first():
+    """TF 2.7's and PyTorch 1.10's SageMaker images: ``FROM $BASE_IMAGE``, the EC2 image, whose
+    Dockerfile's last stage installs TF; the SageMaker Dockerfile's later pins replace it."""
+    sys.path.insert(0, str(REPO / "tools"))
+    from image_records import based_packages
+
+    base = """\
+FROM ubuntu:20.04 AS base_image
+RUN pip install base-only-tool
+FROM base_image
+ARG TF_URL=https://example.com/tensorflow-2.7.4-cp38-cp38-manylinux2010_x86_64.whl
+RUN pip install ${TF_URL} horovod==0.25.0 "protobuf<3.20" requests
+"""
+    sagemaker = """\
+ARG BASE_IMAGE=""
+FROM $BASE_IMAGE
+RUN pip install "sagemaker>=2,<3" "protobuf>=3.19.5,<3.20" requests
+"""
+    assert based_packages(base, sagemaker, "$BASE_IMAGE") == {
+        "base-only-tool": "unpinned", "tensorflow": "==2.7.4", "horovod": "==0.25.0",
+        "protobuf": ">=3.19.5,<3.20", "requests": "unpinned", "sagemaker": ">=2,<3"}

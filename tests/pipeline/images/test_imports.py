@@ -161,16 +161,16 @@ def test_what_the_pinned_packages_pull_in_is_in_the_tf_214_record():
 
 
 def test_an_aws_image_with_no_record_is_judged_by_its_tag_against_the_nearest_record_in_one_line():
-    # TF 2.7's image is built from two Dockerfiles (ec2, then sagemaker FROM it): no record (issue 47).
-    # 2.6 and 2.8 are as near: the older, by name.
-    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.7.1-cpu-py38"
+    # AWS built no TensorFlow 2.15 training image (the SDK's tensorflow.json goes from 2.14.1 to 2.16.2):
+    # 2.14 and 2.16 are as near, the older by name.
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:2.15.0-cpu-py310"
     result = verdict({"train.py": "import tensorflow as tf\nimport pandas\n"}, image=image)
     readme_record.record(result.warning)
     assert result.refusal is None and result.warning == (
-        "step Train: no record of tensorflow-training 2.7 (pipeline/images/records/): its code is judged against "
-        "aws-tensorflow-training-2.6-cpu (2.6, the nearest recorded) under Python 3.8 from its tag; what 2.7 holds "
-        "that 2.6 does not, and every package's version, are not checked")
-    # The tag's Python decides the standard library: tomllib is not in 3.8's.
+        "step Train: no record of tensorflow-training 2.15 (pipeline/images/records/): its code is judged against "
+        "aws-tensorflow-training-2.14 (2.14, the nearest recorded) under Python 3.10 from its tag; what 2.15 holds "
+        "that 2.14 does not, and every package's version, are not checked")
+    # The tag's Python decides the standard library: tomllib is not in 3.10's.
     assert "tomllib (train.py:1)" in verdict({"train.py": "import tomllib\n"}, image=image).refusal
 
 

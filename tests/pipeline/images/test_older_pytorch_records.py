@@ -2,8 +2,8 @@
 made by tools/image_records.py (the commands in tools/image_records_make.sh) from each version's
 Dockerfile at the commit before the one that deleted its folder from aws/deep-learning-containers.
 Python: the Dockerfile's ARG PYTHON_VERSION (the SDK's image_uri_config/pytorch.json agrees); GA and end
-of patch: AWS's support table for 2.0 and 1.13, unpublished for the rest. 1.10 (two Dockerfiles, one
-FROM the other) has none."""
+of patch: AWS's support table for 2.0 and 1.13, unpublished for the rest. 1.10's SageMaker image is built
+FROM its EC2 image (Dockerfile.sagemaker.<acc> over Dockerfile.ec2.<acc>)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ VERSIONS = {
              "2024-10-28"),
     "1.12": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.12.1+cpu", "==1.12.1+cu113", "cu113", None),
     "1.11": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.11.0+cpu", "==1.11.0+cu115", "cu115", None),
+    "1.10": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.10.2+cpu", "==1.10.2+cu113", "cu113", None),
     "1.9": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.9.1", "==1.9.1", "cu111", None),
     "1.8": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.6", "==1.8.1", "==1.8.1", "cu111", None),
     "1.7": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.6", "==1.7.1", "==1.7.1", "cu110", None),
@@ -37,7 +38,8 @@ def test_each_version_finds_its_record_with_its_pins(version, accelerator):
     assert (record.python, record.eop) == (python, eop)
     assert record.packages["torch"] == (cpu if accelerator == "cpu" else gpu) and "torch" in record.modules
     folder = "py3" if accelerator == "cpu" else f"py3/{cuda}"
-    dockerfile = f"pytorch/training/docker/{version}/{folder}/Dockerfile.{accelerator}"
+    sagemaker = ".sagemaker" if version == "1.10" else ""
+    dockerfile = f"pytorch/training/docker/{version}/{folder}/Dockerfile{sagemaker}.{accelerator}"
     dlc = [s for s in record.sources if "deep-learning-containers" in s["url"]]
     assert dockerfile in {s["file"] for s in dlc}
     for source in dlc:
@@ -50,7 +52,7 @@ def test_the_generator_script_names_each_records_commit():
 
     script = (Path(__file__).resolve().parents[3] / "tools" / "image_records_make.sh").read_text()
     for version, (commit, *_rest) in VERSIONS.items():
-        assert f'"{version} {commit}' in script, version
+        assert f'"{version} {commit}' in script or f"c={commit}; df=pytorch/training/docker/{version}/" in script, version
 
 
 def test_what_the_images_hold():

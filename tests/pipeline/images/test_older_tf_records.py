@@ -2,8 +2,8 @@
 tools/image_records.py (the commands in tools/image_records_make.sh) from each version's Dockerfile at
 the commit before the one that deleted its folder from aws/deep-learning-containers. AWS publishes no
 GA or end-of-patch date for them (eop null); the Python is the Dockerfile's ARG PYTHON_VERSION, which
-the SDK's image_uri_config/tensorflow.json agrees with. 2.7 (two Dockerfiles, one FROM the other) has
-none."""
+the SDK's image_uri_config/tensorflow.json agrees with. 2.7's SageMaker image is built FROM its EC2 image
+(Dockerfile.sagemaker.<acc> over Dockerfile.ec2.<acc>)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ VERSIONS = {
     "2.10": ("44f39959e3eea673ebbe57a18f454999f9fb658a", "3.9", "2.10.1", "cu112"),
     "2.9": ("2b1ffa1db7a5782e816a2a3314c1ee80af099e7a", "3.9", "2.9.3", "cu112"),
     "2.8": ("a65eb78a976918b78bd2e6b1f415468005ce7994", "3.9", "2.8.4", "cu112"),
+    "2.7": ("d91d6c184c07d5101c472b5b1972dea1d8c85e2c", "3.8", "2.7.4", "cu112"),
     "2.6": ("3e717d20db19b3c962141db2734b8ce2345c1ba0", "3.8", "2.6.3", "cu112"),
     "2.5": ("a030c0aab0d91657fb5607bc1d1547382fe9f11f", "3.7", "2.5.1", "cu112"),
     "2.4": ("fa6314c2e46f2c3576b2dedfd2211f228ffc6c6a", "3.7", "2.4.3", "cu110"),
@@ -52,10 +53,11 @@ def test_each_version_finds_its_record_with_its_pins(version, accelerator):
     record = catalog.find(f"{ECR}/tensorflow-training:{version}.0-{accelerator}-{py}")
     assert record is not None and record.name == f"aws-tensorflow-training-{version}-{accelerator}"
     assert record.python == python and record.eop is None
-    wheel = "tensorflow-cpu" if accelerator == "cpu" else "tensorflow-gpu"
+    wheel = "tensorflow" if version == "2.7" else "tensorflow-cpu" if accelerator == "cpu" else "tensorflow-gpu"
     assert record.packages[wheel] == f"=={tf}" and "tensorflow" in record.modules
     folder = "py3" if accelerator == "cpu" else f"py3/{cuda}"
-    _sources_at(record, f"tensorflow/training/docker/{version}/{folder}/Dockerfile.{accelerator}")
+    sagemaker = ".sagemaker" if version == "2.7" else ""
+    _sources_at(record, f"tensorflow/training/docker/{version}/{folder}/Dockerfile{sagemaker}.{accelerator}")
     document = json.loads(record.path.read_text())
     assert {"eop", "ga", "horovod"} <= document.keys()
 
@@ -66,7 +68,7 @@ def test_the_generator_script_names_each_records_commit():
 
     script = (Path(__file__).resolve().parents[3] / "tools" / "image_records_make.sh").read_text()
     for version, (commit, *_rest) in VERSIONS.items():
-        assert f"{version} {commit}" in script, version
+        assert f"{version} {commit}" in script or f"c={commit}; df=tensorflow/training/docker/{version}/" in script, version
 
 
 def test_what_each_image_holds_as_its_dockerfile_says():
@@ -80,6 +82,11 @@ def test_what_each_image_holds_as_its_dockerfile_says():
     assert "matplotlib" not in records["aws-tensorflow-training-2.3-cpu"].modules
     assert records["aws-tensorflow-training-2.1-cpu"].packages["keras"] == "==2.3.1"
     assert records["aws-tensorflow-training-1.15-cpu"].packages["scikit-learn"] == "==0.20.3"
+    # 2.7: the EC2 image's installs (TF, Horovod), then the SageMaker Dockerfile's (sagemaker, shap).
+    tf27 = records["aws-tensorflow-training-2.7-gpu"]
+    assert (tf27.packages["tensorflow"], tf27.packages["horovod"], tf27.packages["sagemaker"]) == ("==2.7.4", "==0.25.0", ">=2,<3")
+    assert {s["file"] for s in tf27.sources} >= {"tensorflow/training/docker/2.7/py3/cu112/Dockerfile.sagemaker.gpu",
+                                                 "tensorflow/training/docker/2.7/py3/cu112/Dockerfile.ec2.gpu"}
 
 
 def test_aws_ml_ops_example_on_24_passes_tensorflow_and_refuses_lightgbm():
