@@ -115,6 +115,8 @@ def trainpipe(*args: str, failed_ok: bool = False) -> tuple[subprocess.Completed
                           env=h.quiet_env())
     wall = time.perf_counter() - started
     h.say(f"  trainpipe {' '.join(args[:2])} ...: exit {done.returncode} in {wall:.0f}s")
+    if done.returncode != 0 and done.stderr.strip():  # the run's reason is its last line
+        h.say(f"    {done.stderr.strip().splitlines()[-1]}")
     if done.returncode not in ((0, 1) if failed_ok else (0,)):
         sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
         raise SystemExit(f"trainpipe {' '.join(args)} failed")
@@ -127,6 +129,8 @@ def test_accuracy(workdir: Path) -> float:
     from pipeline.local.store.storage import LocalStorage
 
     runs = sorted((workdir / "runs").glob("*/execution.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise SystemExit(f"no execution under {workdir}: the run stopped before it started (its reason is above)")
     execution = json.loads(runs[-1].read_text())
     step = next(s for s in execution["steps"] if s["name"] == STEP_EVALUATE)
     outputs = step["properties"]["ProcessingOutputConfig"]["Outputs"]
