@@ -168,8 +168,11 @@ def installs(command: str, args: dict[str, str]) -> list[tuple[str, str]]:
 
 
 def packages(text: str, stage: str, core: dict | None = None) -> dict[str, str]:
-    """Distribution -> specifier for the image built from ``stage`` of the Dockerfile ``text``."""
+    """Distribution -> specifier for the image built from ``stage`` of the Dockerfile ``text``
+    (``:last``: its last stage, what ``docker build`` builds without ``--target``)."""
     args, found = stages(text)
+    if stage == ":last":
+        stage = list(found)[-1]
     chain, name = [], stage
     while name in found and name not in chain:
         chain.append(name)
@@ -257,6 +260,10 @@ def record(*, name: str, repository: str, dockerfile: str, stage: str, supported
     if declared and declared != python and not declared.startswith(python + "."):
         raise SystemExit(f"{name}: the Dockerfile builds Python {declared}, the support file says {python}")
     found = lock or packages(dockerfile, stage, core)
+    # Hugging Face's images: transformers==${TRANSFORMERS_VERSION}, an ARG the buildspec passes; AWS's
+    # published data for the image names the version (transformers: "4.36.0").
+    if supported.get("transformers") and found.get("transformers") == "unpinned":
+        found["transformers"] = f"=={supported['transformers']}"
     for dist, why in closure.items():
         found.setdefault(dist, why if why.startswith("dependency") else "dependency (unpinned)")
     modules = set()
@@ -373,6 +380,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base", help="COMMIT:PATH of the Dockerfile whose image --dockerfile is FROM "
                                        "(FROM $BASE_IMAGE: TF 2.7's and PyTorch 1.10's SageMaker images); its last "
                                        "stage's installs come first")
+    parser.add_argument("--extends", help="the record of the image the Dockerfile is FROM (Hugging Face's "
+                                          "training images: AWS's PyTorch training image); this record holds "
+                                          "what the Dockerfile adds")
     parser.add_argument("--uri-pattern", help="the tags' pattern, where it is not version-accelerator-python "
                                               "(SKLearn's 1.2-1-cpu-py3)")
     parser.add_argument("--dockerfile", required=True, help="COMMIT:PATH")
@@ -407,7 +417,8 @@ def main(argv: list[str] | None = None) -> None:
     supported = support(_git(args.dlc, "show", args.support)) if args.support else {}
     supported.update(dict(item.split("=", 1) for item in args.set))
     core = json.loads(_git(args.dlc, "show", args.core)) if args.core else None
-    sources = [_source(args.dlc, args.dockerfile, f"the {args.stage} stage's pip/conda installs, ARG defaults"),
+    stage_words = "the last stage's" if args.stage == ":last" else f"the {args.stage} stage's"
+    sources = [_source(args.dlc, args.dockerfile, f"{stage_words} pip/conda installs, ARG defaults"),
                _source(args.dlc, args.support or args.set_source,
                        "Python, tags, GA and end-of-patch dates (AWS's published data)" if args.support else
                        args.set_what or
@@ -441,9 +452,12 @@ def main(argv: list[str] | None = None) -> None:
                 **requirement_lines(_git(args.dlc, "show", args.requirements))}
         sources.insert(1, _source(args.dlc, args.requirements, "what the final image pip-installs last "
                                                                "(pip install -r requirements.txt)"))
-    print(json.dumps(record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
-                            supported=supported, core=core, sources=sources, retrieved=args.retrieved,
-                            closure=closure, lock=lock, uri_pattern=args.uri_pattern), indent=1))
+    document = record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
+                      supported=supported, core=core, sources=sources, retrieved=args.retrieved,
+                      closure=closure, lock=lock, uri_pattern=args.uri_pattern)
+    if args.extends:
+        document["extends"] = args.extends
+    print(json.dumps(document, indent=1))
 
 
 if __name__ == "__main__":

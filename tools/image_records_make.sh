@@ -351,3 +351,29 @@ for acc in "cpu py3" "gpu py3/cu113"; do
       --source "https://pypi.org/project/torch/1.10.2/|torch-1.10.2 wheel for Python py38: METADATA Requires-Dist|torch 1.10.2 requires typing-extensions" \
       > $R/aws-pytorch-training-1.10-$label.json
 done
+# Hugging Face PyTorch training (GPU) and inference (CPU, GPU): the Dockerfiles at the commit before the one
+# that deleted huggingface/pytorch, with AWS's published data (Python, tags, transformers version) at $DATA;
+# no end-of-patch date is published for them. A training image is built FROM AWS's PyTorch training image:
+# its record extends that version's (the Dockerfile's FROM names 2.0.0 where the 2.0 record is 2.0.1's) and
+# holds what the Dockerfile adds. The tags' pattern names the transformers version each Dockerfile builds.
+HF=eef459b8c9121ef0cc49375228cbf33452d8126e
+hf_record() {  # KIND VERSION DIR ACCELERATOR then more arguments
+  local kind=$1 ver=$2 dir=$3 acc=$4; shift 4
+  local data=docs/src/data/huggingface-pytorch-$kind/$ver-$acc-sagemaker.yml
+  local fields; fields=$(git --git-dir "$D" show $DATA:$data)
+  local tf; tf=$(sed -n 's/^transformers: "\(.*\)"/\1/p' <<< "$fields")
+  local py; py=$(sed -n 's/^python: \(py3[0-9]*\)/\1/p' <<< "$fields")
+  gen --dockerfile $HF:huggingface/pytorch/$kind/docker/$ver/$dir/Dockerfile.$acc --stage :last --support $DATA:$data \
+      --uri-pattern "/huggingface-pytorch-$kind:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-$acc-$py" \
+      --name aws-huggingface-pytorch-$kind-$ver-$acc --repository huggingface-pytorch-$kind "$@" \
+      > $R/aws-huggingface-pytorch-$kind-$ver-$acc.json
+}
+for v in "2.9 cu130" "2.5 cu124" "2.1 cu121" "2.0 cu118" "1.13 cu117"; do
+  read ver cu <<< "$v"
+  hf_record training $ver py3/$cu gpu --extends aws-pytorch-training-$ver-gpu
+done
+for v in "2.6 cu124" "2.1 cu118"; do
+  read ver cu <<< "$v"
+  hf_record inference $ver py3 cpu
+  hf_record inference $ver py3/$cu gpu
+done

@@ -316,3 +316,32 @@ RUN pip install "sagemaker>=2,<3" "protobuf>=3.19.5,<3.20" requests
     assert based_packages(base, sagemaker, "$BASE_IMAGE") == {
         "base-only-tool": "unpinned", "tensorflow": "==2.7.4", "horovod": "==0.25.0",
         "protobuf": ">=3.19.5,<3.20", "requests": "unpinned", "sagemaker": ">=2,<3"}
+
+
+def test_a_hugging_face_image_extends_its_base_and_takes_transformers_from_the_published_data(tmp_path):
+    """Hugging Face's Dockerfiles: one unnamed stage FROM AWS's PyTorch image (``--stage :last``), the
+    transformers version an ARG the buildspec passes; AWS's published file names it. ``--extends`` names
+    the base image's record."""
+    dlc = tmp_path / "dlc"
+    (dlc / "hf").mkdir(parents=True)
+    (dlc / "hf" / "Dockerfile.gpu").write_text(
+        "FROM 763104351884.dkr.ecr.us-west-2.amazonaws.com/pytorch-training:2.1.0-gpu-py310\n"
+        "ARG TRANSFORMERS_VERSION\nRUN pip install transformers[sklearn]==${TRANSFORMERS_VERSION} datasets\n")
+    (dlc / "hf" / "2.1-gpu-sagemaker.yml").write_text(
+        'version: "2.1"\naccelerator: gpu\npython: py310\ntransformers: "4.36.0"\ntags:\n'
+        '  - "2.1.0-transformers4.36.0-gpu-py310-cu121-ubuntu20.04"\n')
+    git(dlc, "init", "-q")
+    git(dlc, "add", ".")
+    git(dlc, "commit", "-qm", "fixture")
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "image_records.py"), "--dlc", str(dlc / ".git"),
+         "--dockerfile", "HEAD:hf/Dockerfile.gpu", "--stage", ":last", "--support", "HEAD:hf/2.1-gpu-sagemaker.yml",
+         "--uri-pattern", "/huggingface-pytorch-training:2\\.1(\\.\\d+)?-transformers4\\.36\\.0-gpu-py310",
+         "--extends", "aws-pytorch-training-2.1-gpu", "--name", "aws-huggingface-pytorch-training-2.1-gpu",
+         "--repository", "huggingface-pytorch-training", "--retrieved", "2026-11-28"],
+        capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert record["packages"] == {"transformers": "==4.36.0", "datasets": "unpinned"}
+    assert record["extends"] == "aws-pytorch-training-2.1-gpu" and record["python"] == "3.10"
+    assert record["sources"][0]["what"].startswith("the last stage's pip/conda installs")

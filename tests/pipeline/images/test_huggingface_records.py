@@ -1,0 +1,59 @@
+"""Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.5 and 2.9 (GPU) and
+inference 2.1 and 2.6 (CPU, GPU), made by tools/image_records.py (the commands in
+tools/image_records_make.sh) from the Dockerfiles at the commit before huggingface/pytorch was deleted from
+aws/deep-learning-containers, and AWS's published data (Python, tags, transformers version). A training
+image is built FROM AWS's PyTorch training image: its record extends that one's."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.images import catalog
+from pipeline.images.imports import check_code
+
+ECR = "763104351884.dkr.ecr.us-east-1.amazonaws.com"
+COMMIT = "eef459b8c9121ef0cc49375228cbf33452d8126e"
+
+
+@pytest.mark.parametrize("tag, name, python, transformers, torch", [
+    ("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
+     "aws-huggingface-pytorch-training-2.9-gpu", "3.12", "==5.3.0", "==2.9.0"),
+    ("huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
+     "aws-huggingface-pytorch-training-2.5-gpu", "3.11", "==4.49.0", "==2.5.1+cu124"),
+    ("huggingface-pytorch-training:2.1.0-transformers4.36.0-gpu-py310-cu121-ubuntu20.04",
+     "aws-huggingface-pytorch-training-2.1-gpu", "3.10", "==4.36.0", "==2.1.0"),
+    ("huggingface-pytorch-training:2.0.0-transformers4.28.1-gpu-py310-cu118-ubuntu20.04",
+     "aws-huggingface-pytorch-training-2.0-gpu", "3.10", "==4.28.1", "==2.0.1"),
+    ("huggingface-pytorch-training:1.13.1-transformers4.26.0-gpu-py39-cu117-ubuntu20.04",
+     "aws-huggingface-pytorch-training-1.13-gpu", "3.9", "==4.26.0", "==1.13.1+cu117"),
+    ("huggingface-pytorch-inference:2.6.0-transformers5.5.3-cpu-py312-ubuntu22.04",
+     "aws-huggingface-pytorch-inference-2.6-cpu", "3.12", "==5.5.3", "==2.6.0+cpu"),
+    ("huggingface-pytorch-inference:2.1.0-transformers4.37.0-gpu-py310-cu118-ubuntu20.04",
+     "aws-huggingface-pytorch-inference-2.1-gpu", "3.10", "==4.37.0", "==2.1.0+cu118"),
+])
+def test_each_published_tag_finds_its_record(tag, name, python, transformers, torch):
+    record = catalog.find(f"{ECR}/{tag}")
+    assert record is not None and (record.name, record.python) == (name, python), tag
+    assert (record.packages["transformers"], record.packages["torch"]) == (transformers, torch)
+    assert {"transformers", "torch"} <= record.modules
+    assert ("datasets" in record.modules) == ("training" in name)  # the inference images install no datasets
+    dockerfiles = [s for s in record.sources if s["file"].startswith("huggingface/pytorch/")]
+    assert len(dockerfiles) == 1 and dockerfiles[0]["url"].endswith(f"/{dockerfiles[0]['commit']}/{dockerfiles[0]['file']}")
+    assert dockerfiles[0]["date"] <= "2026-11-28"
+
+
+def test_a_training_record_extends_the_pytorch_record_and_another_transformers_is_not_it():
+    record = catalog.find(f"{ECR}/huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04")
+    assert record.extends == "aws-pytorch-training-2.9-gpu" and "flash_attn" in record.modules
+    assert catalog.find(f"{ECR}/huggingface-pytorch-training:2.9.0-transformers4.99.0-gpu-py312-cu130") is None
+    script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
+    assert f"HF={COMMIT}" in script
+
+
+def test_a_transformers_script_passes_and_lightgbm_is_refused():
+    image = f"{ECR}/huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04"
+    code = {"train.py": "import torch\nimport transformers\nimport datasets\nimport evaluate\nimport pandas\n"}
+    assert check_code(code, image, None, step="Train", entry_points=["train.py"]).refusal is None
+    refused = check_code({"train.py": "import transformers\nimport lightgbm\n"}, image, None, step="Train",
+                         entry_points=["train.py"]).refusal
+    assert "(Python 3.11, record aws-huggingface-pytorch-training-2.5-gpu) does not have" in refused
