@@ -377,3 +377,16 @@ for v in "2.6 cu124" "2.1 cu118"; do
   hf_record inference $ver py3 cpu
   hf_record inference $ver py3/$cu gpu
 done
+# Hugging Face PyTorch training 2.6, 2.7 and 2.8 (GPU): no published data file; the Python is the one the
+# FROM image's tag names (pytorch-training:2.8.0-gpu-py312-...; the SDK's huggingface.json agrees for
+# 4.56.2 and 4.55.0), the transformers version the Dockerfile's ARG TRANSFORMERS_VERSION default. 2.3's
+# Dockerfile leaves the version to the buildspec: no record.
+for v in "2.8 cu129 py312 4.56.2" "2.7 cu128 py312 4.55.0" "2.6 cu126 py312 4.51.3"; do
+  read ver cu py tf <<< "$v"
+  df=huggingface/pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu
+  gen --dockerfile $HF:$df --stage :last --set version=$ver --set accelerator=gpu --set python=$py --set-source $HF:$df \
+      --set-what "python $py: the FROM image's tag; transformers: ARG TRANSFORMERS_VERSION=$tf; AWS publishes no data file or end-of-patch date for this image" \
+      --uri-pattern "/huggingface-pytorch-training:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-gpu-$py" \
+      --extends aws-pytorch-training-$ver-gpu --name aws-huggingface-pytorch-training-$ver-gpu --repository huggingface-pytorch-training \
+      > $R/aws-huggingface-pytorch-training-$ver-gpu.json
+done

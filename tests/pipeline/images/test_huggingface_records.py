@@ -1,4 +1,4 @@
-"""Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.5 and 2.9 (GPU) and
+"""Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.5 to 2.9 (GPU) and
 inference 2.1 and 2.6 (CPU, GPU), made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from the Dockerfiles at the commit before huggingface/pytorch was deleted from
 aws/deep-learning-containers, and AWS's published data (Python, tags, transformers version). A training
@@ -18,6 +18,13 @@ COMMIT = "eef459b8c9121ef0cc49375228cbf33452d8126e"
 @pytest.mark.parametrize("tag, name, python, transformers, torch", [
     ("huggingface-pytorch-training:2.9.0-transformers5.3.0-gpu-py312-cu130-ubuntu22.04",
      "aws-huggingface-pytorch-training-2.9-gpu", "3.12", "==5.3.0", "==2.9.0"),
+    # 2.6 to 2.8: no published data file; Python from the FROM image's tag, transformers from the ARG default.
+    ("huggingface-pytorch-training:2.8.0-transformers4.56.2-gpu-py312-cu129-ubuntu22.04",
+     "aws-huggingface-pytorch-training-2.8-gpu", "3.12", "==4.56.2", "==2.8.0"),
+    ("huggingface-pytorch-training:2.7.1-transformers4.55.0-gpu-py312-cu128-ubuntu22.04",
+     "aws-huggingface-pytorch-training-2.7-gpu", "3.12", "==4.55.0", "==2.7.1"),
+    ("huggingface-pytorch-training:2.6.0-transformers4.51.3-gpu-py312-cu126-ubuntu22.04",
+     "aws-huggingface-pytorch-training-2.6-gpu", "3.12", "==4.51.3", "==2.6.0+cu126"),
     ("huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
      "aws-huggingface-pytorch-training-2.5-gpu", "3.11", "==4.49.0", "==2.5.1+cu124"),
     ("huggingface-pytorch-training:2.1.0-transformers4.36.0-gpu-py310-cu121-ubuntu20.04",
