@@ -57,6 +57,10 @@ IMAGE_RECORDS_RESIZED = "resized"
 IMAGE_RECORDS_ORIGINAL = "original"
 IMAGE_RECORDS = (IMAGE_RECORDS_RESIZED, IMAGE_RECORDS_ORIGINAL)
 DEFAULT_IMAGE_RECORDS = IMAGE_RECORDS_RESIZED
+# ImageSize 0: the training job picks the architecture's own size, which processing does not know;
+# the images are stored for the largest it can pick.
+AUTO_IMAGE_SIZE = 0  # = training_entry.contract.AUTO_IMAGE_SIZE (a test keeps them equal)
+AUTO_STORED_IMAGE_SIZE = 224  # = training_entry.contract.PRETRAINED_IMAGE_SIZE (a test keeps them equal)
 RESIZE_MARGIN = 1.125  # = training_entry.input.images.CROP_MARGIN (a test keeps them equal)
 RESIZED_JPEG_QUALITY = 90
 

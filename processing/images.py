@@ -202,6 +202,8 @@ def stored_side(image_size: int | None, image_records: str) -> int | None:
     """The short side images are stored at (``contract.IMAGE_RECORDS``), or None: as they are."""
     if image_size is None or image_records != contract.IMAGE_RECORDS_RESIZED:
         return None
+    if image_size == contract.AUTO_IMAGE_SIZE:
+        image_size = contract.AUTO_STORED_IMAGE_SIZE
     return int(np.ceil(image_size * contract.RESIZE_MARGIN))
 
 

@@ -44,7 +44,7 @@ class Hyperparameters:
     mixed_precision: str = "off"
     fp16_allreduce: bool = False
     model_architecture: str = contract.ARCH_AUTO
-    image_size: int = contract.DEFAULT_IMAGE_SIZE
+    image_size: int = contract.SMALL_IMAGE_SIZE  # resolved (contract.image_size_for): auto's images
     head_epochs: int = contract.DEFAULT_HEAD_EPOCHS
     fine_tune_layers: int = contract.DEFAULT_FINE_TUNE_LAYERS
     fine_tune_lr_factor: float = contract.DEFAULT_FINE_TUNE_LR_FACTOR
@@ -86,7 +86,8 @@ def _parser() -> argparse.ArgumentParser:
                    default=d.fp16_allreduce)
     p.add_argument(f"--{contract.HP_MODEL_ARCHITECTURE}", dest="model_architecture",
                    choices=contract.ARCHITECTURES, default=d.model_architecture)
-    p.add_argument(f"--{contract.HP_IMAGE_SIZE}", dest="image_size", type=int, default=d.image_size)
+    p.add_argument(f"--{contract.HP_IMAGE_SIZE}", dest="image_size", type=int,
+                   default=contract.DEFAULT_IMAGE_SIZE)
     p.add_argument(f"--{contract.HP_HEAD_EPOCHS}", dest="head_epochs", type=int, default=d.head_epochs)
     p.add_argument(f"--{contract.HP_FINE_TUNE_LAYERS}", dest="fine_tune_layers", type=int,
                    default=d.fine_tune_layers)
@@ -108,6 +109,7 @@ def parse_hyperparameters(argv: Sequence[str]) -> tuple[Hyperparameters, str | N
     known, unknown = _parser().parse_known_args(list(argv))
     model_dir = known.model_dir
     values = {k: v for k, v in vars(known).items() if k != "model_dir"}
+    values["image_size"] = contract.image_size_for(values["model_architecture"], values["image_size"])
     hp = Hyperparameters(**values)
     checks = [
         (hp.epochs >= 1, f"--{contract.HP_EPOCHS} {hp.epochs}: must be at least 1"),

@@ -140,9 +140,23 @@ TABLE_ARCHITECTURES = (ARCH_MLP,)
 SMALL_STEP_ARCHITECTURES = (ARCH_MLP,)  # see SMALL_STEP_THREADS_ENV
 IMAGE_ARCHITECTURES = (ARCH_SMALL_CNN, *PRETRAINED_ARCHITECTURES)
 ARCHITECTURES = (ARCH_AUTO, *TABLE_ARCHITECTURES, *IMAGE_ARCHITECTURES, ARCH_CUSTOM)
-DEFAULT_IMAGE_SIZE = 32
+# ImageSize 0 (the default): the architecture's own input size. A pretrained backbone's ImageNet
+# weights were trained at 224 px, and at 32 px a photo's detail (an ant's legs, a bee's stripes)
+# is gone before the backbone sees it; the small CNN was sized for 32 px.
+AUTO_IMAGE_SIZE = 0
+DEFAULT_IMAGE_SIZE = AUTO_IMAGE_SIZE
+SMALL_IMAGE_SIZE = 32  # small_cnn's, and a custom model's
+PRETRAINED_IMAGE_SIZE = 224  # what PRETRAINED_ARCHITECTURES' ImageNet weights were trained at
 MIN_IMAGE_SIZE = 32  # keras.applications refuse smaller inputs
 MAX_IMAGE_SIZE = 1024
+
+
+def image_size_for(architecture: str, image_size: int) -> int:
+    """The pixels per side images are trained at: ``image_size``, or for AUTO_IMAGE_SIZE the
+    architecture's own (``auto`` is small_cnn for images, see ARCH_AUTO)."""
+    if image_size != AUTO_IMAGE_SIZE:
+        return image_size
+    return PRETRAINED_IMAGE_SIZE if architecture in PRETRAINED_ARCHITECTURES else SMALL_IMAGE_SIZE
 # Transfer learning defaults (pipeline/definition/parameters.py and config.Hyperparameters use these).
 DEFAULT_HEAD_EPOCHS = 2
 DEFAULT_FINE_TUNE_LAYERS = 30

@@ -46,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(f"--{contract.HP_FINE_TUNE_LR_FACTOR}", type=float, default=contract.DEFAULT_FINE_TUNE_LR_FACTOR)
     # The TensorFlow entrypoint's settings a shared definition may send: accepted, unused here.
     args, _ = parser.parse_known_args(argv)
+    args.image_size = contract.image_size_for(args.model_architecture, args.image_size)
     return args
 
 

@@ -78,11 +78,11 @@ from pipeline.costs.advisor.platforms import local_platform, published_predictio
 from pipeline.local.hosts import tuning
 from training_entry.contract import (
     ARCH_SMALL_CNN,
-    DEFAULT_IMAGE_SIZE,
     DEFAULT_STEPS_PER_EXECUTION,
     HP_IMAGE_SIZE,
     HP_MODEL_ARCHITECTURE,
     HP_STEPS_PER_EXECUTION,
+    SMALL_IMAGE_SIZE,
     TF_DATA_THREADS_ENV,
     parse_metric_line,
 )
@@ -104,7 +104,7 @@ LAYOUTS = {"1x2": Layout(1, 2), "2x1": Layout(2, 1)}
 # workload name -> (data: "table" | "image", extra hyperparameters of the training entrypoint)
 WORKLOADS = {
     "mlp": ("table", {}),
-    "cnn": ("image", {HP_MODEL_ARCHITECTURE: ARCH_SMALL_CNN, HP_IMAGE_SIZE: DEFAULT_IMAGE_SIZE}),
+    "cnn": ("image", {HP_MODEL_ARCHITECTURE: ARCH_SMALL_CNN, HP_IMAGE_SIZE: SMALL_IMAGE_SIZE}),
 }
 # StepsPerExecution values every workload is checked at: the default first (its RESULT names
 # carry no suffix), then one step per call.

@@ -37,6 +37,7 @@ class ParameterSpec:
     # with -p like the others, but no pipeline variable, so no start can ask for another value.
     build_only: bool = False
     frameworks: tuple = training.FRAMEWORKS  # the frameworks whose definitions carry it
+    also: tuple = ()  # values taken outside minimum..maximum (ImageSize's 0: the architecture's own)
 
     def parse(self, raw) -> object:
         """Convert and check one value (a string from the command line, or a typed value)."""
@@ -57,10 +58,13 @@ class ParameterSpec:
             raise ParameterError(
                 f"{self.name}={value!r}: must be one of {', '.join(self.choices)}"
             )
+        if value in self.also:
+            return value
+        also = "".join(f" (or {v})" for v in self.also)
         if self.minimum is not None and value < self.minimum:
-            raise ParameterError(f"{self.name}={value}: must be at least {self.minimum:g}")
+            raise ParameterError(f"{self.name}={value}: must be at least {self.minimum:g}{also}")
         if self.maximum is not None and value > self.maximum:
-            raise ParameterError(f"{self.name}={value}: must be at most {self.maximum:g}")
+            raise ParameterError(f"{self.name}={value}: must be at most {self.maximum:g}{also}")
         if self.type is str and not value and not self.may_be_empty:
             raise ParameterError(f"{self.name}: must not be empty")
         return value
@@ -136,9 +140,11 @@ SPECS: tuple[ParameterSpec, ...] = (
                   "tree (your --model-file's model when one is built in); mlp; small_cnn, "
                   "mobilenet_v2, resnet50, efficientnet_b0, efficientnet_lite0 for images; custom",
                   training.ARCH_AUTO, choices=training.ARCHITECTURES),
-    ParameterSpec(IMAGE_SIZE, int, "pixels per side images are resized to (images only)",
+    ParameterSpec(IMAGE_SIZE, int, "pixels per side images are resized to (images only); "
+                  f"{training.AUTO_IMAGE_SIZE}: the architecture's own ({training.PRETRAINED_IMAGE_SIZE} for "
+                  f"the pretrained backbones, {training.SMALL_IMAGE_SIZE} for small_cnn and your model)",
                   training.DEFAULT_IMAGE_SIZE, minimum=training.MIN_IMAGE_SIZE,
-                  maximum=training.MAX_IMAGE_SIZE),
+                  maximum=training.MAX_IMAGE_SIZE, also=(training.AUTO_IMAGE_SIZE,)),
     ParameterSpec(IMAGE_RECORDS, str, "image trees: resized stores each image larger than ImageSize "
                   f"with its short side at ImageSize x {processing_contract.RESIZE_MARGIN:g} (aspect kept, "
                   f"JPEG q{processing_contract.RESIZED_JPEG_QUALITY}: less to decode every epoch); "

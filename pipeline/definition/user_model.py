@@ -38,7 +38,9 @@ def check_user_model(model_file: str, data: DataShape | str, values: Mapping[str
     data = DataShape(data) if isinstance(data, str) else data
     classes = data.num_classes or CHECK_CLASSES
     features = data.num_features or CHECK_FEATURES
-    shape = (["--image-size", str(values[P.IMAGE_SIZE])] if data.kind == KIND_IMAGE
+    size = training.image_size_for(str(values.get(P.MODEL_ARCHITECTURE, training.ARCH_AUTO)),
+                                   int(values.get(P.IMAGE_SIZE, training.DEFAULT_IMAGE_SIZE)))
+    shape = (["--image-size", str(size)] if data.kind == KIND_IMAGE
              else ["--features", str(features)])
     command = [sys.executable, "-m", "training_entry.model.check_model", os.path.abspath(model_file),
                *shape, "--classes", str(classes)]

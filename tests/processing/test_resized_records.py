@@ -27,6 +27,17 @@ def test_the_stored_margin_is_the_training_crop_margin():
     assert contract.RESIZE_MARGIN == training_images.CROP_MARGIN
 
 
+def test_image_size_0_stores_for_the_largest_size_training_can_pick():
+    from processing.images import stored_side
+    from training_entry import contract as training
+
+    largest = max(training.image_size_for(a, training.AUTO_IMAGE_SIZE) for a in training.IMAGE_ARCHITECTURES)
+    assert contract.AUTO_IMAGE_SIZE == training.AUTO_IMAGE_SIZE
+    assert largest == contract.AUTO_STORED_IMAGE_SIZE
+    assert stored_side(0, contract.IMAGE_RECORDS_RESIZED) == math.ceil(224 * contract.RESIZE_MARGIN)
+    assert stored_side(0, contract.IMAGE_RECORDS_ORIGINAL) is None
+
+
 def _preprocess(base: Path, raw: Path, *args: str) -> dict[str, Path]:
     from pipeline.local.jobs.contract import relocate
 

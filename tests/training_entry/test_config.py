@@ -19,6 +19,18 @@ TOOLKIT_ARGS = [
 ]
 
 
+@pytest.mark.parametrize(("arguments", "size"), [
+    ([], 32), (["--model-architecture", "efficientnet_lite0"], 224), (["--model-architecture", "mobilenet_v2"], 224),
+    (["--model-architecture", "small_cnn", "--image-size", "0"], 32),
+    (["--model-architecture", "resnet50", "--image-size", "96"], 96),
+])
+def test_image_size_0_is_the_architecture_s_own(arguments, size):
+    """ImageSize's default (0): 224 px for a pretrained backbone (its ImageNet weights' size),
+    32 for the small CNN; a size given is kept."""
+    hp, _, _ = config.parse_hyperparameters(arguments)
+    assert hp.image_size == size
+
+
 def test_toolkit_arguments_parse():
     hp, model_dir, unknown = config.parse_hyperparameters(TOOLKIT_ARGS)
     assert hp == Hyperparameters(epochs=4, batch_size=16, base_learning_rate=0.002, warmup_epochs=1.0,

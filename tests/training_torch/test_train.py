@@ -157,3 +157,15 @@ def test_one_ddp_wrap_keeps_the_replicas_equal_through_both_phases():
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "[('head', True, True), ('fine-tune', True, False)]"
+
+
+@pytest.mark.parametrize(("arguments", "size"), [
+    ([], 32), (["--model-architecture", "efficientnet_lite0"], 224),
+    (["--model-architecture", "efficientnet_lite0", "--image-size", "64"], 64),
+])
+def test_image_size_0_is_the_architecture_s_own(arguments, size):
+    """The definition's default ImageSize (0) reaches the PyTorch room too: 224 px for the
+    pretrained backbone, 32 for the small CNN; a size given is kept."""
+    from training_torch import train
+
+    assert train.parse_args(arguments).image_size == size

@@ -52,6 +52,7 @@ from training_entry.contract import (
     STRATEGY_MIRRORED,
     STRATEGY_PARAMETER_SERVER,
     TABLE_ARCHITECTURES,
+    image_size_for,
 )
 from training_entry.input.records import KIND_IMAGE, KIND_TABLE, manifest_name
 
@@ -113,6 +114,8 @@ def resolve_workload(hps: dict, manifest: dict | None) -> WorkloadId:
                         else ARCH_SMALL_CNN if kind == KIND_IMAGE else UNKNOWN)
     if kind == KIND_IMAGE:
         size = _hp(hps, HP_IMAGE_SIZE, None)
+        if size not in (None, ""):
+            size = image_size_for(architecture, int(size))  # 0: the architecture's own
         shape = f"{int(size)}x{int(size)}x3" if size not in (None, "") else UNKNOWN
     elif kind == KIND_TABLE and manifest:
         columns = manifest.get("columns")

@@ -55,7 +55,7 @@ def test_the_kind_of_the_data_decides_which_architectures_fit(store):
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [("ModelArchitecture", "vgg16", "must be one of auto, mlp, small_cnn"),
-     ("ImageSize", "16", "ImageSize=16: must be at least 32"),
+     ("ImageSize", "16", r"ImageSize=16: must be at least 32 \(or 0\)"),
      ("Augmentation", "mixup", "must be one of crop_flip, crop, none"),
      ("FineTuneLearningRateFactor", "2", "must be at most 1")],
 )
