@@ -30,6 +30,10 @@ into the local store, then ``trainpipe run --local --init-model-uri ... -p Input
 
 - ``lite0_crops_accuracy``: the test accuracy of the run's ``evaluation.json`` (target 0.9).
 
+Then ``trainpipe predict --run <that execution>`` on the right half of each of the six photos,
+whole and full size, saved as a raw JPEG: each answer is printed, and how many name their
+photo's class.
+
 ``--baseline`` also runs the plain defaults on the same tree (no ``--init-model-uri``, no
 ``-p``: the small CNN at 32 px, 10 epochs) in a workdir of its own and prints its test
 accuracy beside the figure: how far the task is from trivial without the pretrained backbone.
@@ -123,20 +127,45 @@ def trainpipe(*args: str, failed_ok: bool = False) -> tuple[subprocess.Completed
     return done, wall
 
 
+def latest_execution(workdir: Path) -> dict:
+    runs = sorted((workdir / "runs").glob("*/execution.json"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise SystemExit(f"no execution under {workdir}: the run stopped before it started (its reason is above)")
+    return json.loads(runs[-1].read_text())
+
+
 def test_accuracy(workdir: Path) -> float:
     """The test accuracy in the evaluation step's ``evaluation.json`` of the latest execution."""
     from pipeline.definition.build import STEP_EVALUATE
     from pipeline.local.store.storage import LocalStorage
 
-    runs = sorted((workdir / "runs").glob("*/execution.json"), key=lambda p: p.stat().st_mtime)
-    if not runs:
-        raise SystemExit(f"no execution under {workdir}: the run stopped before it started (its reason is above)")
-    execution = json.loads(runs[-1].read_text())
+    execution = latest_execution(workdir)
     step = next(s for s in execution["steps"] if s["name"] == STEP_EVALUATE)
     outputs = step["properties"]["ProcessingOutputConfig"]["Outputs"]
     uri = next(o["S3Output"]["S3Uri"] for o in outputs if o["OutputName"] == "evaluation")
     report = json.loads(LocalStorage(workdir / "store").read_bytes(uri.rstrip("/") + "/evaluation.json"))
     return float(report["metrics"]["accuracy"]["value"])
+
+
+def predict_raw_photos(workdir: Path, folder: Path) -> tuple[int, int]:
+    """``trainpipe predict --run <the latest execution>`` on the right half of each source photo,
+    whole (not its subject box) and full size, as a raw JPEG: (named right, photos)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    expected = {}
+    for label, photos in sources().items():
+        for name, (pixels, _) in photos.items():
+            path = folder / f"{name}.jpg"
+            Image.fromarray(pixels[:, pixels.shape[1] // 2:]).save(path, quality=90)
+            expected[str(path)] = label
+    done, _ = trainpipe("predict", "--workdir", str(workdir), "--run", latest_execution(workdir)["execution_id"],
+                        "--json", *expected)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    for answer in answers:
+        h.say(f"    {Path(answer['input']).name}: {answer['class']} {answer['probability']:.4f} "
+              f"({expected[answer['input']]})")
+    return sum(a["class"] == expected[a["input"]] for a in answers), len(expected)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     accuracy = test_accuracy(workdir)
     h.say(f"test accuracy {accuracy:.4f}; run --local {wall:.0f}s, whole benchmark "
           f"{time.perf_counter() - started:.0f}s (workdir {workdir})")
+    right, photos = predict_raw_photos(workdir, base / "raw")
+    h.say(f"trainpipe predict on the photos' right halves as raw JPEGs: {right} of {photos} named right")
     if args.baseline:
         _, wall = trainpipe("run", "--local", "--workdir", str(baseline), "-p", f"InputDataUri={tree}",
                             failed_ok=True)
