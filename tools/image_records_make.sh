@@ -159,12 +159,12 @@ for acc in "cpu py3" "gpu py3/cu112"; do
   tf_old_record 2.9 2b1ffa1db7a5782e816a2a3314c1ee80af099e7a cp39 py39 2.9.3 2.9.2 "$TFD210" "$MOD29" $label $dir
   tf_old_record 2.8 a65eb78a976918b78bd2e6b1f415468005ce7994 cp39 py39 2.8.4 - "$TFD210" "" $label $dir
 done
-# TensorFlow training 1.15 and 2.1 to 2.6 (CPU, GPU): one-stage Dockerfiles (the stage is the first
+# TensorFlow training 1.15 and 2.0 to 2.6 (CPU, GPU): one-stage Dockerfiles (the stage is the first
 # FROM's image), at the commit before the one that deleted each version's folder. No GA or end-of-patch
 # date is published for these either. The Python is the Dockerfile's ARG PYTHON_VERSION (the SDK's
-# tensorflow.json: 2.6.x py38; 2.2.x to 2.5.x py37; 2.1.x py3/py36; 1.15.5 py3/py36/py37). The GPU image
+# tensorflow.json: 2.6.x py38; 2.2.x to 2.5.x py37; 2.0.x and 2.1.x py3/py36; 1.15.5 py3/py36/py37). The GPU image
 # is the newest CUDA folder's. tensorflow's requirements: the PyPI wheel's METADATA Requires-Dist of the
-# version AWS builds (1.15.5: the tensorflow wheel; PyPI has no tensorflow-cpu 1.15.5); shap's and
+# version AWS builds (1.15.5 and 2.0.4: the tensorflow wheel; PyPI has no tensorflow-cpu before 2.1); shap's and
 # seaborn's only where the Dockerfile installs them.
 TFD26="numpy absl-py astunparse clang flatbuffers google-pasta h5py keras-preprocessing opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator keras grpcio"
 TFD25="numpy absl-py astunparse flatbuffers google-pasta h5py keras-preprocessing opt-einsum protobuf six termcolor typing-extensions wheel wrapt gast tensorboard tensorflow-estimator keras-nightly grpcio"
@@ -197,9 +197,10 @@ for v in "2.6 3e717d20db19b3c962141db2734b8ce2345c1ba0 cp38 py38 2.6.3 TFD26 cu1
          "2.3 8209021ae2af039feece22d1d62ab91513553a8e cp37 py37 2.3.4 TFD23 cu110" \
          "2.2 e578e2e49877a5af4ae65266485956e6577de82d cp37 py37 2.2.2 TFD23 cu102" \
          "2.1 e578e2e49877a5af4ae65266485956e6577de82d cp36 py36 2.1.3 TFD21 cu101" \
+         "2.0 e578e2e49877a5af4ae65266485956e6577de82d cp36 py36 2.0.4 TFD21 cu100" \
          "1.15 12ece23a1a2566fbd6a6ee7856733395d9844bbd cp37 py37 1.15.5 TFD21 cu110"; do
   read ver c cp py full deps cu <<< "$v"
-  tf=tensorflow-cpu; [ $ver = 1.15 ] && tf=tensorflow
+  tf=tensorflow-cpu; [ $ver = 1.15 ] || [ $ver = 2.0 ] && tf=tensorflow  # PyPI has no tensorflow-cpu before 2.1
   tf_single_record $ver $c $cp $py $full "${!deps}" cpu py3 $tf
   tf_single_record $ver $c $cp $py $full "${!deps}" gpu py3/$cu tensorflow
 done

@@ -1,4 +1,4 @@
-"""Records of AWS's TensorFlow training images 1.15 and 2.1 to 2.13 (issue 47), CPU and GPU, made by
+"""Records of AWS's TensorFlow training images 1.15 and 2.0 to 2.13 (issue 47), CPU and GPU, made by
 tools/image_records.py (the commands in tools/image_records_make.sh) from each version's Dockerfile at
 the commit before the one that deleted its folder from aws/deep-learning-containers. AWS publishes no
 GA or end-of-patch date for them (eop null); the Python is the Dockerfile's ARG PYTHON_VERSION, which
@@ -30,6 +30,7 @@ VERSIONS = {
     "2.3": ("8209021ae2af039feece22d1d62ab91513553a8e", "3.7", "2.3.4", "cu110"),
     "2.2": ("e578e2e49877a5af4ae65266485956e6577de82d", "3.7", "2.2.2", "cu102"),
     "2.1": ("e578e2e49877a5af4ae65266485956e6577de82d", "3.6", "2.1.3", "cu101"),
+    "2.0": ("e578e2e49877a5af4ae65266485956e6577de82d", "3.6", "2.0.4", "cu100"),
     "1.15": ("12ece23a1a2566fbd6a6ee7856733395d9844bbd", "3.7", "1.15.5", "cu110"),
 }
 
