@@ -391,3 +391,32 @@ for v in "2.8 cu129 py312 4.56.2" "2.7 cu128 py312 4.55.0" "2.6 cu126 py312 4.51
       --extends aws-pytorch-training-$ver-gpu --name aws-huggingface-pytorch-training-$ver-gpu --repository huggingface-pytorch-training \
       > $R/aws-huggingface-pytorch-training-$ver-gpu.json
 done
+# PyTorch inference 1.11 to 2.5 (CPU, GPU): the sagemaker stage of each version's Dockerfile at the commit
+# before the one that deleted its folder, with AWS's core_packages.json where one was kept. Python: the
+# Dockerfile's ARG PYTHON_VERSION; GA and end of patch: the support table's PyTorch row (1.13, 2.0 to 2.5;
+# it names the framework, not the repository), none published for 1.11 and 1.12. torch's dependencies
+# as this venv resolves them, as 2.6's.
+for v in "2.5 a15f2f0209bde8f4cd7ba8ca45cf5fce694457ec cu124 py311 2024-10-29 2025-10-29" \
+         "2.4 35dbb5bc7b29e074c81a392cdf86c8e52ccec9d6 cu124 py311 2024-07-24 2025-07-24" \
+         "2.3 df83469a1da84aa2d247ec98445b0caac009ced7 cu121 py311 2024-04-24 2025-04-24" \
+         "2.2 7b7d5294e8ed0041b185de6001198f896bee5eff cu118 py310 2024-01-30 2025-01-30" \
+         "2.1 6fc2aa90e4e83cdd4b49d7548d2f2a7673895045 cu118 py310 2023-10-04 2024-10-04" \
+         "2.0 8cb4488d0bc388b96d732df60c6cae11be85475f cu118 py310 2023-03-15 2024-03-15" \
+         "1.13 053a25181f7eee76dee1ee19b6ba09a77611df12 cu117 py39 2022-10-28 2024-10-28" \
+         "1.12 8c4c8281e120991ccf527c5541ebe93b18f4eb34 cu116 py38 - -" \
+         "1.11 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu115 py38 - -"; do
+  read ver c cu py ga eop <<< "$v"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    df=pytorch/inference/docker/$ver/$dir/Dockerfile.$label; core=(); dates=()
+    json=pytorch/inference/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json
+    git -C "$D" cat-file -e $c:$json 2>/dev/null && core=(--core $c:$json)
+    if [ $ga != - ]; then
+      dates=(--set ga=$ga --set eop=$eop --set-source $POL --set-what "ga, eop (AWS's support table, its PyTorch row); python $py: the Dockerfile's ARG PYTHON_VERSION")
+    else
+      dates=(--set-source $c:$df --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver")
+    fi
+    gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py "${dates[@]}" "${core[@]}" \
+        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-$ver-$label.json
+  done
+done
