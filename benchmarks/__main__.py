@@ -94,7 +94,7 @@ BENCHMARKS = {
     "lite0_crops": ("benchmarks.photos.lite0_crops", [],
                     "EfficientNet-Lite0 from its packaged ImageNet weights (issue 50): init-weights, then run --local "
                     "on a two-class tree of crops of packaged photos (living: cat, astronaut, dahlia; made: cup, "
-                    "rocket, motorcycle), 96 px, 6 epochs: test accuracy on crops from the photos' other halves (~140 s)"),
+                    "rocket, motorcycle), 96 px, 6 epochs: test accuracy on crops from the photos' other halves (57 s at load average 2, 138 s at 4.5)"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 

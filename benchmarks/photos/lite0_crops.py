@@ -38,7 +38,8 @@ photo's class.
 ``-p``: the small CNN at 32 px, 10 epochs) in a workdir of its own and prints its test
 accuracy beside the figure: how far the task is from trivial without the pretrained backbone.
 
-Measured time: see benchmarks/notes.md ("EfficientNet-Lite0 on crops of packaged photos").
+Measured time on the 2-core machine (2026-11-28; benchmarks/notes.md): 57 s, 87 s with
+``--baseline``, at load average ~2 (other sessions' jobs); 185 s with ``--baseline`` at ~4.5.
 
     .venv/bin/python -m benchmarks.photos.lite0_crops [--image-size 96] [--epochs 6] [--per-class 120] [--baseline]
 """
