@@ -45,6 +45,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "tensorflow-model-optimization": ("tensorflow_model_optimization",),
     "tensorflow-estimator": ("tensorflow_estimator",),
     "tensorflow-serving-api": ("tensorflow_serving",),
+    "tensorflow-serving-api-gpu": ("tensorflow_serving",),  # AWS's TF inference GPU images (2.8 to 2.13)
     "tf-models-official": ("official", "orbit"),
     "tf-keras": ("tf_keras",),
     "torch": ("torch", "torchgen", "functorch"),

@@ -1,0 +1,43 @@
+"""Records of AWS's TensorFlow inference images 2.8, 2.9, 2.10, 2.12 and 2.13 (issue 47), CPU and GPU,
+made by tools/image_records.py (tools/image_records_make.sh) from each version's Dockerfile (its
+sagemaker stage) at the commit before the one that deleted its folder. The SDK's tags name no Python."""
+
+from __future__ import annotations
+
+import pytest
+from sagemaker import image_uris
+
+from pipeline.images import catalog
+
+VERSIONS = {  # SDK version: (record version, commit, Python, tensorflow-serving-api)
+    "2.13": ("2.13", "1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec", "3.10", "==2.13.0"),
+    "2.12": ("2.12", "28e34a026d52cc796c589239515c55dedbc2f53f", "3.10", "==2.12.1"),
+    "2.10": ("2.10", "48dd0f2e0d239691b53a836b9944ab120d6cc3b9", "3.9", "==2.10.1"),
+    "2.9": ("2.9", "cfffb7538d5d424f26a808a2e599df278f3f90f0", "3.9", "==2.9.3"),
+    "2.8": ("2.8", "be6176382de0a7e64428a4f515bda779e756f769", "3.9", None),
+}
+
+
+@pytest.mark.parametrize("sdk_version", VERSIONS)
+@pytest.mark.parametrize("instance, accelerator", [("ml.m5.large", "cpu"), ("ml.g5.xlarge", "gpu")])
+def test_the_sdks_inference_uri_finds_its_record(sdk_version, instance, accelerator):
+    version, commit, python, serving = VERSIONS[sdk_version]
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version=sdk_version, instance_type=instance,
+                              image_scope="inference")
+    record = catalog.find(uri)
+    assert record is not None and (record.name, record.python, record.eop) == (
+        f"aws-tensorflow-inference-{version}-{accelerator}", python, None), uri
+    assert "tensorflow_serving" in record.modules and "tensorflow" not in record.packages  # --no-dependencies
+    if serving and accelerator == "cpu":
+        assert record.packages["tensorflow-serving-api"] == serving
+    (dockerfile,) = [s for s in record.sources if "deep-learning-containers" in s["url"]]
+    cuda = "" if accelerator == "cpu" else "cu118/" if version in ("2.12", "2.13") else "cu112/"
+    assert dockerfile["file"] == f"tensorflow/inference/docker/{version}/py3/{cuda}Dockerfile.{accelerator}"
+    script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
+    assert f'"{version} {commit}' in script
+
+
+def test_214_keeps_its_record():
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version="2.14", instance_type="ml.m5.large",
+                              image_scope="inference")
+    assert catalog.find(uri).name == "aws-tensorflow-inference-2.14"
