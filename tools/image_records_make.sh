@@ -440,3 +440,22 @@ for v in "2.13 1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec cu118 py310" "2.12 28e34
         > $R/aws-tensorflow-inference-$ver-$label.json
   done
 done
+# PyTorch inference 1.6 to 1.10 (CPU, GPU): one-stage Dockerfiles (1.6 to 1.9; --stage :last) and 1.10's
+# SageMaker Dockerfile over its EC2 one (--base), at the commit before the one that deleted each folder.
+# Python: ARG PYTHON_VERSION; no GA or end-of-patch date is published for them.
+for v in "1.10 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu113 py38" "1.9 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu111 py38" \
+         "1.8 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu111 py36" "1.7 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu110 py36" \
+         "1.6 58a21e4b6915f2d4584abf417e63e3920bf97a48 cu101 py36"; do
+  read ver c cu py <<< "$v"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    df=pytorch/inference/docker/$ver/$dir/Dockerfile.$label; two=(--stage :last)
+    if [ $ver = 1.10 ]; then
+      df=pytorch/inference/docker/$ver/$dir/Dockerfile.sagemaker.$label
+      two=(--stage '$BASE_IMAGE' --base $c:pytorch/inference/docker/$ver/$dir/Dockerfile.ec2.$label)
+    fi
+    gen --dockerfile $c:$df "${two[@]}" --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
+        --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver" \
+        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-$ver-$label.json
+  done
+done

@@ -99,6 +99,7 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "smdistributed-dataparallel": ("smdistributed",),
     "sagemaker-pytorch-inference": ("sagemaker_pytorch_serving_container",),
     "torchserve": ("ts",),
+    "torchserve-nightly": ("ts",),  # AWS's PyTorch inference 1.10 image
     "torch-model-archiver": ("model_archiver",),
     "transformer-engine": ("transformer_engine",),
     "flash-attn": ("flash_attn",),

@@ -1,4 +1,4 @@
-"""Records of AWS's PyTorch inference images 1.11 to 2.5 (issue 47), CPU and GPU, made by
+"""Records of AWS's PyTorch inference images 1.6 to 2.5 (issue 47), CPU and GPU, made by
 tools/image_records.py (tools/image_records_make.sh) from each version's Dockerfile (its sagemaker
 stage) at the commit before the one that deleted its folder; end of patch from AWS's support table's
 PyTorch row where it has one."""
@@ -20,6 +20,12 @@ VERSIONS = {  # version: (commit, Python, torch on CPU, torchserve, end of patch
     "1.13": ("053a25181f7eee76dee1ee19b6ba09a77611df12", "3.9", "==1.13.1+cpu", "==0.11.0", "2024-10-28"),
     "1.12": ("8c4c8281e120991ccf527c5541ebe93b18f4eb34", "3.8", "==1.12.1+cpu", "==0.6.1", None),
     "1.11": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.11.0+cpu", "==0.6.0", None),
+    # 1.10: the SageMaker Dockerfile over the EC2 one, which installs torchserve-nightly.
+    "1.10": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.10.2+cpu", None, None),
+    "1.9": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.9.1", "==0.6.0", None),
+    "1.8": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.6", "==1.8.1", "==0.4.0", None),
+    "1.7": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.6", "==1.7.1", "==0.3.1", None),
+    "1.6": ("58a21e4b6915f2d4584abf417e63e3920bf97a48", "3.6", "==1.6.0", "==0.3.1", None),
 }
 
 
@@ -31,7 +37,7 @@ def test_each_version_finds_its_record(version):
         record = catalog.find(f"763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-inference:{version}.0-{accelerator}-{py}")
         assert record is not None and (record.name, record.python, record.eop) == (
             f"aws-pytorch-inference-{version}-{accelerator}", python, eop)
-        assert {"torch", "ts"} <= record.modules and record.packages["torchserve"] == torchserve
+        assert {"torch", "ts"} <= record.modules and record.packages.get("torchserve") == torchserve
         for source in record.sources:
             if "deep-learning-containers" in source["url"]:
                 assert source["url"].endswith(f"/{source['commit']}/{source['file']}")
@@ -39,6 +45,9 @@ def test_each_version_finds_its_record(version):
         .packages["torch"] == torch
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f'"{version} {commit}' in script
+    if version == "1.10":
+        assert record.packages["torchserve-nightly"] == "==2022.3.23.post2"
+        assert any(s["file"].endswith("Dockerfile.ec2.gpu") for s in record.sources)
 
 
 @pytest.mark.parametrize("version, py, name", [("2.1", "py310", "aws-pytorch-inference-2.1-cpu"),

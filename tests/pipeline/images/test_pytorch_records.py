@@ -45,7 +45,9 @@ def test_the_sources_pin_a_commit_and_its_date():
         # AWS publishes no end of patch for PyTorch 1.12 and older (test_older_pytorch_records.py).
         undated = ("aws-pytorch-training-1.6-", "aws-pytorch-training-1.7-", "aws-pytorch-training-1.8-",
                    "aws-pytorch-training-1.9-", "aws-pytorch-training-1.10-", "aws-pytorch-training-1.11-",
-                   "aws-pytorch-training-1.12-", "aws-pytorch-inference-1.11-", "aws-pytorch-inference-1.12-")
+                   "aws-pytorch-training-1.12-", "aws-pytorch-inference-1.11-", "aws-pytorch-inference-1.12-",
+                   "aws-pytorch-inference-1.6-", "aws-pytorch-inference-1.7-", "aws-pytorch-inference-1.8-",
+                   "aws-pytorch-inference-1.9-", "aws-pytorch-inference-1.10-")
         assert record.eop or record.name.startswith(undated), record.name
 
 
