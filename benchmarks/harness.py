@@ -386,6 +386,25 @@ def training_job(
     return run
 
 
+def torch_entrypoint(splits: dict[str, Path], model_dir: Path, ranks: int, *args: str,
+                     timeout: float = 900) -> subprocess.CompletedProcess:
+    """One torchrun job of the PyTorch entrypoint (``training_torch/train.py``) on 1 host x
+    ``ranks``, over ``splits`` (ShardedByS3Key: each rank reads its own shards), as the local
+    runner's torchrun jobs see their channels; ``args`` are its hyperparameters."""
+    from pipeline.local.hosts.torchrun import free_port
+
+    env = quiet_env({
+        "SM_CHANNEL_TRAIN": str(splits["train"]), "SM_CHANNEL_VALIDATION": str(splits["validation"]),
+        "SM_CHANNEL_MANIFEST": str(splits["manifest"]), "SM_MODEL_DIR": str(model_dir),
+        "SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1",
+        "SM_INPUT_DATA_CONFIG": json.dumps({c: {"S3DistributionType": "ShardedByS3Key"} for c in ("train", "validation")}),
+    })
+    command = [PYTHON, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={ranks}",
+               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(REPO / "training_torch" / "train.py"),
+               *args]
+    return subprocess.run(command, cwd=REPO, env=env, text=True, capture_output=True, timeout=timeout)
+
+
 def _link_or_copy(source: Path, target: Path) -> None:
     try:
         os.link(source, target)

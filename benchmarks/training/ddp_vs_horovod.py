@@ -45,9 +45,7 @@ Measured time: about 100 s on the 2-core machine (3 repeats, 5 epochs; 2026-11-2
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 import time
 
@@ -77,22 +75,12 @@ def _summary(log: str) -> str:
 
 def ddp_job(splits: dict, args) -> tuple[dict[int, float], str, float]:
     """One torchrun job of the PyTorch entrypoint: per-epoch images/s, its summary, wall s."""
-    from pipeline.local.hosts.torchrun import free_port
-
-    model_dir = h.work_dir("ddp_vs_horovod") / "model-ddp"
-    env = h.quiet_env({
-        "SM_CHANNEL_TRAIN": str(splits["train"]), "SM_CHANNEL_VALIDATION": str(splits["validation"]),
-        "SM_CHANNEL_MANIFEST": str(splits["manifest"]), "SM_MODEL_DIR": str(model_dir),
-        "SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1",
-        "SM_INPUT_DATA_CONFIG": json.dumps({c: {"S3DistributionType": "ShardedByS3Key"} for c in ("train", "validation")}),
-    })
-    command = [h.PYTHON, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={RANKS}",
-               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(h.REPO / "training_torch" / "train.py"),
-               "--epochs", str(args.epochs), "--batch-size", str(args.batch),
-               "--base-learning-rate", str(BASE_LR), "--warmup-epochs", str(WARMUP_EPOCHS), "--seed", str(SEED),
-               "--model-architecture", "small_cnn", "--image-size", str(IMAGE_SIZE), "--strategy", "ddp"]
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=h.REPO, env=env, text=True, capture_output=True, timeout=600)
+    done = h.torch_entrypoint(splits, h.work_dir("ddp_vs_horovod") / "model-ddp", RANKS,
+                              "--epochs", str(args.epochs), "--batch-size", str(args.batch),
+                              "--base-learning-rate", str(BASE_LR), "--warmup-epochs", str(WARMUP_EPOCHS),
+                              "--seed", str(SEED), "--model-architecture", "small_cnn",
+                              "--image-size", str(IMAGE_SIZE), "--strategy", "ddp", timeout=600)
     wall = time.perf_counter() - started
     rates = {int(e): float(v) for e, v in THROUGHPUT_RE.findall(done.stdout)}
     if done.returncode != 0 or not rates:

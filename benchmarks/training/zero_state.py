@@ -20,9 +20,7 @@ machine compiles DeepSpeed's CPU communication op (~90 s on 2 cores, cached afte
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import subprocess
 import sys
 
 from benchmarks import harness as h
@@ -34,20 +32,9 @@ ACCURACY_RE = re.compile(r"trainpipe-metrics epoch=\d+ .*val_accuracy=([0-9.]+)"
 
 def state_bytes(strategy: str, splits: dict, epochs: int) -> tuple[list[int], float]:
     """One 2-rank job of the entrypoint: every rank's state bytes and the last val_accuracy."""
-    from pipeline.local.hosts.torchrun import free_port
-
-    model_dir = h.work_dir("zero_state") / f"model-{strategy}"
-    env = h.quiet_env({
-        "SM_CHANNEL_TRAIN": str(splits["train"]), "SM_CHANNEL_VALIDATION": str(splits["validation"]),
-        "SM_CHANNEL_MANIFEST": str(splits["manifest"]), "SM_MODEL_DIR": str(model_dir),
-        "SM_HOSTS": '["algo-1"]', "SM_CURRENT_HOST": "algo-1",
-        "SM_INPUT_DATA_CONFIG": json.dumps({c: {"S3DistributionType": "ShardedByS3Key"} for c in ("train", "validation")}),
-    })
-    command = [h.PYTHON, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={RANKS}",
-               "--master_addr=127.0.0.1", f"--master_port={free_port()}", str(h.REPO / "training_torch" / "train.py"),
-               "--epochs", str(epochs), "--batch-size", "32", "--base-learning-rate", "0.002", "--seed", "0",
-               "--strategy", strategy]
-    done = subprocess.run(command, cwd=h.REPO, env=env, text=True, capture_output=True, timeout=900)
+    done = h.torch_entrypoint(splits, h.work_dir("zero_state") / f"model-{strategy}", RANKS,
+                              "--epochs", str(epochs), "--batch-size", "32", "--base-learning-rate", "0.002",
+                              "--seed", "0", "--strategy", strategy)
     found = STATE_RE.search(done.stdout)
     if done.returncode != 0 or not found:
         raise RuntimeError(f"{strategy} failed (rc {done.returncode}):\n{done.stdout[-2000:]}{done.stderr[-3000:]}")
