@@ -36,7 +36,7 @@ from processing.contract import (
     split_of,
     table_splits,
 )
-from training_entry.contract import ARCH_AUTO, ARCH_CUSTOM
+from training_entry.contract import ARCH_AUTO, ARCH_CUSTOM, FRAMEWORK_PYTORCH
 from training_entry.input.records import KIND_IMAGE
 
 # A local table up to this size is read before any job (header and label column, about a
@@ -76,7 +76,18 @@ def inspect_input_data(storage: Storage, values: Mapping[str, object], has_model
         shape = image_shape(keys)
     else:
         user_model = has_model_file and values.get(P.MODEL_ARCHITECTURE, ARCH_AUTO) in (ARCH_AUTO, ARCH_CUSTOM)
-        shape = table_shape(storage, data_uri, keys, str(values.get(P.LABEL_COLUMN) or "label"), user_model)
+        pytorch = values.get(P.FRAMEWORK) == FRAMEWORK_PYTORCH
+        shape = table_shape(storage, data_uri, keys, str(values.get(P.LABEL_COLUMN) or "label"),
+                            user_model or pytorch)
+        if pytorch and shape.typed:
+            # The PyTorch entrypoint reads a float vector (training_torch/train.py refuses the
+            # typed manifest), so say it here, before processing runs.
+            raise P.ParameterError(
+                f"{P.FRAMEWORK}={FRAMEWORK_PYTORCH}: the table under {P.INPUT_DATA_URI}={data_uri} has categorical "
+                f"columns or missing values, which train as typed columns encoded inside the model, and the "
+                f"PyTorch entrypoint reads only numbers; build without -p {P.FRAMEWORK}={FRAMEWORK_PYTORCH} "
+                f"(TensorFlow's mlp takes them), or give it a table of numbers with no gaps"
+            )
         if user_model and shape.typed:
             raise P.ParameterError(
                 f"--model-file: the table under {P.INPUT_DATA_URI}={data_uri} has categorical columns or "

@@ -143,6 +143,24 @@ def test_a_model_file_on_a_table_of_typed_columns_is_refused_before_any_job(tmp_
                                 True) == "table"
 
 
+def test_a_pytorch_build_on_a_table_of_typed_columns_is_refused_before_any_job(tmp_path):
+    """The PyTorch entrypoint reads numbers only: a categorical column or a gap is refused
+    before processing, naming the fix; a table of numbers passes."""
+    store = LocalStorage(tmp_path / "store")
+    numbers = ["label,bill,mass"] + [f"{i % 2},{i},{i * 2}" for i in range(100)]
+    store.put_bytes("\n".join(numbers).encode(), "s3://bkt/numbers/data.csv")
+    store.put_bytes("\n".join(numbers[:50] + ["1,NA,3"] + numbers[50:]).encode(), "s3://bkt/gap/data.csv")
+    assert check_input_data(store, _values("s3://bkt/numbers/", Framework="pytorch"), False) == "table"
+    with pytest.raises(P.ParameterError) as info:
+        check_input_data(store, _values("s3://bkt/gap/", Framework="pytorch"), False)
+    assert str(info.value) == (
+        "Framework=pytorch: the table under InputDataUri=s3://bkt/gap/ has categorical columns or missing values, "
+        "which train as typed columns encoded inside the model, and the PyTorch entrypoint reads only numbers; "
+        "build without -p Framework=pytorch (TensorFlow's mlp takes them), or give it a table of numbers with no gaps")
+    # The fix it names works: the TensorFlow build takes the same table.
+    assert check_input_data(store, _values("s3://bkt/gap/"), False) == "table"
+
+
 def test_a_table_without_the_label_column_is_refused_before_any_job_naming_its_uri(tmp_path):
     """Issue 36: the processing job said it, naming its /opt/ml/... copy (a large table too:
     only its header is read)."""
