@@ -300,31 +300,6 @@ def test_local_results_of_an_image_run_bring_the_misclassified_images(tmp_path, 
     assert [(entry["file"], data) for entry, data in results.misclassified] == list(files.items())
 
 
-def test_the_confusion_matrix_shows_every_count_with_class_names():
-    from pipeline.notebook import confusion_matrix_figure
-
-    document, _ = image_report_and_files()
-    axes = confusion_matrix_figure(document).axes[0]
-    assert [t.get_text() for t in axes.texts] == ["3", "0", "1", "1", "2", "0", "0", "0", "3"]
-    assert [t.get_text() for t in axes.get_yticklabels()] == ["cat", "dog", "zebra finch"]
-    assert axes.get_title() == "test accuracy 0.800, top-2 0.900 (10 records)"
-    with pytest.raises(ValueError, match="no confusion matrix"):
-        confusion_matrix_figure(REPORT | {"confusion_matrix": None})
-
-
-def test_the_misclassified_grid_shows_each_image_titled_true_to_predicted():
-    from pipeline.notebook import misclassified_figure
-
-    document, files = image_report_and_files()
-    figure = misclassified_figure(list(zip(document["misclassified"], files.values(), strict=True)), columns=8)
-    shown = [a for a in figure.axes if a.images]
-    assert [a.get_title() for a in shown] == ["cat -> zebra finch\n91%", "dog -> cat\n55%"]
-    assert shown[0].images[0].get_array().shape == (6, 8)  # greyscale, as stored
-    assert shown[1].images[0].get_array().shape == (5, 5, 3)
-    with pytest.raises(ValueError, match="no misclassified images"):
-        misclassified_figure([])
-
-
 def test_a_tuned_runs_trials_plot_one_bar_each_and_its_curves_are_the_best_trials(tmp_path):
     """--tune: the objective per trial (stopped ones hatched, the best labelled), and the
     training curves of the best trial's log."""
