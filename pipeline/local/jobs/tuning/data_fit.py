@@ -87,8 +87,11 @@ def clip_batch_size(request: Mapping, storage) -> tuple[dict, str | None]:
     if high <= fewest:
         return dict(request), None
     if low >= fewest:
-        raise UserError(f"hyperparameter range {training.HP_BATCH_SIZE} [{low}, {high}]: {how}, so no batch size "
-                        f"from {low} up fits; use fewer workers (TrainingInstanceCount, ProcessesPerHost) or more data")
+        # At low == fewest one size still fits, but a range of one value is no range to search.
+        fits = (f"only batch size {low} fits, and a range needs two values" if low == fewest
+                else f"no batch size from {low} up fits")
+        raise UserError(f"hyperparameter range {training.HP_BATCH_SIZE} [{low}, {high}]: {how}, so {fits}; use "
+                        f"fewer workers (TrainingInstanceCount, ProcessesPerHost) or more data")
     clipped = copy.deepcopy(dict(request))
     for r in clipped["HyperParameterTuningJobConfig"]["ParameterRanges"]["IntegerParameterRanges"]:
         if r.get("Name") == training.HP_BATCH_SIZE:

@@ -77,3 +77,14 @@ def test_a_range_whose_smallest_value_does_not_fit_is_refused_in_one_line(pengui
     assert str(refused.value) == (
         "hyperparameter range batch-size [128, 256]: rank 0 of 2 reads 120 train records per epoch, so no batch "
         "size from 128 up fits; use fewer workers (TrainingInstanceCount, ProcessesPerHost) or more data")
+
+
+def test_a_range_whose_smallest_value_alone_fits_is_refused_saying_so(penguins):
+    """At MinValue == the smallest rank's records that one size fits: the refusal says so
+    rather than that none does (the up-front data check had let it through)."""
+    with pytest.raises(UserError) as refused:
+        data_fit.clip_batch_size(_request(low=120), penguins)
+    assert str(refused.value) == (
+        "hyperparameter range batch-size [120, 256]: rank 0 of 2 reads 120 train records per epoch, so only batch "
+        "size 120 fits, and a range needs two values; use fewer workers (TrainingInstanceCount, ProcessesPerHost) "
+        "or more data")
