@@ -38,8 +38,6 @@ EMBEDDED_ARTIFACTS = "mlartifacts"
 UI_DEFAULT = "http://127.0.0.1:5000"
 # MLflow 3's UI keeps a workflow type (GenAI or machine learning) and takes it from the link.
 UI_RUNS_VIEW = "workflowType=machine_learning"
-# MLflow 3's UI keeps a workflow type (GenAI or machine learning) and takes it from the link.
-UI_RUNS_VIEW = "workflowType=machine_learning"
 # A SageMaker managed tracking server (the sagemaker-mlflow plugin resolves these ARNs).
 ARN_PREFIX = "arn:aws"
 ARN_SERVICES = ("mlflow-tracking-server", "mlflow-app")
