@@ -21,6 +21,7 @@ from pipeline.local.dag.interpreter import STEP_PROCESSING, STEP_TRAINING, Conte
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
 from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
+from pipeline.local.jobs.builtin_xgboost import BuiltinXGBoostJob
 from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
 from pipeline.local.jobs.function_step import FunctionStepJob
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
@@ -172,7 +173,8 @@ class JobSteps:
         retries: dict[int, int] = {}
         first_start = time.time()
         kind = ProcessingJob if node.type != STEP_TRAINING else \
-            FunctionStepJob if training_kinds.is_function_step(node) else job_class(request)
+            FunctionStepJob if training_kinds.is_function_step(node) else \
+            BuiltinXGBoostJob if training_kinds.builtin_algorithm(node) else job_class(request)
         while True:
             record.attempts += 1
             name = job_name(self.pipeline_name, node.name, self.execution_id, record.attempts)

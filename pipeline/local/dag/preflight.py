@@ -144,6 +144,8 @@ def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check)
             why = training_kinds.function_step_refusal(known_request(node, ctx), storage)
             if why:
                 raise UserError(f"the local runner cannot run step {node.name} (Type Training: {why})")
+        elif training_kinds.builtin_algorithm(node):
+            continue  # no sagemaker_program: the image's algorithm (training_kinds.why_not_local judged it)
         elif node.type == STEP_TRAINING:
             check(known_request(node, ctx), storage, f"step {node.name}")
         elif node.type == STEP_TUNING:

@@ -10,9 +10,11 @@ not later with advice about a ``sagemaker_program`` they never had.
   Python: refused here when that is not the client's Python minor version, or lacks a
   requirement the SDK wrote (a job installs nothing offline), or the function has
   pre-execution commands or a conda environment.
-- A built-in algorithm (no local run yet): the image is one of SageMaker's algorithm images (XGBoost in algorithm
+- A built-in algorithm: the image is one of SageMaker's algorithm images (XGBoost in algorithm
   mode, Linear Learner, k-means, ...) and the request names no code of the user's
-  (no ``sagemaker_program`` hyperparameter, no ``ContainerEntrypoint``).
+  (no ``sagemaker_program`` hyperparameter, no ``ContainerEntrypoint``). XGBoost runs locally
+  (``jobs/builtin_xgboost.py``) unless it asks for what that run lacks (``xgboost_refusal``);
+  every other algorithm is refused.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ BUILTIN_ALGORITHMS = {
     "semantic-segmentation": "Semantic Segmentation", "seq2seq": "Sequence-to-Sequence",
     "forecasting-deepar": "DeepAR",
 }
+XGBOOST = "XGBoost"
+# SageMaker: sagemaker-xgboost-container data_utils.py get_content_type; the local run reads CSV
+# and libsvm (libsvm when the channel names none), not parquet or recordio-protobuf.
+XGBOOST_CONTENT_TYPES = ("csv", "text/csv", "libsvm", "text/libsvm", "text/x-libsvm")
 
 
 def _arguments(node: StepNode) -> Mapping:
@@ -135,6 +141,37 @@ def builtin_algorithm(node: StepNode) -> tuple[str, str] | None:
     return (algorithm, image) if algorithm else None
 
 
+def xgboost_refusal(arguments: Mapping) -> str:
+    """Why this built-in XGBoost request does not run locally ("" when it does): the settings
+    of SageMaker's algorithm the local run lacks. Values an earlier step or a parameter gives
+    are judged when the job starts (``jobs/builtin_xgboost.py`` checks again)."""
+    specification = arguments.get("AlgorithmSpecification") or {}
+    image = specification.get("TrainingImage")
+    from pipeline.images import catalog
+
+    record = catalog.find(image)
+    if record is None or not str(record.packages.get("xgboost") or "").startswith("=="):
+        return (f"image {image} is SageMaker's built-in XGBoost algorithm at a version no record in "
+                f"pipeline/images/records/ pins xgboost for; use a version listed there (1.7-1, say)")
+    where = f"image {image} is SageMaker's built-in XGBoost algorithm"
+    default_mode = specification.get("TrainingInputMode")
+    for channel in arguments.get("InputDataConfig") or []:
+        if not isinstance(channel, Mapping):
+            continue
+        name, mode = channel.get("ChannelName"), channel.get("InputMode") or default_mode
+        if mode == "Pipe":
+            return f"{where}, with channel {name} in Pipe mode, which the local run does not read; use File input"
+        kind = channel.get("ContentType")
+        if isinstance(kind, str) and kind.split(";", 1)[0].strip().lower() not in XGBOOST_CONTENT_TYPES:
+            return (f"{where}, with channel {name} of ContentType {kind}, which the local run does not read; "
+                    f"use text/csv or text/libsvm")
+    count = (arguments.get("ResourceConfig") or {}).get("InstanceCount")
+    if isinstance(count, int) and count > 1:
+        return (f"{where}, on {count} instances (distributed XGBoost), which the local run does not do; "
+                f"use instance_count=1")
+    return ""
+
+
 def why_not_local(node: StepNode) -> str:
     """Why this Training step does not run locally ("" when it does)."""
     if is_function_step(node):
@@ -143,6 +180,8 @@ def why_not_local(node: StepNode) -> str:
     found = builtin_algorithm(node)
     if found:
         algorithm, image = found
-        return (f"image {image} is SageMaker's built-in {algorithm} algorithm, which does not run locally; "
-                "an estimator with an entry_point script does")
+        if algorithm == XGBOOST:
+            return xgboost_refusal(_arguments(node))
+        return (f"image {image} is SageMaker's built-in {algorithm} algorithm, which does not run locally "
+                f"(trainpipe runs only the built-in XGBoost); an estimator with an entry_point script does")
     return ""

@@ -62,8 +62,8 @@ def test_an_at_step_pickled_under_another_python_is_refused_before_any_step(tmp_
     assert "sagemaker_program" not in refusal and not (tmp_path / "work" / "runs").exists()
 
 
-def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_path):
-    from sagemaker import image_uris
+def abalone(tmp_path: Path, image: str, **fit) -> Path:
+    """AWS's abalone example's shape: a processing step, then a built-in algorithm (no script)."""
     from sagemaker.estimator import Estimator
     from sagemaker.inputs import TrainingInput
     from sagemaker.processing import ProcessingOutput, ScriptProcessor
@@ -72,7 +72,6 @@ def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_pat
 
     from pipeline.local.store.session import LocalStoreSession
 
-    # AWS's abalone example: a processing step, then XGBoost as a built-in algorithm (no script).
     session = LocalStoreSession(workdir=tmp_path / "work", bucket="xgb-bucket")
     code = tmp_path / "prep.py"
     code.write_text("print('never runs')\n")
@@ -80,22 +79,33 @@ def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_pat
                                 instance_type="ml.m5.xlarge", sagemaker_session=session)
     prep = ProcessingStep(name="Prep", step_args=processor.run(
         outputs=[ProcessingOutput(output_name="train", source="/opt/ml/processing/train")], code=str(code)))
-    image = image_uris.retrieve("xgboost", "us-east-1", version="1.7-1")
-    xgb = Estimator(image_uri=image, role=ROLE, instance_count=1, instance_type="ml.m5.xlarge",
-                    output_path="s3://xgb-bucket/models", sagemaker_session=session)
-    xgb.set_hyperparameters(objective="reg:linear", num_round=50)
-    train = TrainingStep(name="TrainAbaloneModel", step_args=xgb.fit({"train": TrainingInput(
-        prep.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri, content_type="text/csv")}))
+    estimator = Estimator(image_uri=image, role=ROLE, instance_count=1, instance_type="ml.m5.xlarge",
+                          output_path="s3://xgb-bucket/models", sagemaker_session=session)
+    if "xgboost" in image:
+        estimator.set_hyperparameters(objective="reg:linear", num_round=50)
+    else:
+        estimator.set_hyperparameters(predictor_type="regressor")
+    train = TrainingStep(name="TrainAbaloneModel", step_args=estimator.fit({"train": TrainingInput(
+        prep.properties.ProcessingOutputConfig.Outputs["train"].S3Output.S3Uri, content_type="text/csv", **fit)}))
     definition = tmp_path / "abalone.json"
     definition.write_text(Pipeline(name="abalone", steps=[prep, train], sagemaker_session=session).definition())
+    return definition
+
+
+def test_a_builtin_algorithm_other_than_xgboost_is_refused_before_any_step_naming_its_image(tmp_path):
+    from sagemaker import image_uris
+
+    image = image_uris.retrieve("linear-learner", "us-east-1")
+    definition = abalone(tmp_path, image)
 
     done = run(definition, tmp_path / "work")
     refusal = done.stderr.strip().splitlines()[-1]
     readme_record.record(refusal)
     assert done.returncode == 2
     assert refusal.startswith(f"trainpipe run: error: the local runner cannot run step TrainAbaloneModel (Type Training: "
-                              f"image {image} is SageMaker's built-in XGBoost algorithm, which does not run locally; "
-                              f"an estimator with an entry_point script does)")
+                              f"image {image} is SageMaker's built-in Linear Learner algorithm, which does not run "
+                              f"locally (trainpipe runs only the built-in XGBoost); an estimator with an entry_point "
+                              f"script does)")
     assert "sagemaker_program" not in refusal and not (tmp_path / "work" / "runs").exists()
 
     # Stubbed, the processing step runs and the algorithm's step is skipped: the run is Stopped.
@@ -104,6 +114,31 @@ def test_a_builtin_algorithm_is_refused_before_any_step_naming_its_image(tmp_pat
     (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
     steps = {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}
     assert steps == {"Prep": "Succeeded", "TrainAbaloneModel": "NotExecuted"}
+
+
+def test_builtin_xgboost_with_what_the_local_run_lacks_is_refused_before_any_step(tmp_path):
+    """XGBoost itself runs (tests/pipeline/local/jobs/test_builtin_xgboost.py); Pipe input and
+    a ContentType it does not read are refused before the processing step, in one line."""
+    from sagemaker import image_uris
+
+    image = image_uris.retrieve("xgboost", "us-east-1", version="1.7-1")
+    done = run(abalone(tmp_path, image, input_mode="Pipe"), tmp_path / "work")
+    refusal = done.stderr.strip().splitlines()[-1]
+    readme_record.record(refusal)
+    assert done.returncode == 2
+    assert refusal.startswith(f"trainpipe run: error: the local runner cannot run step TrainAbaloneModel (Type Training: "
+                              f"image {image} is SageMaker's built-in XGBoost algorithm, with channel train in Pipe "
+                              f"mode, which the local run does not read; use File input)")
+    assert not (tmp_path / "work" / "runs").exists()
+
+    parquet = tmp_path / "parquet"
+    parquet.mkdir()
+    definition = abalone(parquet, image)
+    definition.write_text(definition.read_text().replace('"text/csv"', '"application/x-parquet"'))
+    done = run(definition, parquet / "work")
+    assert done.returncode == 2
+    assert ("with channel train of ContentType application/x-parquet, which the local run does not read; use "
+            "text/csv or text/libsvm)") in done.stderr.strip().splitlines()[-1]
 
 
 def test_an_sdk_v3_function_step_is_told_apart_as_v2s_is():
