@@ -7,6 +7,10 @@ object's records sent to its instance's ``/invocations`` and the answers written
 An instance is ``python -m serving.server`` (a TensorFlow Serving model, the code behind
 ``trainpipe serve``) or ``python -m serving.handler`` (a framework model's inference script)
 on a port of 127.0.0.1; records, batches, joins and filters are ``transform_records.py``.
+A framework model's server runs where a Training job on its image would (``serving_facts``,
+``environments/``): the image's Python over the image's pinned versions of what the inference
+script imports, the image's framework and numpy, so a model pickled by the image's
+scikit-learn loads with it.
 
 Each request to a server ends by ``ModelClientConfig.InvocationsTimeoutInSeconds`` as a whole
 (``model_client.py``), and a request that fails (no complete answer in time, a broken
@@ -16,6 +20,7 @@ connection, a 5xx) is tried again up to ``InvocationsMaxRetries`` times, as Sage
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import signal
@@ -207,6 +212,33 @@ class Instance:
                 self.process.wait()
 
 
+# SageMaker: a framework image's model server loads the model with the image's framework (a
+# pickled scikit-learn estimator unpickles with the image's scikit-learn, whatever the script
+# imports: joblib alone, say) and decodes requests with its numpy.
+SERVED_FRAMEWORKS = {"aws-sklearn-": ("sklearn",), "aws-xgboost-": ("xgboost",), "aws-pytorch": ("torch",),
+                     "aws-tensorflow": ("tensorflow",), "aws-huggingface-": ("transformers", "torch")}
+# What serving.handler itself imports beyond the standard library and numpy: the image's own
+# server (multi-model-server, Flask) stands in its place there, so these come from the package
+# index at what resolves for the image's Python, under the record's pins.
+SERVER_DISTRIBUTIONS = ("starlette", "uvicorn", "packaging")
+
+
+def serving_facts(image_uri: str, kind: str, code_dir: Path) -> job_environment.CodeFacts | None:
+    """What the model server of a framework model imports, for ``choose``: the inference
+    script's imports (``code_dir``'s .py files; its requirements.txt is checked, not installed,
+    by the handler), the image's framework and numpy. None (the runner's Python, as before) for
+    a TensorFlow Serving model or an image with no record."""
+    if kind != FRAMEWORK:
+        return None
+    scripts = sorted(code_dir.rglob("*.py"))[:2000] if code_dir.is_dir() else []
+    code = job_environment.facts(image_uri, None, scripts)
+    if code.record is None:
+        return None
+    served = next((modules for prefix, modules in SERVED_FRAMEWORKS.items() if code.record.name.startswith(prefix)), ())
+    imports = code.imports | (frozenset((*served, "numpy")) & code.record.modules)
+    return dataclasses.replace(code, imports=imports, runtime=SERVER_DISTRIBUTIONS)
+
+
 def _repository_path() -> str:
     """Where the serving package is (this checkout, or the installed package's site);
     found, not imported: pipeline never runs TensorFlow itself."""
@@ -273,8 +305,14 @@ class TransformJob:
             shares = [objects[i::count] for i in range(count)]
             model_dir, code_dir = self._model_dir(), self._code_dir()
             # SageMaker: the container's own Python, thrown away with it; here a job environment
-            # of the model's image, never trainpipe's venv (a script's pip install lands there).
-            self.python_env = job_environment.prepare(self.environments, str(self.model.get("Image") or ""))
+            # of the model's image, never trainpipe's venv (a script's pip install lands there):
+            # the image's Python and versions where a Training job would get them (``serving_facts``).
+            image = str(self.model.get("Image") or "")
+            code = serving_facts(image, self.model["kind"], code_dir or model_dir / "code")
+            self.python_env = job_environment.prepare(self.environments, image, code=code)
+            interpreter = self.python_env.interpreter
+            self.say(f"python: {self.python_env.python} (Python {interpreter.version}"
+                     + (f": {interpreter.why}" if interpreter.why else "") + ")")
             for index, share in enumerate(shares, 1):
                 if share:  # SageMaker: an instance with no object still starts; here it need not
                     host = f"algo-{index}"

@@ -100,6 +100,11 @@ class CodeFacts:
     # those pull in): deepspeed's requirements name torch, which pip finds installed on a
     # PyTorch image and leaves alone.
     named: frozenset[str] = frozenset()
+    # Distributions trainpipe's own code needs in the job's Python beside the code's imports:
+    # the model server behind a Transform (serving.handler's starlette and uvicorn), which in
+    # SageMaker is the image's own server. Installed into the seeded environment only, under
+    # the record's constraints (``_pins``).
+    runtime: tuple[str, ...] = ()
 
 
 def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
@@ -214,7 +219,8 @@ def versions_differ(record, code: CodeFacts) -> list[str]:
 
 def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
     """(what to install: the image's distributions providing what the code imports and does
-    not install itself, constraints: every exact version the record gives)."""
+    not install itself, then ``code.runtime``; constraints: every exact version the record
+    gives)."""
     from pipeline.images.distributions import modules_of
 
     wanted, constraints = [], []
@@ -225,6 +231,7 @@ def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
             constraints.append(f"{name}=={exact.group(1)}")
         if set(modules_of(name).modules) & (code.imports - code.wanted):
             wanted.append(name)
+    wanted += [name for name in code.runtime if name not in wanted]
     return wanted, constraints
 
 
