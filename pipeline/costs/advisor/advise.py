@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pipeline.costs.advisor import platforms as PL
 from pipeline.costs.advisor import plot as plotting
 from pipeline.costs.advisor.model import Platform, StepModel
 from pipeline.costs.advisor.observations import (
+    TENSORFLOW_ENGINE,
     Observation,
     WorkloadId,
     local_observations,
@@ -75,9 +77,13 @@ def one_steps_per_execution(runs: list[Observation]) -> tuple[list[Observation],
             f"(a step's fixed cost depends on it: run again at {kept} to use them)")
 
 
-def workload_label(workload: WorkloadId) -> str:
-    """What ``--workload`` takes to select it: the architecture and the shape."""
-    return " ".join(p for p in (workload.architecture, workload.shape) if p != "?") or "?"
+def workload_label(workload: WorkloadId, among: Iterable[WorkloadId] = ()) -> str:
+    """What ``--workload`` takes to select it: the architecture and the shape, and its room
+    where ``among`` holds the same network and shape from the other room."""
+    words = [p for p in (workload.architecture, workload.shape) if p != "?"]
+    if any(o != workload and (o.architecture, o.shape) == (workload.architecture, workload.shape) for o in among):
+        words.append(workload.engine or TENSORFLOW_ENGINE)
+    return " ".join(words) or "?"
 
 
 def one_workload(runs: list[Observation], named: str | None) -> tuple[list[Observation], WorkloadId, list[str]]:
@@ -88,14 +94,14 @@ def one_workload(runs: list[Observation], named: str | None) -> tuple[list[Obser
         by[run.workload].append(run)
     latest = {w: max(r.started for r in rs) for w, rs in by.items()}
     listed = [f"  {w.label}: {len(by[w])} run(s), latest {latest[w][:19] or '?'}"
-              + (f"  (--workload \"{workload_label(w)}\")" if len(by) > 1 else "")
+              + (f"  (--workload \"{workload_label(w, by)}\")" if len(by) > 1 else "")
               for w in sorted(by, key=lambda w: latest[w], reverse=True)]
     if named:
         matching = [w for w in by if w.matches(named)]
         if len(matching) != 1:
             what = "none" if not matching else f"{len(matching)}"
             raise UserError(f"--workload {named!r} matches {what} of the recorded workloads "
-                            f"({'; '.join(f'{workload_label(w)!r}: {w.label}' for w in (matching or by))}); "
+                            f"({'; '.join(f'{workload_label(w, by)!r}: {w.label}' for w in (matching or by))}); "
                             "pass words that name one")
         chosen, why = matching[0], f"--workload {named!r}"
     else:

@@ -67,6 +67,8 @@ UNKNOWN = "?"
 STORE_DIR = "store"
 MANIFEST_CHANNEL = "manifest"  # the training job's channel holding the processing manifests
 TRAIN_CHANNEL = "train"
+PYTORCH_ENGINE = "pytorch"  # WorkloadId.engine's first word for the PyTorch room
+TENSORFLOW_ENGINE = "tensorflow"  # the word --workload takes for the TensorFlow room (engine "")
 
 
 @dataclass(frozen=True)
@@ -91,10 +93,11 @@ class WorkloadId:
 
     def matches(self, text: str) -> bool:
         """Whether ``--workload TEXT`` names it: every word is a word of its label (its
-        architecture, kind or shape), so "mlp 6 features" does not pick 64 features."""
+        architecture, kind or shape, its room), so "mlp 6 features" does not pick 64 features, and
+        "tensorflow" tells the TensorFlow room's run from the PyTorch room's of the same network."""
         words = text.lower().replace(",", " ").split()
         own = {*self.label.replace("(", " ").replace(")", " ").lower().split(), self.architecture, self.kind,
-               self.shape}
+               self.shape, *(() if self.engine else (TENSORFLOW_ENGINE,))}
         return bool(words) and all(w in own for w in words)
 
 
@@ -123,7 +126,7 @@ def resolve_workload(hps: dict, manifest: dict | None) -> WorkloadId:
     else:
         shape = UNKNOWN
     strategy = _hp(hps, HP_TORCH_STRATEGY, None)  # only the PyTorch room takes it
-    return WorkloadId(architecture, kind or UNKNOWN, shape, f"pytorch {strategy}" if strategy else "")
+    return WorkloadId(architecture, kind or UNKNOWN, shape, f"{PYTORCH_ENGINE} {strategy}" if strategy else "")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from training_entry.contract import HP_TORCH_STRATEGY
+
 PARAMETERS = 17226
 
 
@@ -70,6 +72,8 @@ def _record_workload(workdir: Path, execution_id: str, step: dict, workload: dic
             {"ChannelName": "train", "DataSource": {"S3DataSource": {"S3Uri": workload["train_uri"]}}})
     if workload.get("mixed_precision"):
         hps["mixed-precision"] = json.dumps(workload["mixed_precision"])
+    if workload.get("strategy"):  # the PyTorch room's (-p Framework=pytorch)
+        hps[HP_TORCH_STRATEGY] = json.dumps(workload["strategy"])
     manifest_dir = workdir / "store" / "bucket" / key
     manifest_dir.mkdir(parents=True)
     (manifest_dir / "train.json").write_text(json.dumps({

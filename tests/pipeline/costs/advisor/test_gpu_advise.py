@@ -76,6 +76,10 @@ def photo_workdir(tmp_path_factory) -> Path:
     write_run(wd, "mine", **steps, parameters=120_000, start="2026-10-30T10:00:00.000+00:00",
               workload={"architecture": "custom", "kind": "image", "image_size": 128, "records": 11,
                         "train_uri": f"s3://bucket/{TRAIN_KEY}"})
+    # The same network and records trained in the PyTorch room (decoded once, before its first epoch).
+    write_run(wd, "torch", **steps, parameters=94538, start="2026-10-29T10:00:00.000+00:00",
+              workload={"architecture": "small_cnn", "kind": "image", "image_size": 128, "records": 11,
+                        "strategy": "ddp", "train_uri": f"s3://bucket/{TRAIN_KEY}"})
     write_run(wd, "resnet", **steps, parameters=23_500_000, start="2026-11-02T10:00:00.000+00:00",
               workload={"architecture": "resnet50", "kind": "image", "image_size": 224, "records": 11,
                         "mixed_precision": "mixed_float16", "train_uri": f"s3://bucket/{TRAIN_KEY}"})
@@ -100,7 +104,7 @@ def _ceilings(out: str, itype: str) -> tuple[float, float, float, float]:
 
 
 def test_a_light_model_on_photos_is_fed_by_too_few_cores(photo_workdir):
-    out = advise(photo_workdir, "--workload", "small_cnn")
+    out = advise(photo_workdir, "--workload", "small_cnn tensorflow")
     for itype, cores in (("ml.g5.xlarge", 2), ("ml.p4d.24xlarge", 6)):
         assert f"  {itype} (" in out and f"{cores} cores per GPU): predicted from the small_cnn on images " \
             "128x128x3 runs here, before any job on it:" in out
@@ -116,7 +120,7 @@ def test_a_light_model_on_photos_is_fed_by_too_few_cores(photo_workdir):
     assert rows and "n/a" not in rows[0]  # its time, cost and CO2e per run, as for any candidate
     # The rate is measured once per records, size and augmentation, then read back.
     cached = (photo_workdir / "input-rate.json").stat().st_mtime_ns
-    advise(photo_workdir, "--workload", "small_cnn")
+    advise(photo_workdir, "--workload", "small_cnn tensorflow")
     assert (photo_workdir / "input-rate.json").stat().st_mtime_ns == cached
 
 
@@ -141,6 +145,24 @@ def test_a_model_of_ones_own_gets_the_input_ceiling_and_says_why_no_compute_one(
         assert f"    {itype}: one ceiling is unknown: the other bounds it from above" in block
     rows = [line for line in out.splitlines() if line.startswith("  ml.p4d.24xlarge ")]
     assert rows and "n/a" not in rows[0]  # priced from the input ceiling, an upper bound
+
+
+def test_a_pytorch_run_gets_no_input_ceiling_since_its_room_decodes_once(photo_workdir):
+    # The same network and shape in both rooms: "small_cnn" alone names two, and the refusal
+    # gives each its words.
+    done = subprocess.run([*TRAINPIPE, "advise", "--workdir", str(photo_workdir), "--workload", "small_cnn"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 2
+    assert ("'small_cnn 128x128x3 tensorflow': small_cnn on images 128x128x3; "
+            "'small_cnn 128x128x3 pytorch ddp': small_cnn on images 128x128x3 (pytorch ddp)") in done.stderr
+    out = advise(photo_workdir, "--workload", "small_cnn 128x128x3 pytorch ddp")
+    assert "advising for: small_cnn on images 128x128x3 (pytorch ddp)" in out
+    for itype in ("ml.g5.xlarge", "ml.p4d.24xlarge"):
+        block = out.split(f"  {itype} (")[1]
+        assert re.search(r"    compute ceiling [\d,]+ images/s per GPU: ", block)
+        assert ("    input ceiling unknown: no input ceiling: the PyTorch room (pytorch ddp) decodes each record "
+                "once before its first epoch (training_torch/data.py), so no epoch waits on decoding") in block
+        assert f"    {itype}: one ceiling is unknown: the other bounds it from above" in block
 
 
 def test_a_table_run_gets_a_dense_compute_ceiling_and_its_rows_parse_rate(tmp_path):
