@@ -3,9 +3,10 @@
     .venv/bin/python tools/image_records.py --dlc /work/.mirror/aws+deep-learning-containers/repo \
         --dockerfile b872b74...:pytorch/training/docker/2.9/py3/Dockerfile.cpu \
         --support HEAD:docs/src/data/pytorch-training/2.9-cpu-sagemaker.yml \
-        --name aws-pytorch-training-2.9-cpu --repository pytorch-training --stage sagemaker
+        --name aws-pytorch-training-2.9-cpu --repository pytorch-training --stage sagemaker \
+        --output pipeline/images/records/aws-pytorch-training-2.9-cpu.json
 
-Facts are read, never guessed:
+(stdout without ``--output``). Facts are read, never guessed:
 - ``packages``: every ``pip install`` / ``mamba|conda install`` in the stage the SageMaker
   image is built from (``--stage``) and the stages it is ``FROM``, ARGs substituted, a wheel
   URL read as name and version; a later install of a name replaces an earlier specifier
@@ -25,10 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from datetime import date
 from pathlib import Path
 from urllib.parse import unquote
@@ -360,6 +363,36 @@ def requirement_lines(text: str) -> dict[str, str]:
     return found
 
 
+def write(document: dict, output: str | None) -> None:
+    """The document as JSON on stdout, or replacing ``output`` whole: written to a temporary
+    file in the same folder and renamed over it (``os.replace``), so that a reader of the
+    records (pipeline/images/catalog.py, a run in progress) sees the old file or the new one,
+    never half of one, as a shell's ``> FILE`` (truncate, then write) let it."""
+    text = json.dumps(document, indent=1) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+        return
+    target = Path(output)
+    mode = target.stat().st_mode & 0o777 if target.exists() else 0o666 & ~_umask()
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)  # mkstemp's file is 0600; the record keeps the checkout's mode
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["support-table"]:  # image_records.py support-table --dlc GITDIR DATA_COMMIT POLICY
@@ -367,8 +400,9 @@ def main(argv: list[str] | None = None) -> None:
         table.add_argument("--dlc", required=True)
         table.add_argument("data_commit")
         table.add_argument("policy", help="COMMIT:docs/reference/support_policy.md")
+        table.add_argument("--output", help="the file to replace (pipeline/images/support.json); else stdout")
         targs = table.parse_args(argv[1:])
-        print(json.dumps(support_table(targs.dlc, targs.data_commit, targs.policy), indent=1))
+        write(support_table(targs.dlc, targs.data_commit, targs.policy), targs.output)
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dlc", required=True, help="a git directory of aws/deep-learning-containers (or of "
@@ -407,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--source", action="append", default=[], metavar="URL|FILE|WHAT",
                         help="one more source the record names (where a --dependency was read)")
     parser.add_argument("--retrieved", default=date.today().isoformat())
+    parser.add_argument("--output", help="the record file to replace, whole (written beside it, then renamed); "
+                                         "else stdout")
     args = parser.parse_args(argv)
     blob = f"https://github.com/{args.github}/blob"
 
@@ -457,7 +493,7 @@ def main(argv: list[str] | None = None) -> None:
                       closure=closure, lock=lock, uri_pattern=args.uri_pattern)
     if args.extends:
         document["extends"] = args.extends
-    print(json.dumps(document, indent=1))
+    write(document, args.output)
 
 
 if __name__ == "__main__":

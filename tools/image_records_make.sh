@@ -18,9 +18,9 @@ for v in 2.8:0f8bea76e85b6d49c4a5a2401cca54f4e425b565:cu129 2.9:959ce8a4ea1c00c6
   IFS=: read ver c cu <<< "$v"
   sm="sagemaker"; [ $ver = 2.10 ] && sm=""
   gen --dockerfile $c:pytorch/training/docker/$ver/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-training/$ver-cpu-sagemaker.yml \
-      --name aws-pytorch-training-$ver-cpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-cpu.json
+      --name aws-pytorch-training-$ver-cpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-$ver-cpu.json
   gen --dockerfile $c:pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-training/$ver-gpu-sagemaker.yml \
-      --name aws-pytorch-training-$ver-gpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-gpu.json
+      --name aws-pytorch-training-$ver-gpu --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate $sm --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-$ver-gpu.json
 done
 # 2.1, 2.3, 2.4 and 2.5: not in AWS's docs/src/data; Python from the SDK (image_uri_config/
 # pytorch.json 2.1.0: py310; 2.3.0, 2.4.0, 2.5.1: py311), GA and end of patch from support_policy.md.
@@ -31,7 +31,7 @@ for v in 2.1:db1f25d50fd2e9633c2bf43846794c203d22d0c6:cu121:2023-10-04:2024-10-0
     gen --dockerfile $c:pytorch/training/docker/$ver/$dir/$df --set version=$ver --set accelerator=$acc --set python=$py --set ga=$ga --set eop=$eop \
         --set-source e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md \
         --core $c:pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$acc.core_packages.json \
-        --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json
+        --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-$ver-$acc.json
   done
 done
 # 2.6 and 2.7: the last commits that held their Dockerfiles, with AWS's core_packages.json.
@@ -41,7 +41,7 @@ for v in 2.6:dd3ba4642def128f9644025522d722cec3b713e9:cu126 2.7:e17a13ceaa476129
     if [ $acc = cpu ]; then dir=py3; df=Dockerfile.cpu; else dir=py3/$cu; df=Dockerfile.gpu; fi
     gen --dockerfile $c:pytorch/training/docker/$ver/$dir/$df --support $DATA:docs/src/data/pytorch-training/$ver-$acc-sagemaker.yml \
         --core $c:pytorch/training/docker/$ver/$dir/Dockerfile.sagemaker.$acc.core_packages.json \
-        --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-$ver-$acc.json
+        --name aws-pytorch-training-$ver-$acc --repository pytorch-training --closure torch pandas scikit-learn seaborn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-$ver-$acc.json
   done
 done
 # TensorFlow training 2.16, 2.18 and 2.19 (CPU, GPU): the last commits that held their Dockerfiles,
@@ -69,7 +69,7 @@ tf_record() {  # VERSION COMMIT CPYTHON TF_VERSION TFMO_VERSION LABEL DOCKERFILE
       --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
       --source "https://pypi.org/project/$tf/$full/|$wheel-$full-$cp-$cp-manylinux_2_17_x86_64.manylinux2014_x86_64.whl: METADATA Requires-Dist|$tf $full requires ${extra// /, } on Linux" \
       --source "https://pypi.org/project/tf-models-official/$mo/|tf_models_official-$mo-py2.py3-none-any.whl: METADATA Requires-Dist|tf-models-official requires ${modeps// /, }" \
-      --source "$SHAP" > $R/aws-tensorflow-training-$ver-$label.json
+      --source "$SHAP" --output $R/aws-tensorflow-training-$ver-$label.json
 }
 for acc in "cpu py3/Dockerfile.cpu py3 tensorflow-cpu tensorflow_cpu" "gpu py3/cu125/Dockerfile.gpu py3/cu125 tensorflow tensorflow"; do
   read label df dir tf wheel <<< "$acc"
@@ -85,30 +85,30 @@ done
 c=a70e18c87888b7398c1ba66de77c0c5dc4e61614
 gen --dockerfile $c:pytorch/inference/docker/2.6/py3/Dockerfile.cpu --support $DATA:docs/src/data/pytorch-inference/2.6-cpu-sagemaker.yml \
     --core $c:pytorch/inference/docker/2.6/py3/Dockerfile.sagemaker.cpu.core_packages.json \
-    --name aws-pytorch-inference-2.6-cpu --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-2.6-cpu.json
+    --name aws-pytorch-inference-2.6-cpu --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-2.6-cpu.json
 gen --dockerfile $c:pytorch/inference/docker/2.6/py3/cu124/Dockerfile.gpu --support $DATA:docs/src/data/pytorch-inference/2.6-gpu-sagemaker.yml \
     --core $c:pytorch/inference/docker/2.6/py3/cu124/Dockerfile.sagemaker.gpu.core_packages.json \
-    --name aws-pytorch-inference-2.6-gpu --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-2.6-gpu.json
+    --name aws-pytorch-inference-2.6-gpu --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-2.6-gpu.json
 c=ac7e218ad3f743a1ffc3846d87614d23e6b81a65
 POL=e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md
 gen --dockerfile $c:pytorch/training/docker/2.2/py3/Dockerfile.cpu --set version=2.2 --set accelerator=cpu --set python=py310 --set ga=2024-01-30 --set eop=2025-01-30 --set-source $POL \
     --core $c:pytorch/training/docker/2.2/py3/Dockerfile.sagemaker.cpu.core_packages.json \
-    --name aws-pytorch-training-2.2-cpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-2.2-cpu.json
+    --name aws-pytorch-training-2.2-cpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-2.2-cpu.json
 gen --dockerfile $c:pytorch/training/docker/2.2/py3/cu121/Dockerfile.gpu --set version=2.2 --set accelerator=gpu --set python=py310 --set ga=2024-01-30 --set eop=2025-01-30 --set-source $POL \
     --core $c:pytorch/training/docker/2.2/py3/cu121/Dockerfile.sagemaker.gpu.core_packages.json \
-    --name aws-pytorch-training-2.2-gpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" > $R/aws-pytorch-training-2.2-gpu.json
+    --name aws-pytorch-training-2.2-gpu --repository pytorch-training --closure torch pandas scikit-learn accelerate sagemaker --dependency matplotlib=seaborn --source "$SEA" --dependency llvmlite=numba --source "$NUMBA" --dependency tzdata=pandas --source "$PANDAS" --output $R/aws-pytorch-training-2.2-gpu.json
 for acc in cpu:cpu:cpu cuda:gpu:cuda; do
   IFS=: read dir label data <<< "$acc"
   gen --dockerfile $DATA:docker/tensorflow/2.21/Dockerfile.$dir --support $DATA:docs/src/data/tensorflow-training/2.21-$label-sagemaker.yml \
       --lock $DATA:docker/tensorflow/2.21/$dir/uv.lock --extra sagemaker \
-      --name aws-tensorflow-training-2.21-$label --repository tensorflow-training > $R/aws-tensorflow-training-2.21-$label.json
+      --name aws-tensorflow-training-2.21-$label --repository tensorflow-training --output $R/aws-tensorflow-training-2.21-$label.json
   for v in 2.11 2.12 2.13; do
     gen --dockerfile $DATA:docker/pytorch/Dockerfile.$dir --support $DATA:docs/src/data/pytorch/$v-$data-sagemaker.yml \
         --lock $DATA:docker/pytorch/$v/$dir/uv.lock --extra sagemaker \
-        --name aws-pytorch-$v-$label --repository pytorch > $R/aws-pytorch-$v-$label.json
+        --name aws-pytorch-$v-$label --repository pytorch --output $R/aws-pytorch-$v-$label.json
   done
 done
-.venv/bin/python tools/image_records.py support-table --dlc "$D" $DATA e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md > pipeline/images/support.json
+.venv/bin/python tools/image_records.py support-table --dlc "$D" $DATA e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md --output pipeline/images/support.json
 # TensorFlow training 2.8 to 2.13 (CPU, GPU), the sagemaker stage of each version's Dockerfile at the
 # commit before the one that deleted it. AWS's published data and support table have no row for
 # these versions: no GA or end-of-patch date is recorded (eop null). The Python is the Dockerfile's
@@ -145,7 +145,7 @@ tf_old_record() {  # VERSION COMMIT CPYTHON PYTHON TF_VERSION TFMO_VERSION(or -)
       --dependency matplotlib=seaborn --source "$SEA12" \
       --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
       --source "https://pypi.org/project/$tf/$full/|$wheel-$full-$cp-$cp-manylinux: METADATA Requires-Dist|$tf $full requires ${tfdeps// /, } on Linux x86_64" \
-      "${mosrc[@]}" --source "$SHAP41" > $R/aws-tensorflow-training-$ver-$label.json
+      "${mosrc[@]}" --source "$SHAP41" --output $R/aws-tensorflow-training-$ver-$label.json
 }
 for acc in "cpu py3" "gpu py3/cu118"; do
   read label dir <<< "$acc"
@@ -189,7 +189,7 @@ tf_single_record() {  # VERSION COMMIT CPYTHON PYTHON TF_VERSION TFDEPS LABEL DI
       --set-what "ARG PYTHON_VERSION (Python $pv); AWS publishes no GA or end-of-patch date for $ver" \
       --name aws-tensorflow-training-$ver-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
       --source "https://pypi.org/project/$tf/$full/|${tf//-/_}-$full-$cp-${cp}m-manylinux2010_x86_64.whl: METADATA Requires-Dist|$tf $full requires ${tfdeps// /, } on Linux x86_64" \
-      "${extra[@]}" > $R/aws-tensorflow-training-$ver-$label.json
+      "${extra[@]}" --output $R/aws-tensorflow-training-$ver-$label.json
 }
 for v in "2.6 3e717d20db19b3c962141db2734b8ce2345c1ba0 cp38 py38 2.6.3 TFD26 cu112" \
          "2.5 a030c0aab0d91657fb5607bc1d1547382fe9f11f cp37 py37 2.5.1 TFD25 cu112" \
@@ -234,7 +234,7 @@ pt_old_record() {  # VERSION COMMIT PYTHON LABEL DIR TORCH_VERSION TORCHDEPS (or
   fi
   gen --dockerfile $c:$df --stage "$stage" --set version=$ver --set accelerator=$label "${core[@]}" "$@" \
       --name aws-pytorch-training-$ver-$label --repository pytorch-training --closure pandas scikit-learn sagemaker \
-      "${deps[@]}" "${extra[@]}" > $R/aws-pytorch-training-$ver-$label.json
+      "${deps[@]}" "${extra[@]}" --output $R/aws-pytorch-training-$ver-$label.json
 }
 POL=e8e9df1b6208da3da513b691c3c81670b27006fd:docs/reference/support_policy.md
 for v in "2.0 cfe1b79db1ef6b30b1d10f95a6dddb8f1af36854 py310 cu118 2.0.1 2023-03-15 2024-03-15" \
@@ -287,7 +287,7 @@ if [ -n "$S" ]; then
         --source "https://pypi.org/project/Flask/1.1.1/|Flask-1.1.1-py2.py3-none-any.whl: METADATA Requires-Dist|Flask requires Werkzeug, Jinja2, itsdangerous, click" \
         --source "https://pypi.org/project/gevent/23.9.1/|gevent-23.9.1 wheel: METADATA Requires-Dist|gevent requires zope.event, zope.interface, greenlet" \
         --source "https://pypi.org/project/cryptography/|cryptography wheel: METADATA Requires-Dist|cryptography requires cffi" \
-        > $R/aws-sklearn-$ver.json
+        --output $R/aws-sklearn-$ver.json
   }
   sk_record 1.0-1 117925d1d4ee65b1595355c742f3c0d140c046a9 py38 1.1.3 1.0.2 "python-dateutil pytz"
   sk_record 1.4-2 6c5704d20eabcd1561e9cb938671c92e79c32310 py310 2.3.2 1.4.2 "python-dateutil pytz tzdata"
@@ -311,7 +311,7 @@ if [ -n "$X" ]; then
         --set version=$ver --set accelerator=cpu --set python=$py --set-source $c:$df \
         --set-what "ARG PYTHON_VERSION (Python $pv); AWS's DLC data dates no XGBoost image" \
         --uri-pattern "/sagemaker-xgboost:${ver//./\\.}(-cpu-py3)?\$" --name aws-xgboost-$ver --repository sagemaker-xgboost \
-        --closure scikit-learn pandas flask > $R/aws-xgboost-$ver.json
+        --closure scikit-learn pandas flask --output $R/aws-xgboost-$ver.json
   }
   xgb_record 3.0-5 cb8df91cd44c7b01c53ccf321fd3fdf3eb78adae py310
   xgb_record 1.7-1 f7a93a21e50e44b4077f0889a7f676cad8c226f3 py39
@@ -339,7 +339,7 @@ for acc in "cpu py3" "gpu py3/cu112"; do
       --name aws-tensorflow-training-2.7-$label --repository tensorflow-training --closure sagemaker "${deps[@]}" \
       --dependency matplotlib=seaborn --source "$SEA12" --source "$SHAP41" \
       --source "https://pypi.org/project/tensorflow/2.7.4/|tensorflow-2.7.4-cp38-cp38-manylinux2010_x86_64.whl: METADATA Requires-Dist|tensorflow 2.7.4 requires ${TFD27// /, } on Linux x86_64" \
-      > $R/aws-tensorflow-training-2.7-$label.json
+      --output $R/aws-tensorflow-training-2.7-$label.json
 done
 for acc in "cpu py3" "gpu py3/cu113"; do
   read label dir <<< "$acc"
@@ -350,7 +350,7 @@ for acc in "cpu py3" "gpu py3/cu113"; do
       --name aws-pytorch-training-1.10-$label --repository pytorch-training --closure pandas scikit-learn sagemaker \
       --dependency typing-extensions=torch --dependency matplotlib=seaborn --source "$SEA12" \
       --source "https://pypi.org/project/torch/1.10.2/|torch-1.10.2 wheel for Python py38: METADATA Requires-Dist|torch 1.10.2 requires typing-extensions" \
-      > $R/aws-pytorch-training-1.10-$label.json
+      --output $R/aws-pytorch-training-1.10-$label.json
 done
 # Hugging Face PyTorch training (GPU) and inference (CPU, GPU): the Dockerfiles at the commit before the one
 # that deleted huggingface/pytorch, with AWS's published data (Python, tags, transformers version) at $DATA;
@@ -367,7 +367,7 @@ hf_record() {  # KIND VERSION DIR ACCELERATOR then more arguments
   gen --dockerfile $HF:huggingface/pytorch/$kind/docker/$ver/$dir/Dockerfile.$acc --stage :last --support $DATA:$data \
       --uri-pattern "/huggingface-pytorch-$kind:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-$acc-$py" \
       --name aws-huggingface-pytorch-$kind-$ver-$acc --repository huggingface-pytorch-$kind "$@" \
-      > $R/aws-huggingface-pytorch-$kind-$ver-$acc.json
+      --output $R/aws-huggingface-pytorch-$kind-$ver-$acc.json
 }
 for v in "2.9 cu130" "2.5 cu124" "2.1 cu121" "2.0 cu118" "1.13 cu117"; do
   read ver cu <<< "$v"
@@ -389,7 +389,7 @@ for v in "2.8 cu129 py312 4.56.2" "2.7 cu128 py312 4.55.0" "2.6 cu126 py312 4.51
       --set-what "python $py: the FROM image's tag; transformers: ARG TRANSFORMERS_VERSION=$tf; AWS publishes no data file or end-of-patch date for this image" \
       --uri-pattern "/huggingface-pytorch-training:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-gpu-$py" \
       --extends aws-pytorch-training-$ver-gpu --name aws-huggingface-pytorch-training-$ver-gpu --repository huggingface-pytorch-training \
-      > $R/aws-huggingface-pytorch-training-$ver-gpu.json
+      --output $R/aws-huggingface-pytorch-training-$ver-gpu.json
 done
 # PyTorch inference 1.11 to 2.5 (CPU, GPU): the sagemaker stage of each version's Dockerfile at the commit
 # before the one that deleted its folder, with AWS's core_packages.json where one was kept. Python: the
@@ -417,7 +417,7 @@ for v in "2.5 a15f2f0209bde8f4cd7ba8ca45cf5fce694457ec cu124 py311 2024-10-29 20
       dates=(--set-source $c:$df --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver")
     fi
     gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py "${dates[@]}" "${core[@]}" \
-        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-$ver-$label.json
+        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-$ver-$label.json
   done
 done
 # TensorFlow inference 2.8, 2.9, 2.10, 2.12 and 2.13 (CPU, GPU): the sagemaker stage of each version's
@@ -437,7 +437,7 @@ for v in "2.13 1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec cu118 py310" "2.12 28e34
         --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver" \
         --uri-pattern "/tensorflow-inference:${ver//./\\.}(\\.\\d+)?-$label" \
         --name aws-tensorflow-inference-$ver-$label --repository tensorflow-inference --closure boto3 requests gevent \
-        > $R/aws-tensorflow-inference-$ver-$label.json
+        --output $R/aws-tensorflow-inference-$ver-$label.json
   done
 done
 # PyTorch inference 1.6 to 1.10 (CPU, GPU): one-stage Dockerfiles (1.6 to 1.9; --stage :last) and 1.10's
@@ -456,6 +456,6 @@ for v in "1.10 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu113 py38" "1.9 37df056
     fi
     gen --dockerfile $c:$df "${two[@]}" --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
         --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver" \
-        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch > $R/aws-pytorch-inference-$ver-$label.json
+        --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-$ver-$label.json
   done
 done

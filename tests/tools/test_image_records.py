@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 DOCKERFILE = """\
@@ -345,3 +347,43 @@ def test_a_hugging_face_image_extends_its_base_and_takes_transformers_from_the_p
     assert record["packages"] == {"transformers": "==4.36.0", "datasets": "unpinned"}
     assert record["extends"] == "aws-pytorch-training-2.1-gpu" and record["python"] == "3.10"
     assert record["sources"][0]["what"].startswith("the last stage's pip/conda installs")
+
+
+def _tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("image_records_tool", REPO / "tools" / "image_records.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_output_replaces_a_record_whole_so_a_reader_never_sees_half_of_one(tmp_path, monkeypatch):
+    """The catalog read a record while the generator rewrote it in place (``> FILE``) and raised
+    JSONDecodeError: ``--output`` writes beside the record and renames over it."""
+    tool = _tool()
+    record = tmp_path / "aws-x.json"
+    record.write_text('{"name": "old"}\n')
+    record.chmod(0o644)
+    with open(record) as reader:  # a reader that opened the record before the rewrite
+        tool.write({"name": "new", "packages": {"a": "==1"}}, str(record))
+        assert reader.read() == '{"name": "old"}\n'  # its file was replaced, not rewritten under it
+    assert json.loads(record.read_text()) == {"name": "new", "packages": {"a": "==1"}}
+    assert record.read_text() == json.dumps({"name": "new", "packages": {"a": "==1"}}, indent=1) + "\n"
+    assert record.stat().st_mode & 0o777 == 0o644 and sorted(p.name for p in tmp_path.iterdir()) == ["aws-x.json"]
+
+    def interrupted(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tool.os, "fsync", interrupted)
+    with pytest.raises(OSError, match="disk full"):
+        tool.write({"name": "newer"}, str(record))
+    assert json.loads(record.read_text())["name"] == "new"  # untouched, and no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aws-x.json"]
+
+
+def test_the_make_script_writes_every_record_through_output():
+    """tools/image_records_make.sh never redirects the generator into a record (``> $R/...``)."""
+    script = (REPO / "tools" / "image_records_make.sh").read_text()
+    assert not re.search(r">\s*(\$R/|pipeline/images/)", script)
+    assert script.count("--output $R/") >= 20 and "--output pipeline/images/support.json" in script
