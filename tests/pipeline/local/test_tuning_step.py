@@ -271,6 +271,61 @@ def test_our_pipeline_tunes_on_the_digits(tmp_path):
     assert cached["properties"]["BestTrainingJob"]["TrainingJobName"] == best
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed")
+def test_a_small_table_clips_the_batch_size_range_and_mlflow_shows_what_trained(tmp_path):
+    """Issue 49, items 1 and 2, as the user met them: on a small table (penguins: 120 rows per
+    worker) the fixed 16-256 batch-size range failed trials on every run, and MLflow's
+    execution run showed the default BatchSize and learning rate while the model had trained
+    with the best trial's. ``run --local --tune 2`` on 200 digits rows: the range is clipped to
+    the one rank's train records before the first trial, the job log says so, no trial fails,
+    and the execution's MLflow run, tagged tuned, carries the best trial's three values."""
+    import re
+
+    import pandas as pd
+    from mlflow import MlflowClient
+    from sklearn.datasets import load_digits
+
+    from pipeline.definition.parameters import TUNED_PARAMETERS
+    from pipeline.tracking import records as R
+    from pipeline.tracking import target as T
+
+    digits = load_digits()
+    frame = pd.DataFrame(digits.data[:200].astype(int), columns=[f"f{i}" for i in range(digits.data.shape[1])])
+    frame["label"] = digits.target[:200]
+    data = tmp_path / "small"
+    data.mkdir()
+    frame.to_csv(data / "digits.csv", index=False)
+    workdir = tmp_path / "work"
+    env = {k: v for k, v in os.environ.items() if k not in (T.SWITCH_ENV_VAR, T.ENV_VAR)}  # the embedded store
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(workdir), "--tune", "2",
+         "--tune-strategy", "Random", "-p", f"InputDataUri={data}", "-p", "Epochs=1",
+         "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0"],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    steps = {s["name"]: s for s in execution_of(workdir)["steps"]}
+    log = (Path(steps[STEP_TUNE]["job_dir"]) / "tuning-job.log").read_text()
+    clipped = re.search(r"range batch-size \[16, 256\] clipped to \[16, (\d+)\]: rank 0 of 1 reads (\d+) train "
+                        r"records per epoch", log)
+    assert clipped and clipped.group(1) == clipped.group(2), log[-3000:]
+    fewest = int(clipped.group(1))
+    assert 16 < fewest < 200
+    described = steps[STEP_TUNE]["properties"]
+    summaries = described["TrainingJobSummaries"]
+    assert [s["TrainingJobStatus"] for s in summaries] == ["Completed", "Completed"], summaries
+    assert all(16 <= int(s["TunedHyperParameters"]["batch-size"]) <= fewest for s in summaries)
+    assert "best of 2 trials: " in done.stdout and "failed)" not in done.stdout
+
+    best = described["BestTrainingJob"]
+    client = MlflowClient(T.embedded(workdir).uri)
+    experiment = client.get_experiment_by_name(Settings().pipeline_name)
+    (execution,) = client.search_runs([experiment.experiment_id], filter_string=f"tags.`{R.TAG_TUNED}` = 'true'")
+    assert {name: execution.data.params[name] for name in TUNED_PARAMETERS} == {
+        name: best["TunedHyperParameters"][hyperparameter] for name, hyperparameter in TUNED_PARAMETERS.items()}
+    assert execution.data.tags[R.TAG_BEST_TRIAL] == best["TrainingJobName"]
+
+
 # --- The request checked before the run; what the job log says -----------------------------------
 
 @pytest.fixture(scope="module")
