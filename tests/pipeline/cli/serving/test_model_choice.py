@@ -158,3 +158,17 @@ def test_predict_takes_the_approved_then_the_most_accurate_model_not_the_newest(
     assert "model-package/digits/3 (digits/3 (Approved, accuracy 0.95): the one Approved of 4 table model(s)" in line
     # A version named is taken as named.
     assert "model-package/digits/2 (PendingManualApproval) " in _chosen(work, tmp_path, "--model", "2")
+
+
+def test_serve_takes_the_same_model_as_predict_and_says_why(tmp_path):
+    """Issue 49, for serve: it took the newest version too. The line it prints names the
+    most accurate one, and why (the dummy model then fails to load: no server starts)."""
+    work = tmp_path / "w"
+    _scored(work, "s3://bucket/tuned/model.tar.gz", "PendingManualApproval", 0.981, "2026-01-01")
+    _scored(work, "s3://bucket/plain/model.tar.gz", "PendingManualApproval", 0.904, "2026-01-02")
+    served = _trainpipe("serve", "--workdir", str(work), "--port", str(free_port()))
+    line = next(ln for ln in served.stderr.splitlines() if ln.startswith("trainpipe serve: "))
+    assert line.startswith("trainpipe serve: model package arn:aws:sagemaker:us-east-1:000000000000:model-package/"
+                           "digits/1 (digits/1 (PendingManualApproval, accuracy 0.981): none Approved, the highest "
+                           "accuracy of 2 table model(s); --model N takes another (trainpipe models)) "
+                           "s3://bucket/tuned/model.tar.gz: "), line
