@@ -203,7 +203,7 @@ class Tracker:
                 else:  # the first drawing loads the fonts: one tiny figure drawn
                     from matplotlib.figure import Figure
 
-                    from pipeline import notebook  # noqa: F401
+                    from pipeline import figures  # noqa: F401
 
                     figure = Figure(figsize=(1, 1))
                     figure.subplots().set_title("0")

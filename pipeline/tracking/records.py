@@ -420,14 +420,15 @@ def evaluation_payload(report: dict, uri: str, storage: Storage, payload: RunPay
 
 
 def _figure_png(name: str, argument) -> bytes | None:
-    """The notebook's own figure (one drawing of each), as PNG; None without matplotlib."""
+    """The notebook's own figure (``pipeline/figures.py``: one drawing of each), as PNG; None
+    without matplotlib."""
     try:
-        import matplotlib  # noqa: F401  (the notebook's figures import it when drawn)
+        import matplotlib  # noqa: F401  (the figures import it when drawn)
     except ImportError:
         return None
-    from pipeline import notebook
+    from pipeline import figures
 
-    figure = getattr(notebook, name)(argument)  # a pyplot-free Figure: nothing to close
+    figure = getattr(figures, name)(argument)  # a pyplot-free Figure: nothing to close
     out = io.BytesIO()
     figure.savefig(out, format="png", dpi=100, bbox_inches="tight")
     return out.getvalue()
