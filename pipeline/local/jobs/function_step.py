@@ -1,17 +1,29 @@
 """An ``@step`` function's Training job, run locally (SDK v2 ``sagemaker.workflow.function_step``).
 
-On SageMaker the job's container runs ``job_driver.sh`` from the bootstrap channel: it
-``pip install``s the requirements the SDK wrote (always ``sagemaker>=<major.minor>,<next
-major>``), then ``python -m sagemaker.remote_function.invoke_function ARGS``, which reads the
-pickled function and arguments from ``s3_base_uri`` with the job's own boto3, resolves the
-DelayedReturns of earlier steps from their ``results`` in S3, and uploads its own result there.
+SageMaker runs the job's ContainerEntrypoint, ``/bin/bash /opt/ml/input/data/
+sagemaker_remote_function_bootstrap/job_driver.sh``, with its ContainerArguments: the driver
+the SDK uploaded runs ``bootstrap_runtime_environment.py`` (it unpacks ``workspace.zip`` from the
+channel named after the pipeline's build time into the working folder, copies the dependencies
+channel's files there, runs ``pre_exec.sh`` and ``pip install -r <dependency file> -U``, and
+writes ``/opt/ml/input/sm_training.env``), then ``cd sagemaker_remote_function_workspace`` and
+``python -m sagemaker.remote_function.invoke_function ARGS``, which reads the pickled function and
+arguments from ``s3_base_uri`` with the job's own boto3, resolves the DelayedReturns of earlier
+steps from their ``results`` in S3, and uploads its own result there.
 
-Here the invoke step runs under the runner's Python, which must be what the pickle needs: the
-client's Python minor version (the SDK refuses another) and the requirements already installed
-(a job has no internet, so nothing is installed; ``why_not_local`` names what is missing before
-any step). Its boto3 talks to moto's S3 server on 127.0.0.1, started for the job and stopped
-after it; the objects under ``s3_base_uri`` are copied in before and the changed ones back into
-the run's store after, so the store stays the one record of what the job wrote.
+Here ``FunctionStepJob`` is a ``TrainingJob`` (``training.py``): its channels staged under each
+host's ``/opt/ml/input/data``, ``/opt/ml/input/config`` written, the request's Environment and the
+training job's variables set, and the entrypoint run as the host, in its namespaces, with
+``python`` a job environment's (the runner's interpreter: the pickle needs the client's minor
+version, and the runner's sagemaker meets the requirement line the SDK always writes). A job has
+no internet: pip answers from what is installed (``PIP_NO_INDEX``), and ``why_not_local``
+(``dag/training_kinds.py``) refused unmet requirements before any step. Its boto3 talks to moto's
+S3 server on 127.0.0.1 (``AWS_ENDPOINT_URL``), started for the job and stopped after it; the
+objects invoke_function reads are copied in before and the changed ones back into the run's
+store after, so the store stays the one record of what the job wrote.
+
+Where this machine gives no job a private ``/opt/ml`` (``hosts/namespaces.py``), the driver's
+fixed ``/opt/ml`` paths cannot be the job's: invoke_function then runs directly under the runner's
+Python (``DirectInvokeJob``), without the bootstrap, and the job's log says so.
 """
 
 from __future__ import annotations
@@ -24,8 +36,14 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped
+from evaluation.report import MODEL_ARCHIVE
+from pipeline.local.hosts import namespaces
+from pipeline.local.jobs import contract
+from pipeline.local.jobs.environments import environment as job_environment
+from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.packing import pack_directory
+from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.store.storage import S3Uri, Storage
 
 DUMMY_KEY = "trainpipe-local"  # moto accepts any credentials; boto3 signs nothing without some
@@ -94,8 +112,59 @@ class S3Server:
         self.log.close()
 
 
+def reads(arguments: list[str], base: str) -> list[str]:
+    """The S3 prefixes invoke_function reads, the execution's own last (where it also writes)."""
+    # SageMaker: what invoke_function reads: its own pickles (<base>/<step>/<func_step_s3_dir>) and
+    # the execution's earlier results (<base>/<execution>/<step>/results), where it also writes.
+    step, pickled = option(arguments, "pipeline_step_name"), option(arguments, "func_step_s3_dir")
+    execution = option(arguments, "pipeline_execution_id")
+    # A DelayedReturn of a step the cache answered is read from that earlier execution's
+    # results: every S3 location the resolved arguments name (--property_references) goes in too.
+    named = [f"{a.rstrip('/')}/" for a in arguments if a.startswith("s3://") and a.rstrip("/") != base.rstrip("/")]
+    return [f"{base.rstrip('/')}/{step}/{pickled}/", *named, f"{base.rstrip('/')}/{execution}/"] \
+        if step and pickled and execution else [base]
+
+
+def copy_in(storage: Storage, client, prefixes: list[str]) -> dict[str, bytes]:
+    """The store's objects under ``prefixes`` into the server (the pickles, earlier results)."""
+    client.create_bucket(Bucket=S3Uri.parse(prefixes[0]).bucket)
+    sent = {}
+    for uri in (found for prefix in prefixes for found in storage.list(prefix)):
+        data = storage.read_bytes(uri)
+        root = S3Uri.parse(uri)
+        client.put_object(Bucket=root.bucket, Key=root.key, Body=data)
+        sent[root.key] = data
+    return sent
+
+
+def copy_back(storage: Storage, client, base: str, sent: dict[str, bytes]) -> None:
+    """What the job wrote under ``base`` (its results, its exception) into the run's store."""
+    root = S3Uri.parse(base)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=root.key):
+        for item in page.get("Contents", []):
+            data = client.get_object(Bucket=root.bucket, Key=item["Key"])["Body"].read()
+            if sent.get(item["Key"]) != data:
+                storage.put_bytes(data, f"s3://{root.bucket}/{item['Key']}")
+
+
+def s3_variables(url: str, region: str) -> dict[str, str]:
+    """What sends the job's boto3 to moto's server, with credentials moto accepts."""
+    return {"AWS_ENDPOINT_URL": url,  # boto3 >= 1.28 sends every client there (the job's S3 and nothing else)
+            "AWS_ACCESS_KEY_ID": DUMMY_KEY, "AWS_SECRET_ACCESS_KEY": DUMMY_KEY, "AWS_DEFAULT_REGION": region}
+
+
 class FunctionStepJob:
-    """The job_steps interface of a training job (``run() -> JobResult``) for an @step function."""
+    """The job that runs an @step function: job_driver.sh as SageMaker runs it (``DriverJob``),
+    or where no job gets a private /opt/ml here, invoke_function directly (``DirectInvokeJob``)."""
+
+    def __new__(cls, *args, **kwargs):
+        kind = DriverJob if namespaces.unavailable_reason() is None else DirectInvokeJob
+        return kind(*args, **kwargs)
+
+
+class DirectInvokeJob:
+    """The job_steps interface of a training job (``run() -> JobResult``) for an @step function
+    run without job_driver.sh: no private /opt/ml, so no bootstrap."""
 
     kind = "Training"
 
@@ -134,21 +203,18 @@ class FunctionStepJob:
         base = option(arguments, "s3_base_uri")
         if not base:
             return self._result("Failed", start, "ContainerArguments name no --s3_base_uri", CLIENT_ERROR)
-        # SageMaker: what invoke_function reads: its own pickles (<base>/<step>/<func_step_s3_dir>) and
-        # the execution's earlier results (<base>/<execution>/<step>/results), where it also writes.
-        step, pickled = option(arguments, "pipeline_step_name"), option(arguments, "func_step_s3_dir")
-        execution = option(arguments, "pipeline_execution_id")
-        # A DelayedReturn of a step the cache answered is read from that earlier execution's
-        # results: every S3 location the resolved arguments name (--property_references) goes in too.
-        named = [f"{a.rstrip('/')}/" for a in arguments if a.startswith("s3://") and a.rstrip("/") != base.rstrip("/")]
-        reads = [f"{base.rstrip('/')}/{step}/{pickled}/", *named, f"{base.rstrip('/')}/{execution}/"] \
-            if step and pickled and execution else [base]
+        prefixes = reads(arguments, base)
+        # One line, first in the job's log: this job skips the bootstrap SageMaker runs.
+        with (self.job_dir / "job.log").open("a") as log:
+            log.write(f"[{self.name}] no private {namespaces.CONTAINER_BASE} here "
+                      f"({namespaces.unavailable_reason()}): invoke_function runs directly under the "
+                      f"runner's Python, without job_driver.sh (no workspace, no dependencies channel)\n")
         server = S3Server(self.job_dir / "s3-server.log")
         try:
             client = server.client(self.region)
-            sent = self._copy_in(client, reads)
+            sent = copy_in(self.storage, client, prefixes)
             code = self._invoke(server.url, arguments)
-            self._copy_back(client, reads[-1], sent)
+            copy_back(self.storage, client, prefixes[-1], sent)
         finally:
             server.close()
         if code is None:
@@ -159,33 +225,11 @@ class FunctionStepJob:
             return self._result("Failed", start, f"AlgorithmError: {why.strip()[:900]}", ALGORITHM_ERROR)
         return self._result("Completed", start)
 
-    def _copy_in(self, client, prefixes: list[str]) -> dict[str, bytes]:
-        """The store's objects under ``prefixes`` into the server (the pickles, earlier results)."""
-        client.create_bucket(Bucket=S3Uri.parse(prefixes[0]).bucket)
-        sent = {}
-        for uri in (found for prefix in prefixes for found in self.storage.list(prefix)):
-            data = self.storage.read_bytes(uri)
-            root = S3Uri.parse(uri)
-            key = root.key
-            client.put_object(Bucket=root.bucket, Key=key, Body=data)
-            sent[key] = data
-        return sent
-
-    def _copy_back(self, client, base: str, sent: dict[str, bytes]) -> None:
-        root = S3Uri.parse(base)
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=root.key):
-            for item in page.get("Contents", []):
-                data = client.get_object(Bucket=root.bucket, Key=item["Key"])["Body"].read()
-                if sent.get(item["Key"]) != data:
-                    self.storage.put_bytes(data, f"s3://{root.bucket}/{item['Key']}")
-
     def _environment(self, url: str) -> dict[str, str]:
         environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
         environment.update({str(k): str(v) for k, v in (self.request.get("Environment") or {}).items()})
+        environment.update(s3_variables(url, self.region))
         environment.update({
-            "AWS_ENDPOINT_URL": url,  # boto3 >= 1.28 sends every client there (the job's S3 and nothing else)
-            "AWS_ACCESS_KEY_ID": DUMMY_KEY, "AWS_SECRET_ACCESS_KEY": DUMMY_KEY,
-            "AWS_DEFAULT_REGION": self.region,
             # SageMaker: the training job's variables job_driver.sh and the SDK read.
             "TRAINING_JOB_NAME": self.name,
             "TRAINING_JOB_ARN": self.arn,
@@ -202,7 +246,7 @@ class FunctionStepJob:
         self.failure_file.parent.mkdir(parents=True, exist_ok=True)
         workdir = self.job_dir / "workdir"
         workdir.mkdir(exist_ok=True)
-        with log.open("wb") as out:
+        with log.open("ab") as out:
             process = subprocess.Popen(command, cwd=workdir, env=self._environment(url), stdout=out,
                                        stderr=subprocess.STDOUT, start_new_session=True)
             try:
@@ -234,3 +278,123 @@ class FunctionStepJob:
         lines = (self.job_dir / "job.log").read_text(errors="replace").splitlines()
         errors = [line for line in lines if "Error" in line or "Exception" in line]
         return (errors or lines or ["invoke_function failed with no output"])[-1].strip()[:900]
+
+
+class DriverJob(TrainingJob):
+    """An @step function's job as SageMaker runs it: the request's ContainerEntrypoint
+    (job_driver.sh from the bootstrap channel) with its ContainerArguments, on every host."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.arguments = container_arguments(self.request)
+        self.server: S3Server | None = None
+        self.client = None
+        self.sent: dict[str, bytes] = {}
+        self.prefixes: list[str] = []
+
+    def check_launch(self) -> None:
+        specification = self.request.get("AlgorithmSpecification") or {}
+        if not specification.get("ContainerEntrypoint"):
+            raise JobFailure(f"training job {self.name}: an @step job with no ContainerEntrypoint; "
+                             f"keep the AlgorithmSpecification the SDK's @step builds", CLIENT_ERROR)
+        base = option(self.arguments, "s3_base_uri")
+        if not base:
+            raise JobFailure(f"training job {self.name}: ContainerArguments name no --s3_base_uri; keep "
+                             f"the ContainerArguments the SDK's @step builds", CLIENT_ERROR)
+        self.prefixes = reads(self.arguments, base)
+
+    def unpack_code(self, base: Path) -> None:
+        """No code of its own: job_driver.sh and the workspace arrive as channels."""
+
+    def code_paths(self) -> list[Path]:
+        return []
+
+    def workdir(self, host: str) -> Path:
+        """The container's working folder, where the bootstrap unpacks workspace.zip and
+        job_driver.sh finds ``sagemaker_remote_function_workspace``: a fresh one per host."""
+        path = self.job_dir / "workdir" / host
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def code_cwd(self, host: str) -> Path:
+        return self.workdir(host)
+
+    def ready(self) -> None:
+        # SageMaker: the image's Python, in which job_driver.sh installs the dependency file.
+        # Here the runner's interpreter (the pickle's minor version, the runner's sagemaker), in a
+        # layer of the job's own: what the bootstrap installs dies with the job. No image guard:
+        # the function's imports are known only from the pickle, which needs this SDK.
+        self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir)
+        self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}; "
+                  f"job_driver.sh's pip installs land in {self.python_env.root})")
+
+    def launch(self) -> None:
+        self.server = S3Server(self.job_dir / "s3-server.log")
+        self.client = self.server.client(self.region)
+        self.sent = copy_in(self.storage, self.client, self.prefixes)
+        self.note(f"S3: moto's server at {self.server.url} (AWS_ENDPOINT_URL), holding "
+                  f"{len(self.sent)} object(s) of the run's store")
+        super().launch()
+
+    def host_environment(self, host: str) -> dict:
+        base = self.container_base(host)
+        env = self.environment(host)
+        # SageMaker: the platform sets the request's Environment map in the container.
+        env.update(contract.request_environment(self.request.get("Environment")))
+        env.update(contract.training_environment(
+            base, current_host=host, hosts=self.hosts, instance_type=self.instance_type,
+            hyperparameters=self.hyperparameters,
+            input_data_config={c.name: c.input_data_config() for c in self.channels},
+            job_name=self.name, region=self.region))
+        env.update(s3_variables(self.server.url, self.region))
+        env.update({
+            "TRAINING_JOB_ARN": arn(self.region, self.account, "training-job", self.name),
+            # SageMaker: the container runs as the image's user, root; as another user the
+            # bootstrap runs `sudo chmod -R 777 /opt/ml/input ... /tmp` (bootstrap_runtime_environment.py
+            # main), which here would reach the machine's own /tmp.
+            "USER": "root", "LOGNAME": "root",
+            # The job has no internet: job_driver.sh's `pip install -r ... -U` answers from what is
+            # installed (why_not_local refused unmet requirements before any step).
+            "PIP_NO_INDEX": "1",
+            "PYTHONUNBUFFERED": "1",  # lines reach the log as printed
+        })
+        return env
+
+    def command(self, host: str) -> list[str]:
+        # SageMaker: the container runs ContainerEntrypoint + ContainerArguments (remote_function/job.py
+        # JOBS_CONTAINER_ENTRYPOINT: /bin/bash /opt/ml/input/data/sagemaker_remote_function_bootstrap/job_driver.sh).
+        specification = self.request.get("AlgorithmSpecification") or {}
+        return [str(part) for part in specification["ContainerEntrypoint"]] + self.arguments
+
+    def outcome(self) -> None:
+        self.watch.poll()
+        if self.first_failed is not None and self.watch.first is not None:
+            # SageMaker: FailureReason is "AlgorithmError: " and the failure file (invoke_function's
+            # repr of the exception, or the bootstrap's "RuntimeEnvironmentError: ...").
+            raise JobFailure(f"AlgorithmError: {self.watch.first[1].strip()[:900]}", ALGORITHM_ERROR)
+        super().outcome()
+
+    def finish(self) -> None:
+        # SageMaker: the job's model.tar.gz (empty: the function's output is its return value,
+        # which invoke_function uploaded to S3OutputPath); no empty-model warning for it.
+        master = self.host_dir(self.hosts[0])
+        archive = self.job_dir / "artifacts" / MODEL_ARCHIVE
+        pack_directory(master / "model", archive)
+        self.storage.put_file(archive, self.model_uri)
+
+    def always(self) -> None:
+        try:
+            if self.client is not None:
+                # Also after a failure: the exception the SDK serialized is what a client reads.
+                copy_back(self.storage, self.client, self.prefixes[-1], self.sent)
+        finally:
+            if self.server is not None:
+                self.server.close()
+            super().always()
+
+    def describe(self, status, reason, start, end) -> dict:
+        doc = super().describe(status, reason, start, end)
+        # Not SageMaker's: an @step's output is its return value, which invoke_function uploads
+        # here (job_steps shows it as the step's detail).
+        doc["FunctionResults"] = self.output_path
+        return doc
