@@ -28,9 +28,10 @@ ROLE = "arn:aws:iam::111122223333:role/SageMakerExecutionRole"
 BUCKET = "abalone-bucket"
 
 
-def abalone_csv(path: Path, rows: int, seed: int) -> Path:
+def abalone_csv(path: Path, rows: int, seed: int, libsvm: bool = False) -> Path:
     """Abalone-like rows as the example's preprocessing writes them: rings (the label) first,
-    then the one-hot sex and the seven measurements; no header."""
+    then the one-hot sex and the seven measurements; no header. ``libsvm``: the same rows as
+    ``rings index:value ...`` (zeros left out)."""
     rng = random.Random(seed)
     lines = []
     for _ in range(rows):
@@ -40,7 +41,9 @@ def abalone_csv(path: Path, rows: int, seed: int) -> Path:
         measures = [length, length * 0.8, length * 0.3, length ** 3 * 2, length ** 3, length ** 3 * 0.4,
                     length ** 3 * 0.6]
         rings = round(3 + 20 * length + rng.gauss(0, 1))
-        lines.append(",".join(str(v) for v in [rings, *sex, *(round(m, 4) for m in measures)]))
+        features = [*sex, *(round(m, 4) for m in measures)]
+        lines.append(f"{rings} " + " ".join(f"{i}:{v}" for i, v in enumerate(features) if v) if libsvm
+                     else ",".join(str(v) for v in [rings, *features]))
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -59,7 +62,7 @@ def build(tmp_path: Path, hyperparameters: dict, content_type: str = "text/csv")
 
     session = LocalStoreSession(workdir=tmp_path / "work", bucket=BUCKET)
     for channel, seed in (("train", 1), ("validation", 2)):
-        S3Uploader.upload(str(abalone_csv(tmp_path / channel / f"{channel}.csv", 300, seed)),
+        S3Uploader.upload(str(abalone_csv(tmp_path / channel / f"{channel}.csv", 300, seed, "libsvm" in content_type)),
                           f"s3://{BUCKET}/abalone/{channel}", sagemaker_session=session)
     # AWS's abalone example: the XGBoost image as a built-in algorithm (no entry_point).
     image = image_uris.retrieve(framework="xgboost", region="us-east-1", version="1.7-1",
@@ -143,6 +146,17 @@ def test_a_builtin_xgboost_job_without_num_round_fails_as_the_container_does(tmp
     assert done.returncode != 0
     (description,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*/description.json")
     assert "ClientError: Missing required hyperparameter: num_round" in json.loads(description.read_text())["FailureReason"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
+def test_builtin_xgboost_reads_libsvm_channels(tmp_path):
+    done = run(tmp_path, build(tmp_path, dict(HYPERPARAMETERS, num_round=5), content_type="text/libsvm"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (log,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*/job.log")
+    text = log.read_text()
+    assert "Train matrix has 300 rows and 10 columns" in text
+    assert "[4]#011train-rmse:" in text and "#011validation-rmse:" in text
 
 
 # --- The job side, without xgboost: what it refuses ---------------------------------------------
