@@ -252,7 +252,7 @@ class Launch:
     hosts: int = 1
     mpirun_options: Sequence[str] = ()  # passed like custom_mpi_options
     env: dict[str, str] = field(default_factory=dict)  # added to every rank's environment
-    pin: bool = False  # run each rank through pipeline.local.hosts.tuning's pinning shim
+    pin: bool = False  # run each rank through pipeline.local.hosts.launch_settings's pinning shim
     base_options: Sequence[str] | None = None  # replace mpi.BASE_OPTIONS (only to test them)
     entry: Path = TRAIN_PY  # the script every rank runs
     # Several hosts: all ranks on one Open MPI node with the PMPI shim, as the runner does
@@ -267,10 +267,10 @@ class Launch:
 
 
 def tuned(ranks: int, batch_size: int, hosts: int = 1, **env: str) -> Launch:
-    """The local runner's fast defaults (``pipeline.local.hosts.tuning.local_launch``)."""
-    from pipeline.local.hosts import tuning
+    """The local runner's fast defaults (``pipeline.local.hosts.launch_settings.local_launch``)."""
+    from pipeline.local.hosts import launch_settings
 
-    fast = tuning.local_launch(ranks * hosts)
+    fast = launch_settings.local_launch(ranks * hosts)
     return Launch(ranks, batch_size, hosts, fast.mpirun_options, {**fast.env, **env}, fast.pin)
 
 
@@ -290,7 +290,7 @@ def training_job(
     """Stage each host's tree (File mode: its shards linked in, as the runner's stager copies
     them), build the rank environment as ``TrainingJob.host_environment`` does, and run the
     command ``pipeline.local.hosts.mpi.prepare`` returns."""
-    from pipeline.local.hosts import mpi, tuning
+    from pipeline.local.hosts import launch_settings, mpi
     from pipeline.local.jobs import contract as local
     from pipeline.local.jobs import lifecycle as jobs
     from training_entry.contract import CHANNEL_MANIFEST, CHANNEL_TRAIN, CHANNEL_VALIDATION
@@ -340,7 +340,7 @@ def training_job(
         argv = local.user_command(PYTHON, raw_hps, base)
         argv[1] = str(launch.entry)
         if launch.pin:
-            argv = tuning.shim_argv(argv)
+            argv = launch_settings.shim_argv(argv)
         specs[host] = {"env": env, "cwd": str(REPO), "argv": argv,
                        "log": str(logs / f"{host}.rank-{{rank}}.log")}
     saved = mpi.BASE_OPTIONS

@@ -102,7 +102,7 @@ def test_the_folders_and_defaults_local_mode_states_are_the_code_s(tmp_path):
     from pipeline.definition import parameters as P
     from pipeline.local.dag.preflight import LOCAL_INPUTS_PREFIX
     from pipeline.local.execution import RECORD_FILE
-    from pipeline.local.hosts.tuning import LOCAL_CYCLE_TIME_MS
+    from pipeline.local.hosts.launch_settings import LOCAL_CYCLE_TIME_MS
     from pipeline.local.jobs.lifecycle import ENVIRONMENTS, HOMES
     from pipeline.local.store.channels import fifo_path
     from pipeline.tracking import deadline

@@ -82,7 +82,7 @@ DEFAULT_STEPS_PER_EXECUTION = 16
 FLAT_ALLREDUCE_ENV = "TRAINPIPE_FLAT_ALLREDUCE"
 # Threads of tf.data's private pool for a rank's datasets (training_entry/input/datasets.py);
 # unset or 0: tf.data's shared pool (one thread per core). The local runner sets it with the
-# rank's intra-op threads (pipeline/local/hosts/tuning.py, RANK_THREADS_ENV overrides both).
+# rank's intra-op threads (pipeline/local/hosts/launch_settings.py, RANK_THREADS_ENV overrides both).
 TF_DATA_THREADS_ENV = "TRAINPIPE_TF_DATA_THREADS"
 # Set by the local runner beside its own thread choice (never where the user chose threads):
 # the intra-op and tf.data threads for a model whose ops are too small to split over several

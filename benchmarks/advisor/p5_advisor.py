@@ -75,7 +75,7 @@ from pipeline.costs.advisor import fit as F
 from pipeline.costs.advisor.model import Layout
 from pipeline.costs.advisor.observations import Observation
 from pipeline.costs.advisor.platforms import local_platform, published_prediction
-from pipeline.local.hosts import tuning
+from pipeline.local.hosts import launch_settings
 from training_entry.contract import (
     ARCH_SMALL_CNN,
     DEFAULT_STEPS_PER_EXECUTION,
@@ -156,8 +156,8 @@ def calibration_launch(batch: int) -> h.Launch:
     the same work on one thread (thread-pool overhead; BENCHMARKS.md, one_process_1thread).
     Not pinned: alone, pinning would only tie it to core 0, the core every other pinned
     job on a shared machine starts on."""
-    fast = tuning.local_launch(2)
-    env = {name: value for name, value in fast.env.items() if name in (*tuning.THREAD_ENVS, TF_DATA_THREADS_ENV)}
+    fast = launch_settings.local_launch(2)
+    env = {name: value for name, value in fast.env.items() if name in (*launch_settings.THREAD_ENVS, TF_DATA_THREADS_ENV)}
     return h.Launch(1, batch, env=env)
 
 
@@ -189,7 +189,7 @@ def observation(label: str, run: h.TrainingRun, layout: Layout, batch: int, hps:
     return Observation(
         source=label, layout=layout, batch=batch, step_seconds=step, cpu_seconds=cpu,
         parameters=int(steady[-1]["parameters"]), fp16_allreduce=False, instance_type="local",
-        local=True, cores=len(tuning.usable_cpus()), epochs_used=len(steady),
+        local=True, cores=len(launch_settings.usable_cpus()), epochs_used=len(steady),
         tensors=int(steady[-1].get("tensors", 1)), step_spread=spread,
         steps_per_execution=int(hps.get(HP_STEPS_PER_EXECUTION, DEFAULT_STEPS_PER_EXECUTION)))
 
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     table_splits = h.preprocess(work, args.replicate, 2)
     splits = {w: table_splits if WORKLOADS[w][0] == "table" else preprocess_images(work, 2)
               for w in args.workloads}
-    cores = len(tuning.usable_cpus())
+    cores = len(launch_settings.usable_cpus())
     checked = cases(args.workloads, args.steps_per_execution, args.skip_cases)
     h.say(f"P5 scaling advisor: digits x {args.replicate}, {args.mlp_epochs} epochs (MLP), {args.epochs} (CNN), "
           f"batch {args.batch} "

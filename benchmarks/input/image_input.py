@@ -3,7 +3,7 @@ path's tf.data map, ``training_entry.input.images.parse_example``) against the i
 small_cnn training step consumes, under the same thread budget.
 
 The input must outpace the step, or the step waits on it. Both run in this one process with
-``--threads`` TF threads (1: what ``pipeline.local.hosts.tuning`` gives each of two local ranks on
+``--threads`` TF threads (1: what ``pipeline.local.hosts.launch_settings`` gives each of two local ranks on
 two cores), on the digits PNG shards that PreprocessData writes; repetitions are
 interleaved (input, step, input, step, ...) so load drift hits both alike.
 

@@ -2,7 +2,7 @@
 
 For each workload (the digits MLP, ``small_cnn`` at 32 px, ``mobilenet_v2`` at 96 px, the whole
 network: with no pretrained weights the entrypoint freezes nothing, issue 36) and each layout (one process, 2 ranks on one
-host), all with the local runner's launch (``pipeline.local.hosts.tuning.local_launch``:
+host), all with the local runner's launch (``pipeline.local.hosts.launch_settings.local_launch``:
 the same threads per rank, pinning and MPI options a user gets):
 
     MFU = FLOPs per training sample (flops.py: forward + backward, from the model's graph)
@@ -39,7 +39,7 @@ from pathlib import Path
 
 from benchmarks import harness as h
 from benchmarks.training import flops, train_variants
-from pipeline.local.hosts import tuning
+from pipeline.local.hosts import launch_settings
 from training_entry.contract import DEFAULT_STEPS_PER_EXECUTION as DEFAULT_SPE
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
@@ -62,7 +62,7 @@ LAYOUTS = {"1p": lambda: h.tuned(1, 2 * BATCH), "2r": lambda: h.tuned(2, BATCH)}
 # --compare: name -> (what it changes, the one-process launch with it).
 VARIANTS = {
     "threads1": ("TRAINPIPE_RANK_THREADS=1 (one intra-op, inter-op and tf.data thread)",
-                 lambda: h.tuned(1, 2 * BATCH, **tuning.rank_threads(1, len(tuning.usable_cpus()), "1").env())),
+                 lambda: h.tuned(1, 2 * BATCH, **launch_settings.rank_threads(1, len(launch_settings.usable_cpus()), "1").env())),
     "spe64": (f"{HP_SPE} 64 (Keras dispatch paid once per 64 steps, not {DEFAULT_SPE})",
               lambda: dataclasses.replace(h.tuned(1, 2 * BATCH), hyperparameters={HP_SPE: 64})),
     "no_input": ("one cached batch, repeated (no input work; train_variants.py one_batch)",

@@ -59,8 +59,8 @@ from pipeline.local.execution import (
     reserve,
     timestamp,
 )
+from pipeline.local.hosts.launch_settings import usable_cpus
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
-from pipeline.local.hosts.tuning import usable_cpus
 from pipeline.local.job_steps import JOB_NAME_LIMIT, JobSteps, job_name, matching_policy  # noqa: F401 (importers')
 from pipeline.local.jobs.lifecycle import account_of
 from pipeline.local.jobs.tuning.hyperparameter_tuning import cpu_slots

@@ -1,4 +1,4 @@
-"""Tests of ``benchmarks/`` and of the fast local launch settings (``pipeline/local/hosts/tuning.py``).
+"""Tests of ``benchmarks/`` and of the fast local launch settings (``pipeline/local/hosts/launch_settings.py``).
 
     .venv/bin/pytest tests/benchmarks -m "not slow"   tuning rules and the pinning shim (seconds)
     .venv/bin/pytest tests/benchmarks -m slow         every benchmark script on tiny sizes (~3 min)

@@ -82,10 +82,10 @@ def test_file_mode_one_host_two_ranks(splits, tmp_path):
 def test_one_rank_with_the_runners_threads_trains_the_mlp_on_one_thread_and_says_so(splits, tmp_path):
     """The environment the local runner gives one rank on 2 cores (intra-op and tf.data 2, and
     the small-step allowance): the MLP takes one thread, before TensorFlow starts."""
-    from pipeline.local.hosts import tuning
+    from pipeline.local.hosts import launch_settings
 
     job = make_job(tmp_path, splits, hosts=1, ranks_per_host=1, epochs=2)
-    result = run_job(job, extra_env=tuning.local_launch(1, cpus=[0, 1], environ={}).env)
+    result = run_job(job, extra_env=launch_settings.local_launch(1, cpus=[0, 1], environ={}).env)
     _check_trained(job, result, epochs=2)
     assert "threads: intra-op and tf.data 1, not 2: the mlp model's steps are too small to split" in result.output
 

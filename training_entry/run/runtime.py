@@ -19,7 +19,7 @@ from training_entry.failure import UserError
 # Performance hook: how many threads TensorFlow may use per process. Unset: TF's default
 # (all cores per rank, which oversubscribes a host running several ranks on CPU). The local
 # runner sets both, and tf.data's private pool (TF_DATA_THREADS_ENV, read where the datasets
-# are built), from the rank's share of the cores (pipeline/local/hosts/tuning.py).
+# are built), from the rank's share of the cores (pipeline/local/hosts/launch_settings.py).
 INTRA_OP_THREADS_ENV = "TF_NUM_INTRAOP_THREADS"
 INTER_OP_THREADS_ENV = "TF_NUM_INTEROP_THREADS"
 
@@ -61,7 +61,7 @@ def small_step_threads(architecture: str, env=None) -> str | None:
     """Local runs: for a model whose steps are too small to split (an MLP), lower the intra-op
     (and OpenMP) and tf.data threads in ``env`` to SMALL_STEP_THREADS_ENV's value, which the
     local runner sets beside its own thread choice and never where the user chose threads
-    (pipeline/local/hosts/tuning.py, 5.). Call before ``set_threads_from_env``. Returns the
+    (pipeline/local/hosts/launch_settings.py, 5.). Call before ``set_threads_from_env``. Returns the
     job log's line, or None when nothing changed (SageMaker: the variable is never set)."""
     env = os.environ if env is None else env
     raw = env.get(SMALL_STEP_THREADS_ENV, "")

@@ -37,7 +37,7 @@ no target) being the most disturbed pair's, i.e. the machine's load, not the lay
 RESULT ``p1_vs_best_single_process`` = tuned 1x2 over the fastest single-process layout
 (target 1.0; ``p1_cnn_...`` for the CNN), ``p1_2hosts_vs_best_single_process`` the 2x1 one.
 The settings ladder (``--explore`` only) adds the fast defaults of
-``pipeline.local.hosts.tuning`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
+``pipeline.local.hosts.launch_settings`` one at a time. ``allreduce_1x2`` / ``allreduce_2x1`` time bare
 Horovod allreduces of the model's gradient size in both layouts (``allreduce_probe.py``):
 the transport between the ranks, without the training around it. ``tcp_2x1`` and
 ``allreduce_2x1_tcp`` are the 2x1 launch as it was before ``pipeline.local.hosts.shared_memory``:
@@ -61,7 +61,7 @@ from pathlib import Path
 
 from benchmarks import harness as h
 from benchmarks.training import train_variants
-from pipeline.local.hosts import mpi, tuning
+from pipeline.local.hosts import launch_settings, mpi
 from training_entry.contract import FLAT_ALLREDUCE_ENV, SMALL_STEP_THREADS_ENV
 from training_entry.contract import HP_STEPS_PER_EXECUTION as HP_SPE
 
@@ -69,13 +69,13 @@ HERE = Path(__file__).resolve().parent
 EXPLORE_OUTPUT = HERE / "p1_explore.txt"
 VARIANTS = HERE.parent / "train_variants.py"
 ALLREDUCE_PROBE = HERE.parent / "probes" / "allreduce_probe.py"
-THREADS_1 = {name: "1" for name in tuning.THREAD_ENVS}
+THREADS_1 = {name: "1" for name in launch_settings.THREAD_ENVS}
 # Workload -> hyperparameters added to every run (the MLP's are the harness defaults).
 WORKLOADS = {
     "mlp": {},
     "cnn": {"model-architecture": "small_cnn", "image-size": 32, "augmentation": "crop"},
 }
-YIELD = list(tuning.YIELD_OPTIONS)
+YIELD = list(launch_settings.YIELD_OPTIONS)
 # The single-process layouts whose fastest is the bar (threads as TRAINPIPE_RANK_THREADS sets them).
 SINGLE_PROCESS = ("one_process", "one_process_1thread", "one_process_cores")
 SPE_SWEEP = (1, 8, 32)  # the default (contract.DEFAULT_STEPS_PER_EXECUTION) is every headline run's
@@ -94,26 +94,26 @@ def single_process(batch: int, threads: str | None) -> h.Launch:
     """One process launched as the local runner launches one rank, its threads chosen as
     ``TRAINPIPE_RANK_THREADS=threads`` chooses them (None: the runner's own rule), whatever
     this shell exports."""
-    fast = tuning.local_launch(1, environ={} if threads is None else {tuning.RANK_THREADS_ENV: threads})
+    fast = launch_settings.local_launch(1, environ={} if threads is None else {launch_settings.RANK_THREADS_ENV: threads})
     return h.Launch(1, batch, hosts=1, mpirun_options=fast.mpirun_options, env=fast.env, pin=fast.pin)
 
 
 def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.Launch, str]]:
     """name -> (launch, what it is). The first is the baseline every ratio divides by."""
-    fast = tuning.local_launch(2)
-    pin_env = {tuning.AFFINITY_ENV: fast.env.get(tuning.AFFINITY_ENV, "0,1")}
-    cycle = {tuning.CYCLE_TIME_ENV: tuning.LOCAL_CYCLE_TIME_MS}
-    cores = len(tuning.usable_cpus())
+    fast = launch_settings.local_launch(2)
+    pin_env = {launch_settings.AFFINITY_ENV: fast.env.get(launch_settings.AFFINITY_ENV, "0,1")}
+    cycle = {launch_settings.CYCLE_TIME_ENV: launch_settings.LOCAL_CYCLE_TIME_MS}
+    cores = len(launch_settings.usable_cpus())
     configs: dict[str, tuple[h.Launch, str]] = {
         "one_process": (single_process(2 * batch, "default"), f"1 process, batch {2 * batch}, TF default threads"),
         "one_process_1thread": (single_process(2 * batch, "1"),
                                 f"1 process, batch {2 * batch}, 1 thread (intra, inter, tf.data)"),
         "one_process_cores": (single_process(2 * batch, None),
                               f"1 process, batch {2 * batch}, the runner's one-rank threads "
-                              f"(intra {cores}, inter {tuning.INTER_OP_THREADS}, tf.data {cores}; "
-                              f"{tuning.SMALL_STEP_THREADS} for an MLP)"),
+                              f"(intra {cores}, inter {launch_settings.INTER_OP_THREADS}, tf.data {cores}; "
+                              f"{launch_settings.SMALL_STEP_THREADS} for an MLP)"),
         "naive_1x2": (h.Launch(2, batch), "2 ranks on 1 host, the runner's launch before tuning"),
-        "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.hosts.tuning defaults"),
+        "tuned_1x2": (h.tuned(2, batch), "2 ranks on 1 host, pipeline.local.hosts.launch_settings defaults"),
     }
     if quick:
         return configs
@@ -150,11 +150,11 @@ def configurations(batch: int, explore: bool, quick: bool) -> dict[str, tuple[h.
                                        env={k: v for k, v in tuned.items() if k not in THREADS_1}),
                               "tuned, TF/OMP default threads (one per core per rank)"),
         "x_unpinned": (h.Launch(2, batch, mpirun_options=YIELD, env={**THREADS_1, **cycle}), "tuned, not pinned"),
-        "x_cycle_1ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "1"}, pin=True),
+        "x_cycle_1ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, launch_settings.CYCLE_TIME_ENV: "1"}, pin=True),
                         "tuned, HOROVOD_CYCLE_TIME=1 (Horovod's default)"),
-        "x_cycle_5ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "5"}, pin=True),
+        "x_cycle_5ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, launch_settings.CYCLE_TIME_ENV: "5"}, pin=True),
                         "tuned, HOROVOD_CYCLE_TIME=5"),
-        "x_cycle_0.05ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, tuning.CYCLE_TIME_ENV: "0.05"}, pin=True),
+        "x_cycle_0.05ms": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, launch_settings.CYCLE_TIME_ENV: "0.05"}, pin=True),
                            "tuned, HOROVOD_CYCLE_TIME=0.05"),
         "x_fusion_off": (h.Launch(2, batch, mpirun_options=YIELD, env={**tuned, "HOROVOD_FUSION_THRESHOLD": "0"}, pin=True),
                          "tuned, tensor fusion off"),
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{'digits PNGs' if cnn else f'digits x {args.replicate}'} ({train} training records), {args.epochs} "
           f"epochs, batch {args.batch} per rank; {args.repeats} interleaved repetitions of "
           f"{', '.join(headline)}, {args.repeats if args.explore else 1} of the others")
-    h.say(f"  tuned launch: env {tuning.local_launch(2).env}, mpirun {list(tuning.local_launch(2).mpirun_options)}")
+    h.say(f"  tuned launch: env {launch_settings.local_launch(2).env}, mpirun {list(launch_settings.local_launch(2).mpirun_options)}")
     runs: dict[str, list[h.TrainingRun]] = {name: [] for name in configs}
 
     def job(name: str):
@@ -297,7 +297,7 @@ def same_threads_twice(cnn: bool) -> bool:
     """Whether ``one_process_cores`` runs ``one_process_1thread``'s threads: on the MLP, wherever
     the runner's rule lets a small-step model take one thread (more than one core). Then the
     pair is one layout measured twice, interleaved: an A/A check of the estimator."""
-    return not cnn and tuning.SMALL_STEP_THREADS == 1 and SMALL_STEP_THREADS_ENV in single_process(1, None).env
+    return not cnn and launch_settings.SMALL_STEP_THREADS == 1 and SMALL_STEP_THREADS_ENV in single_process(1, None).env
 
 
 def _best(runs: dict[str, list[h.TrainingRun]], name: str) -> float:

@@ -50,7 +50,7 @@ user sets wins (the runner's own environment, the request's ``Environment``, and
 Standard library only (no TensorFlow, Horovod or SDK imports), so this file also runs by
 path as the per-rank pinning shim:
 
-    python tuning.py exec -- python train.py --epochs 3     # pins, then execs the command
+    python launch_settings.py exec -- python train.py --epochs 3     # pins, then execs the command
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 
 # Horovod: how often the background thread negotiates (milliseconds).
 # = training_entry.contract.HOROVOD_CYCLE_TIME_ENV; not imported, since this file also runs by
-# path as the pinning shim (tests/benchmarks/test_tuning.py keeps the two equal).
+# path as the pinning shim (tests/pipeline/local/hosts/test_launch_settings.py keeps the two equal).
 CYCLE_TIME_ENV = "HOROVOD_CYCLE_TIME"
 LOCAL_CYCLE_TIME_MS = "0.1"
 THREAD_ENVS = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
@@ -275,7 +275,7 @@ def shim_argv(argv: Sequence[str], python: str = sys.executable) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[1] != "exec" or argv[2] != "--":
-        print("usage: tuning.py exec -- COMMAND [ARG ...]", file=sys.stderr)
+        print("usage: launch_settings.py exec -- COMMAND [ARG ...]", file=sys.stderr)
         return 2
     pin_from_environment()
     command = argv[3:]

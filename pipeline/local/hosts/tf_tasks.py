@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from pipeline.local.hosts import tf_config, tuning
+from pipeline.local.hosts import launch_settings, tf_config
 
 # SageMaker: the toolkit's _run_ps, as a process: the cluster as the toolkit builds it (with
 # "master"), no GPU, until stopped. SIGTERM is how the job ends it after the scripts finish:
@@ -60,9 +60,9 @@ class TfTasks:
         return [python, "-c", PS_PROGRAM]
 
     def local_launch(self, request_env: Mapping[str, str] | None = None,
-                     environ: Mapping[str, str] | None = None) -> tuning.LocalLaunch:
+                     environ: Mapping[str, str] | None = None) -> launch_settings.LocalLaunch:
         """Local runs only: each host's script gets its share of this machine's cores, the
-        threads ``tuning.py`` gives a Horovod rank (cores / hosts intra-op and tf.data, one
+        threads ``launch_settings.py`` gives a Horovod rank (cores / hosts intra-op and tf.data, one
         inter-op), as the parameter servers beside it. With TensorFlow's defaults every
         process of every simulated host ran a pool per core: on 2 cores, mirrored's digits
         MLP measured 1.5x faster with them (benchmarks/notes.md, strategies). No pinning, no
@@ -71,9 +71,9 @@ class TfTasks:
         hung at its first step (the task serves the chief's RPCs and runs its steps on that
         pool), and two measured no faster than the defaults."""
         if self.has_ps:
-            return tuning.LocalLaunch(threads="threads per process: TensorFlow's defaults (parameter-server tasks)")
-        launch = tuning.local_launch(len(self.hosts), request_env=request_env, environ=environ)
-        threads = {k: v for k, v in launch.env.items() if k not in (tuning.CYCLE_TIME_ENV, tuning.AFFINITY_ENV)}
+            return launch_settings.LocalLaunch(threads="threads per process: TensorFlow's defaults (parameter-server tasks)")
+        launch = launch_settings.local_launch(len(self.hosts), request_env=request_env, environ=environ)
+        threads = {k: v for k, v in launch.env.items() if k not in (launch_settings.CYCLE_TIME_ENV, launch_settings.AFFINITY_ENV)}
         return dataclasses.replace(launch, env=threads, mpirun_options=(), pin=False)
 
     def describe(self) -> str:

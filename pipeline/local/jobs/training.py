@@ -19,7 +19,7 @@ from pathlib import Path
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
 from pipeline.images import catalog
-from pipeline.local.hosts import mpi, shared_memory, tf_tasks, torchrun, tuning
+from pipeline.local.hosts import launch_settings, mpi, shared_memory, tf_tasks, torchrun
 from pipeline.local.hosts.processes import describe_exit, signal_group
 from pipeline.local.jobs import contract, launchers
 from pipeline.local.jobs.failures import (
@@ -124,7 +124,7 @@ class TrainingJob(LocalJob):
                              "Open MPI (apt-get install openmpi-bin)", CLIENT_ERROR)
         if self.mpi_enabled:
             try:  # a bad thread override fails here, before any rank starts
-                tuning.rank_threads(1, 1, tuning.override_from(self.request.get("Environment")))
+                launch_settings.rank_threads(1, 1, launch_settings.override_from(self.request.get("Environment")))
             except ValueError as error:
                 raise JobFailure(str(error), CLIENT_ERROR) from None
         shares = {}
@@ -289,8 +289,8 @@ class TrainingJob(LocalJob):
             custom = self.custom_mpi_options()
             # Horovod: every rank of every simulated host shares this machine's cores; the
             # runner's launch defaults (threads per rank, MPI yielding, pinning; see
-            # tuning.py) keep them from fighting. What the user set wins.
-            fast = tuning.local_launch(
+            # launch_settings.py) keep them from fighting. What the user set wins.
+            fast = launch_settings.local_launch(
                 int(self.rank_count), custom_mpi_options=custom,
                 request_env=self.request.get("Environment") or {})
             self.note(fast.threads)
@@ -303,7 +303,7 @@ class TrainingJob(LocalJob):
                 specs[host] = {
                     "env": env,
                     "cwd": str(self.code_cwd(host)),
-                    "argv": tuning.shim_argv(argv) if fast.pin else argv,
+                    "argv": launch_settings.shim_argv(argv) if fast.pin else argv,
                     "log": str(self.logs_dir / f"{host}.rank-{{rank}}.log"),
                     # pytorchddp: each rank gets RANK, WORLD_SIZE, LOCAL_RANK... from its MPI rank.
                     "torch_variables": self.launcher == launchers.PYTORCHDDP,

@@ -405,7 +405,7 @@ def test_the_datasets_keras_gets_have_no_autotune_thread_to_wait_for(tmp_path, m
 
 
 def test_the_ranks_share_of_the_cores_is_tf_datas_private_pool(tmp_path, monkeypatch):
-    # The local runner sets TF_DATA_THREADS_ENV per rank (pipeline/local/hosts/tuning.py).
+    # The local runner sets TF_DATA_THREADS_ENV per rank (pipeline/local/hosts/launch_settings.py).
     from training_entry.contract import TF_DATA_THREADS_ENV
 
     manifest = _write_split(tmp_path / "train", "train", [10, 12])

@@ -26,7 +26,7 @@ no trial succeeded (after five failed ones at most, as SageMaker's does).
 
 Cores: each of the parallel slots gets its own CPUs (``cpu_slots``); a trial's thread sets its
 affinity to them before its job starts, so its processes inherit it and the runner's thread
-rule (``hosts/tuning.py``) divides the slot's cores, not the machine's.
+rule (``hosts/launch_settings.py``) divides the slot's cores, not the machine's.
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.local.hosts.launch_settings import usable_cpus
 from pipeline.local.hosts.processes import stop_reason
-from pipeline.local.hosts.tuning import usable_cpus
 from pipeline.local.jobs.lifecycle import arn
 from pipeline.local.jobs.logs import Sink, now_iso
 from pipeline.local.jobs.tuning import completion

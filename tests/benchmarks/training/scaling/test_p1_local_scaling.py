@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.training.scaling import p1_local_scaling as p1
-from pipeline.local.hosts import tuning
+from pipeline.local.hosts import launch_settings
 from training_entry.contract import TF_DATA_THREADS_ENV
 
 
@@ -25,21 +25,21 @@ def test_growths_points_are_the_baseline_and_tuned_only():
 
 
 def test_single_process_threads_are_the_jobs_own(monkeypatch):
-    monkeypatch.setenv(tuning.RANK_THREADS_ENV, "7")  # the shell's choice must not leak in
-    cores = len(tuning.usable_cpus())
+    monkeypatch.setenv(launch_settings.RANK_THREADS_ENV, "7")  # the shell's choice must not leak in
+    cores = len(launch_settings.usable_cpus())
     assert p1.single_process(64, "default").env == {}
     one = p1.single_process(64, "1").env
     assert {one[k] for k in ("TF_NUM_INTRAOP_THREADS", "OMP_NUM_THREADS", "TF_NUM_INTEROP_THREADS",
                              TF_DATA_THREADS_ENV)} == {"1"}
     rule = p1.single_process(64, None)
     assert rule.env["TF_NUM_INTRAOP_THREADS"] == rule.env[TF_DATA_THREADS_ENV] == str(cores)
-    assert rule.env["TF_NUM_INTEROP_THREADS"] == str(tuning.INTER_OP_THREADS)
+    assert rule.env["TF_NUM_INTEROP_THREADS"] == str(launch_settings.INTER_OP_THREADS)
     assert (rule.ranks, rule.batch_size, rule.pin, tuple(rule.mpirun_options)) == (1, 64, False, ())
 
 
 def test_the_mlps_rule_and_one_thread_are_one_layout_twice_where_the_rule_gives_more(monkeypatch):
-    monkeypatch.setattr(tuning, "usable_cpus", lambda: [0, 1])
+    monkeypatch.setattr(launch_settings, "usable_cpus", lambda: [0, 1])
     assert p1.same_threads_twice(cnn=False)
     assert not p1.same_threads_twice(cnn=True)  # the CNN keeps the rule's threads
-    monkeypatch.setattr(tuning, "usable_cpus", lambda: [0])
+    monkeypatch.setattr(launch_settings, "usable_cpus", lambda: [0])
     assert not p1.same_threads_twice(cnn=False)  # one core: the rule already gives one thread

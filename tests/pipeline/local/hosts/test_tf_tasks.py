@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.local.hosts import tf_config, tf_tasks, tuning
+from pipeline.local.hosts import launch_settings, tf_config, tf_tasks
 
 REPO = Path(__file__).resolve().parents[4]
 MARK = "TRAINPIPE_TEST_TF_TASKS_MARK"
@@ -41,17 +41,17 @@ def test_plan_per_strategy():
 def test_mirrored_scripts_get_their_share_of_the_cores_and_the_user_wins():
     mirrored = tf_tasks.plan({tf_config.MULTI_WORKER_MIRRORED_ENABLED: True}, ["algo-1", "algo-2"])
     launch = mirrored.local_launch(environ={})
-    cores = len(tuning.usable_cpus())
+    cores = len(launch_settings.usable_cpus())
     share = str(max(1, cores // 2))
     assert launch.env["TF_NUM_INTRAOP_THREADS"] == share and launch.env["TF_NUM_INTEROP_THREADS"] == "1"
     # No mpirun: neither Horovod's cycle nor the pinning shim's CPU list.
-    assert tuning.CYCLE_TIME_ENV not in launch.env and tuning.AFFINITY_ENV not in launch.env
+    assert launch_settings.CYCLE_TIME_ENV not in launch.env and launch_settings.AFFINITY_ENV not in launch.env
     assert not launch.pin and not launch.mpirun_options
     # What the job's Environment sets is left to it.
     mine = mirrored.local_launch(request_env={"TF_NUM_INTRAOP_THREADS": "3"}, environ={})
     assert "TF_NUM_INTRAOP_THREADS" not in mine.env
     assert mine.apply_env({"TF_NUM_INTRAOP_THREADS": "3"})["TF_NUM_INTRAOP_THREADS"] == "3"
-    default = mirrored.local_launch(environ={tuning.RANK_THREADS_ENV: "default"})
+    default = mirrored.local_launch(environ={launch_settings.RANK_THREADS_ENV: "default"})
     assert default.env == {}
 
 
