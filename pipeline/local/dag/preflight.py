@@ -154,6 +154,9 @@ def check_launches(nodes: list[StepNode], ctx: Context, storage: Storage, check)
             definition = (node.body.get("Arguments") or {}).get("TrainingJobDefinition")
             if isinstance(definition, dict):
                 trial = known_arguments(definition, ctx)
+                if training_kinds.tuning_refusal(trial):
+                    raise UserError(f"the local runner cannot run step {node.name} (Type Tuning: "
+                                    f"{training_kinds.tuning_refusal(trial)})")
                 trial["HyperParameters"] = trial.get("StaticHyperParameters") or {}
                 check(trial, storage, f"step {node.name} (each trial of its TrainingJobDefinition; SDK v3's "
                                       f"HyperparameterTuner names the script only from SourceCode(entry_script=...), "

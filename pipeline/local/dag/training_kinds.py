@@ -128,17 +128,32 @@ def function_step_refusal(request: Mapping, storage) -> str:
 
 def builtin_algorithm(node: StepNode) -> tuple[str, str] | None:
     """(algorithm, image) of a Training step that runs a built-in algorithm, else None."""
-    if node.type != STEP_TRAINING:
-        return None
-    arguments = _arguments(node)
+    return algorithm_of(_arguments(node)) if node.type == STEP_TRAINING else None
+
+
+def algorithm_of(arguments: Mapping) -> tuple[str, str] | None:
+    """(algorithm, image) of a training request (a step's, a tuning job's TrainingJobDefinition)
+    that runs a built-in algorithm, else None."""
     specification = arguments.get("AlgorithmSpecification") or {}
     image = specification.get("TrainingImage")
-    hyperparameters = arguments.get("HyperParameters") or {}
+    hyperparameters = arguments.get("HyperParameters") or arguments.get("StaticHyperParameters") or {}
     if not isinstance(image, str) or "sagemaker_program" in hyperparameters or specification.get("ContainerEntrypoint"):
         return None
     repository = image.split("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
     algorithm = BUILTIN_ALGORITHMS.get(repository)
     return (algorithm, image) if algorithm else None
+
+
+def tuning_refusal(arguments: Mapping) -> str:
+    """Why a tuning job's trials do not run locally ("" when they may): a built-in algorithm's
+    trials are not this runner's built-in XGBoost jobs (``jobs/tuning/trials.py``)."""
+    found = algorithm_of(arguments)
+    if not found:
+        return ""
+    algorithm, image = found
+    return (f"image {image} is SageMaker's built-in {algorithm} algorithm, whose tuning trials do not run "
+            f"locally" + (" (a Training step of it does)" if algorithm == XGBOOST else "")
+            + "; tune an estimator with an entry_point script")
 
 
 def xgboost_refusal(arguments: Mapping) -> str:

@@ -176,3 +176,42 @@ def test_an_at_step_needs_motos_server_where_it_is_not_installed(monkeypatch):
     assert why == "an @step function, whose job needs moto's S3 server here (pip install 'moto[server]')"
     monkeypatch.setattr(importlib.util, "find_spec", real)
     assert training_kinds.function_step_refusal(request, storage=None) == ""
+
+
+def test_a_tuning_step_on_builtin_xgboost_is_refused_before_any_step_naming_its_image(tmp_path):
+    """AWS's XGBoost tuning examples: a HyperparameterTuner over the algorithm's image. Its trials
+    are not the local built-in XGBoost jobs: refused before any step, not with the
+    sagemaker_program advice."""
+    from sagemaker import image_uris
+    from sagemaker.estimator import Estimator
+    from sagemaker.inputs import TrainingInput
+    from sagemaker.tuner import ContinuousParameter, HyperparameterTuner
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import TuningStep
+
+    from pipeline.local.store.session import LocalStoreSession
+
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="xgb-bucket")
+    for channel in ("train", "validation"):  # the inputs are there: only the launch is judged
+        data = tmp_path / "work" / "store" / "xgb-bucket" / "abalone" / channel / "data.csv"
+        data.parent.mkdir(parents=True)
+        data.write_text("10,0.5,0.4\n")
+    image = image_uris.retrieve("xgboost", "us-east-1", version="1.7-1")
+    estimator = Estimator(image_uri=image, role=ROLE, instance_count=1, instance_type="ml.m5.xlarge",
+                          output_path="s3://xgb-bucket/models", sagemaker_session=session)
+    estimator.set_hyperparameters(objective="reg:linear", num_round=50)
+    tuner = HyperparameterTuner(estimator, "validation:rmse", {"eta": ContinuousParameter(0.1, 0.5)},
+                                objective_type="Minimize", max_jobs=2, max_parallel_jobs=1)
+    tune = TuningStep(name="TuneAbalone", step_args=tuner.fit({
+        "train": TrainingInput("s3://xgb-bucket/abalone/train", content_type="text/csv"),
+        "validation": TrainingInput("s3://xgb-bucket/abalone/validation", content_type="text/csv")}))
+    definition = tmp_path / "tune.json"
+    definition.write_text(Pipeline(name="abalone", steps=[tune], sagemaker_session=session).definition())
+
+    done = run(definition, tmp_path / "work")
+    refusal = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert refusal == (f"trainpipe run: error: the local runner cannot run step TuneAbalone (Type Tuning: image {image} "
+                       f"is SageMaker's built-in XGBoost algorithm, whose tuning trials do not run locally (a Training "
+                       f"step of it does); tune an estimator with an entry_point script)")
+    assert not (tmp_path / "work" / "runs").exists()
