@@ -148,6 +148,28 @@ def test_an_sdk_tuning_pipeline_runs_unchanged(tmp_path):
     assert json.loads(listed.stdout)["TrainingJobSummaries"] == summaries
 
 
+@pytest.mark.slow
+def test_the_summary_counts_the_trials_that_failed(tmp_path):
+    """Issue 49: with 2 of 4 trials failed, the step's summary still said "best of 4 trials".
+    A Grid over batch sizes 32 and 0 (the script's loop cannot step by 0: that trial fails):
+    the summary the run prints says one failed."""
+    from sagemaker.parameter import CategoricalParameter
+
+    workdir, definition, _ = sdk_definition(tmp_path, strategy="Grid", max_jobs=2, early_stopping_type="Off",
+                                            ranges={"batch_size": CategoricalParameter(["32", "0"])})
+    train, test = digits_split(tmp_path / "data")
+    done = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(workdir),
+                     "-p", f"TrainData={train}", "-p", f"TestData={test}", "-p", "ObjectiveThreshold=0")
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    tuning = {s["name"]: s for s in execution_of(workdir)["steps"]}["TuneModel"]
+    statuses = {json.loads(s["TunedHyperParameters"]["batch_size"]): s["TrainingJobStatus"]
+                for s in tuning["properties"]["TrainingJobSummaries"]}
+    assert statuses == {"32": "Completed", "0": "Failed"}, statuses
+    best = tuning["properties"]["BestTrainingJob"]["TrainingJobName"]
+    assert tuning["detail"].startswith(f"best of 2 trials (1 failed): {best} "), tuning["detail"]
+    assert f"best of 2 trials (1 failed): {best} " in done.stdout
+
+
 def test_the_legacy_form_writes_the_same_request(tmp_path):
     """``TuningStep(tuner=..., inputs=...)`` (deprecated, still in AWS's older examples) gives
     the runner the request ``step_args=tuner.fit(...)`` gives."""
