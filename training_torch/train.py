@@ -55,11 +55,6 @@ def _channel(name: str) -> str:
     return os.environ.get(f"SM_CHANNEL_{name.upper()}") or contract.container_path(f"{contract.INPUT_DATA_DIR}/{name}")
 
 
-def _distribution(channel: str) -> str:
-    config = json.loads(os.environ.get("SM_INPUT_DATA_CONFIG") or "{}")
-    return (config.get(channel) or {}).get("S3DistributionType", "FullyReplicated")
-
-
 def _lr_at(step: int, steps_per_epoch: int, base: float, world: int, warmup_epochs: int) -> float:
     """Goyal et al. 2017: the rate x world size, reached linearly over the warm-up epochs."""
     target = base * world
@@ -157,12 +152,15 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
     pretrained = kind == records.KIND_IMAGE and args.model_architecture in plan.PRETRAINED_ARCHITECTURES
     # GPipe: a host's ranks are one model's stages, one replica that reads the same shards and batches.
     per = strategy.ranks_per_replica
-    splits = {}
-    for name in contract.DATA_CHANNELS:
-        paths = data.rank_shards(_channel(name), _distribution(name), host_index, len(hosts),
-                                 local_rank // per, local_size // per)
-        splits[name] = data.load(paths, kind, args.image_size)
-    train, val = splits[contract.CHANNEL_TRAIN], splits[contract.CHANNEL_VALIDATION]
+    # torch.distributed: one id for the job, naming where a host's local rank 0 hands its other
+    # local ranks their share of a Pipe stream (data.PipeChannel).
+    run_id = [os.urandom(6).hex()]
+    dist.broadcast_object_list(run_id, src=0)
+    sources = data.sources(contract.DATA_CHANNELS, data.RankPlace(
+        host_index, len(hosts), hosts[host_index], local_rank, local_size, per, strategy.name, run_id[0]),
+        kind=kind, image_size=args.image_size, batch_size=args.batch_size,
+        manifest_dir=manifest_dir, channel_dir=_channel)
+    train_source, val_source = sources[contract.CHANNEL_TRAIN], sources[contract.CHANNEL_VALIDATION]
 
     model = _build(args, manifest, kind, rank).to(device)
     base_lr = args.base_learning_rate
@@ -186,7 +184,8 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
     model, optimizer = strategy.wrap(model, make_optimizer)
     loss_fn = torch.nn.CrossEntropyLoss()
     # Every rank takes the same number of steps (a collective waits for all): the fewest batches any rank has.
-    steps = int(min(_per_rank(max(1, -(-len(train.y) // args.batch_size)), rank, world, device)))
+    # Pipe: every rank's quota is the same whole number of batches (data.PipeChannel).
+    steps = int(min(_per_rank(max(1, -(-train_source.records // args.batch_size)), rank, world, device)))
     generator = torch.Generator().manual_seed(args.seed + rank // per)
     step_index = 0
     phase = None
@@ -200,6 +199,7 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
                       f"{'backbone frozen' if name == lite0.HEAD_PHASE else 'every layer'}, rate x{factor:g}",
                       flush=True)
         phase = name
+        train, val = train_source.epoch(), val_source.epoch()  # Pipe: the epoch's FIFOs
         model.train()
         started, cpu_started = time.perf_counter(), time.process_time()
         loss_sum, correct, seen = 0.0, 0, 0
@@ -235,6 +235,8 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
             }), flush=True)
             for line in lines:
                 print(line, flush=True)
+    for source in sources.values():
+        source.close()  # Pipe: the host's private FIFOs' folder
     state = _per_rank(strategy.state_bytes(model, optimizer), rank, world, device)
     whole = strategy.module(model)  # ZeRO: on every rank, as above
     if rank == 0:

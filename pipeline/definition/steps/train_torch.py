@@ -43,9 +43,11 @@ def check(settings: Settings, values) -> None:
     for present, flag, fix in unsupported:
         if present:
             raise _refuse(flag, fix)
-    if values[P.TRAIN_INPUT_MODE] == "Pipe":
-        raise _refuse(f"{P.TRAIN_INPUT_MODE}=Pipe", f"the PyTorch room reads files; pass "
-                      f"-p {P.TRAIN_INPUT_MODE}=File or FastFile")
+    if values[P.TRAIN_INPUT_MODE] == "Pipe" and values[P.STRATEGY] == training.TORCH_GPIPE:
+        # GPipe: a host's ranks (the stages) all need every batch; a FIFO is read by one process.
+        raise _refuse(f"{P.TRAIN_INPUT_MODE}=Pipe with {P.STRATEGY}={training.TORCH_GPIPE}", f"a Pipe FIFO is "
+                      f"read by one process, which deals its records out, and GPipe's stages all need every "
+                      f"batch; pass -p {P.TRAIN_INPUT_MODE}=File or FastFile, or -p {P.STRATEGY}=ddp")
     if values.get(P.BATCH_INPUT_URI):
         raise _refuse(P.BATCH_INPUT_URI, "batch transform serves TensorFlow models only; run "
                       "trainpipe predict on the registered model, or leave it empty")
@@ -95,6 +97,7 @@ def estimator(ctx: BuildContext) -> PyTorch:
             training.HP_SEED: settings.seed,
             training.HP_MODEL_ARCHITECTURE: params[P.MODEL_ARCHITECTURE],
             training.HP_IMAGE_SIZE: params[P.IMAGE_SIZE],
+            training.HP_AUGMENTATION: params[P.AUGMENTATION],  # training images only (training_torch/augment.py)
             training.HP_TORCH_STRATEGY: ctx.values[P.STRATEGY],
             training.HP_MICRO_BATCHES: params[P.MICRO_BATCHES],
             # The pretrained backbone's phases, under the TensorFlow room's names (training_torch/train.py).

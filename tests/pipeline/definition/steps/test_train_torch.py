@@ -74,7 +74,8 @@ def test_zero_asks_for_deepspeed_and_ddp_ships_no_module_that_imports_it():
     (Settings(), {P.STRATEGY: "zero3"}, "Strategy is for Framework=pytorch, and this build is Framework=tensorflow"),
     (Settings(distribution="mirrored"), {**TORCH, P.PROCESSES_PER_HOST: "1"},
      "--distribution mirrored with -p Framework=pytorch"),
-    (Settings(), {**TORCH, P.TRAIN_INPUT_MODE: "Pipe"}, "TrainInputMode=Pipe with -p Framework=pytorch"),
+    (Settings(), {**TORCH, P.TRAIN_INPUT_MODE: "Pipe", P.STRATEGY: "gpipe"},
+     "TrainInputMode=Pipe with Strategy=gpipe with -p Framework=pytorch: a Pipe FIFO is read by one process"),
     (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.PROCESSES_PER_HOST: "1"},
      "gpipe splits the model over a host's ranks and this host runs 1"),
     (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.PROCESSES_PER_HOST: "4", P.MODEL_ARCHITECTURE: "mlp"},
@@ -213,6 +214,23 @@ def test_zero3_through_the_cli_installs_deepspeed_trains_as_ddp_and_holds_a_quar
 
 
 @pytest.mark.slow
+def test_pipe_mode_streams_each_epoch_s_fifo_to_2_hosts_x_2_ranks_and_registers_as_file_mode(ddp_run, tmp_path):
+    """Issue 45: TrainInputMode=Pipe. Each host's local rank 0 reads the epoch's FIFO and deals
+    the records out as the TensorFlow room does (training_torch/data.py); FullyReplicated gives
+    each rank its own shard's records (9 whole batches of 32 of its 314; File mode takes 10
+    with a partial one), so the accuracy matches File mode's. Measured: 0.93 test accuracy."""
+    from tests.pipeline.local.test_sdk_pipelines import registered
+
+    workdir, ddp = ddp_run
+    piped = _run(tmp_path / "pipe", "-p", "TrainInputMode=Pipe", "-p", "TrainDistribution=FullyReplicated")
+    assert abs(piped["metrics"]["accuracy"]["value"] - ddp["metrics"]["accuracy"]["value"]) <= 0.03, (piped, ddp)
+    log = _train_log(tmp_path / "pipe")
+    assert "algo-2: channel train (Pipe, FullyReplicated)" in log
+    assert len(re.findall(r"trainpipe-metrics epoch=\d", log)) == 3
+    assert len(registered(tmp_path / "pipe")) == 1  # past CheckAccuracy, as File mode
+
+
+@pytest.mark.slow
 def test_predict_and_serve_answer_raw_rows_from_the_registered_pytorch_model(ddp_run, tmp_path):
     import requests
 
@@ -295,3 +313,11 @@ def test_efficientnet_lite0_fine_tunes_the_package_weights_through_the_cli(tmp_p
     assert printed.returncode == 0, printed.stderr
     (answer,) = [json.loads(line) for line in printed.stdout.splitlines()]
     assert answer["class"] == "coffee"
+
+
+def test_augmentation_reaches_the_pytorch_job_under_the_tensorflow_room_s_name():
+    """training_torch/augment.py reads the same hyperparameter the TensorFlow job does."""
+    definition = build_definition(Settings(), {**TORCH, P.AUGMENTATION: "crop"})
+    check_definition(definition)
+    hps = _step(definition, STEP_TRAIN)["HyperParameters"]
+    assert "Parameters.Augmentation" in json.dumps(hps[training.HP_AUGMENTATION])
