@@ -279,6 +279,30 @@ def test_our_own_definition_file_is_the_same_pipeline(tmp_path, capsys):
     assert json.loads(saved.read_text())["Metadata"] == {"PipelineName": "mine"}
 
 
+
+def test_run_definition_runs_under_the_name_the_file_carries(tmp_path):
+    """Issue 49 through run --local's process: a definition file that carries its pipeline's
+    name (as `trainpipe definition` writes it) runs under that name, not the file's; the
+    --pipeline-name flag wins over it; a file without one (an SDK pipeline's) is named after the
+    file. One Fail step: the name is what the run's first line and execution record say."""
+    def run(definition: dict, *flags: str) -> str:
+        path = tmp_path / "saved-definition.json"
+        path.write_text(json.dumps(definition))
+        done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(path),
+                               "--workdir", str(tmp_path / "w"), "--tracking-uri", "off", *flags],
+                              cwd=Path(__file__).resolve().parents[4], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1 and done.stderr.strip().endswith("Failed: stop here"), done.stderr[-2000:]
+        said = next(ln for ln in done.stdout.splitlines() if ln.startswith("trainpipe run --local: execution "))
+        execution = said.split()[4]
+        record = json.loads((tmp_path / "w" / "runs" / execution / "execution.json").read_text())
+        return f"{said.split(' of ', 1)[1].split(',', 1)[0]}/{record['pipeline_name']}"
+
+    steps = [{"Name": "Stop", "Type": "Fail", "Arguments": {"ErrorMessage": "stop here"}}]
+    ours = {"Version": "2020-12-01", "Metadata": {"PipelineName": "trainpipe"}, "Parameters": [], "Steps": steps}
+    assert run(ours) == "trainpipe/trainpipe"
+    assert run(ours, "--pipeline-name", "other") == "other/other"
+    assert run({**ours, "Metadata": {}}) == "saved-definition/saved-definition"
+
 def test_run_help_names_only_step_types_that_do_not_run_locally(capsys):
     """Issue 49: `run --help` listed Transform and CreateModel among the steps that cannot run
     locally, which the runner does run (docs/local-mode.md)."""
