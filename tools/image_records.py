@@ -74,11 +74,14 @@ def instructions(text: str) -> list[str]:
     return out
 
 
-def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]:
+def stages(text: str, build: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]:
     """(global ARG defaults, stage name -> (the stage it is FROM, its RUN commands)). Each RUN
     is read with the variables Docker gives it there: the global ARGs, the ENVs of its stage
     and the stages it is FROM (``ENV PIP=${PIP}`` in ``common``), and its own stage's ARG
-    defaults (``ARG TF_URL=...`` in ``sagemaker``; an ARG's default does not pass to a child)."""
+    defaults (``ARG TF_URL=...`` in ``sagemaker``; an ARG's default does not pass to a child).
+    ``build``: the build args the image is built with (``buildspec_args``); as ``docker build
+    --build-arg``, each replaces the ARG's default or gives the one an ARG without default lacks."""
+    build = build or {}
     args: dict[str, str] = {}
     found: dict[str, tuple[str, list[str]]] = {}
     env: dict[str, dict[str, str]] = {}
@@ -94,9 +97,11 @@ def stages(text: str) -> tuple[dict[str, str], dict[str, tuple[str, list[str]]]]
                 stage = f"{stage} (stage {len(found) + 1})"
             found[stage] = (parts[0], [])
             env[stage], local = dict(env.get(parts[0], {})), {}
+        elif word == "ARG" and "=" not in rest and rest.strip() in build:
+            (args if stage is None else local)[rest.strip()] = build[rest.strip()]
         elif word == "ARG" and "=" in rest:
             name, _, value = rest.partition("=")
-            value = value.strip().strip('"')
+            value = build.get(name.strip(), value.strip().strip('"'))
             if stage is None:
                 args[name.strip()] = value
             else:
@@ -170,10 +175,11 @@ def installs(command: str, args: dict[str, str]) -> list[tuple[str, str]]:
     return found
 
 
-def packages(text: str, stage: str, core: dict | None = None) -> dict[str, str]:
+def packages(text: str, stage: str, core: dict | None = None, build: dict[str, str] | None = None) -> dict[str, str]:
     """Distribution -> specifier for the image built from ``stage`` of the Dockerfile ``text``
-    (``:last``: its last stage, what ``docker build`` builds without ``--target``)."""
-    args, found = stages(text)
+    (``:last``: its last stage, what ``docker build`` builds without ``--target``), with the
+    build args ``build``."""
+    args, found = stages(text, build)
     if stage == ":last":
         stage = list(found)[-1]
     chain, name = [], stage
@@ -203,6 +209,42 @@ def based_packages(base: str, dockerfile: str, stage: str, core: dict | None = N
         if spec != "unpinned" or dist not in found:
             found[dist] = spec
     return found
+
+
+# SageMaker: the build args AWS's builder passes from an image's buildspec entry (aws/deep-learning-
+# containers src/image_builder.py: TRANSFORMERS_VERSION, DATASETS_VERSION, TORCHSERVE_VERSION,
+# SM_TOOLKIT_VERSION), where the Dockerfile declares the ARG without a default.
+BUILDSPEC_ARGS = {"transformers_version": "TRANSFORMERS_VERSION", "datasets_version": "DATASETS_VERSION",
+                  "torch_serve_version": "TORCHSERVE_VERSION", "tool_kit_version": "SM_TOOLKIT_VERSION"}
+
+
+def buildspec_args(text: str, dockerfile_path: str) -> dict[str, str]:
+    """The build args of the buildspec's image built from ``dockerfile_path`` (its entry's
+    ``docker_file``, relative to the framework folder, ends that path). One line naming the
+    buildspec where no entry, or entries that disagree, build it."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            # Each image entry names its anchors again (&DEVICE_TYPE gpu after &DEVICE_TYPE cpu): as
+            # YAML says, an alias is the nearest anchor before it; PyYAML refuses the repetition.
+            event = self.peek_event()
+            if not isinstance(event, yaml.events.AliasEvent) and getattr(event, "anchor", None) in self.anchors:
+                del self.anchors[event.anchor]
+            return super().compose_node(parent, index)
+
+    # AWS's buildspecs join words with a custom tag: !join [docker/, *SHORT_VERSION, /Dockerfile., gpu]
+    Loader.add_constructor("!join", lambda loader, node: "".join(
+        str(part) for part in loader.construct_sequence(node, deep=True)))
+    document = yaml.load(text, Loader=Loader) or {}
+    found = []
+    for image in (document.get("images") or {}).values():
+        if isinstance(image, dict) and dockerfile_path.endswith("/" + str(image.get("docker_file", "")).lstrip("/")):
+            found.append({arg: str(image[key]) for key, arg in BUILDSPEC_ARGS.items() if image.get(key) is not None})
+    if not found or any(f != found[0] for f in found):
+        raise SystemExit(f"the buildspec has {'no image' if not found else 'images that disagree'} built from "
+                         f"{dockerfile_path}; name the buildspec that builds it")
+    return found[0]
 
 
 def lock_packages(text: str, extras: list[str]) -> dict[str, str]:
@@ -255,14 +297,15 @@ def _pattern(repository: str, supported: dict, python: str) -> str:
 
 def record(*, name: str, repository: str, dockerfile: str, stage: str, supported: dict,
            core: dict | None, sources: list[dict], retrieved: str, closure: dict[str, str],
-           lock: dict[str, str] | None = None, uri_pattern: str | None = None) -> dict:
+           lock: dict[str, str] | None = None, uri_pattern: str | None = None,
+           build: dict[str, str] | None = None) -> dict:
     """The record's JSON document (README.md next to the records says what each field is)."""
     python = supported["python"].removeprefix("py")
     python = f"{python[0]}.{python[1:]}"
     declared = dict(stages(dockerfile)[0]).get("PYTHON_VERSION")
     if declared and declared != python and not declared.startswith(python + "."):
         raise SystemExit(f"{name}: the Dockerfile builds Python {declared}, the support file says {python}")
-    found = lock or packages(dockerfile, stage, core)
+    found = lock or packages(dockerfile, stage, core, build)
     # Hugging Face's images: transformers==${TRANSFORMERS_VERSION}, an ARG the buildspec passes; AWS's
     # published data for the image names the version (transformers: "4.36.0").
     if supported.get("transformers") and found.get("transformers") == "unpinned":
@@ -440,6 +483,9 @@ def main(argv: list[str] | None = None) -> None:
                              "(name that file with --source); its venv dependencies count too")
     parser.add_argument("--source", action="append", default=[], metavar="URL|FILE|WHAT",
                         help="one more source the record names (where a --dependency was read)")
+    parser.add_argument("--buildspec", help="COMMIT:PATH of the buildspec that builds the image, for the build "
+                                            "args it passes to ARGs the Dockerfile leaves without a default "
+                                            "(Hugging Face's DATASETS_VERSION, PyTorch inference's TORCHSERVE_VERSION)")
     parser.add_argument("--retrieved", default=date.today().isoformat())
     parser.add_argument("--output", help="the record file to replace, whole (written beside it, then renamed); "
                                          "else stdout")
@@ -463,6 +509,11 @@ def main(argv: list[str] | None = None) -> None:
         sources[0]["what"] += "; " + sources.pop()["what"]
     if args.core:
         sources.append(_source(args.dlc, args.core, "core packages and version specifiers"))
+    build = None
+    if args.buildspec:
+        build = buildspec_args(_git(args.dlc, "show", args.buildspec), args.dockerfile.split(":", 1)[1])
+        sources.append(_source(args.dlc, args.buildspec, "the build args the image is built with: "
+                                                         + ", ".join(f"{k}={v}" for k, v in build.items())))
     for extra in args.source:
         url, file, what = extra.split("|")
         sources.append({"url": url, "file": file, "what": what})
@@ -484,13 +535,13 @@ def main(argv: list[str] | None = None) -> None:
         sources.insert(1, _source(args.dlc, args.base, "the image the Dockerfile is FROM ($BASE_IMAGE): its last "
                                                        "stage's pip/conda installs"))
     if args.requirements:
-        lock = {**(lock or packages(dockerfile, args.stage, core)),
+        lock = {**(lock or packages(dockerfile, args.stage, core, build)),
                 **requirement_lines(_git(args.dlc, "show", args.requirements))}
         sources.insert(1, _source(args.dlc, args.requirements, "what the final image pip-installs last "
                                                                "(pip install -r requirements.txt)"))
     document = record(name=args.name, repository=args.repository, dockerfile=dockerfile, stage=args.stage,
                       supported=supported, core=core, sources=sources, retrieved=args.retrieved,
-                      closure=closure, lock=lock, uri_pattern=args.uri_pattern)
+                      closure=closure, lock=lock, uri_pattern=args.uri_pattern, build=build)
     if args.extends:
         document["extends"] = args.extends
     write(document, args.output)

@@ -369,9 +369,11 @@ hf_record() {  # KIND VERSION DIR ACCELERATOR then more arguments
       --name aws-huggingface-pytorch-$kind-$ver-$acc --repository huggingface-pytorch-$kind "$@" \
       --output $R/aws-huggingface-pytorch-$kind-$ver-$acc.json
 }
-for v in "2.9 cu130" "2.5 cu124" "2.1 cu121" "2.0 cu118" "1.13 cu117"; do
-  read ver cu <<< "$v"
-  hf_record training $ver py3/$cu gpu --extends aws-pytorch-training-$ver-gpu
+# 2.1, 2.0 and 1.13 leave datasets to the build arg DATASETS_VERSION: their buildspec at $HF gives it.
+for v in "2.9 cu130 -" "2.5 cu124 -" "2.1 cu121 2-1" "2.0 cu118 2-0" "1.13 cu117 1-13"; do
+  read ver cu spec <<< "$v"
+  build=(); [ $spec != - ] && build=(--buildspec $HF:huggingface/pytorch/training/buildspec-$spec.yml)
+  hf_record training $ver py3/$cu gpu --extends aws-pytorch-training-$ver-gpu "${build[@]}"
 done
 for v in "2.6 cu124" "2.1 cu118"; do
   read ver cu <<< "$v"
@@ -416,7 +418,9 @@ for v in "2.5 a15f2f0209bde8f4cd7ba8ca45cf5fce694457ec cu124 py311 2024-10-29 20
     else
       dates=(--set-source $c:$df --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver")
     fi
-    gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py "${dates[@]}" "${core[@]}" \
+    # 2.0 keeps no core_packages.json: torchserve's and the toolkit's versions are build args of its buildspec.
+    build=(); [ $ver = 2.0 ] && build=(--buildspec $c:pytorch/inference/buildspec-2-0-sm.yml)
+    gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py "${dates[@]}" "${core[@]}" "${build[@]}" \
         --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-$ver-$label.json
   done
 done

@@ -387,3 +387,53 @@ def test_the_make_script_writes_every_record_through_output():
     script = (REPO / "tools" / "image_records_make.sh").read_text()
     assert not re.search(r">\s*(\$R/|pipeline/images/)", script)
     assert script.count("--output $R/") >= 20 and "--output pipeline/images/support.json" in script
+
+
+BUILDSPEC = """\
+version: &VERSION 2.0.1
+short_version: &SHORT_VERSION "2.0"
+images:
+  BuildCpu:
+    device_type: &DEVICE_TYPE cpu
+    python_version: &DOCKER_PYTHON_VERSION py3
+    torch_serve_version: &TORCHSERVE_VERSION 0.8.2
+    tool_kit_version: &SM_TOOLKIT_VERSION 2.0.16
+    docker_file: !join [ docker/, *SHORT_VERSION, /, *DOCKER_PYTHON_VERSION, /Dockerfile., *DEVICE_TYPE ]
+  BuildGpu:
+    device_type: &DEVICE_TYPE gpu
+    python_version: &DOCKER_PYTHON_VERSION py3
+    torch_serve_version: &TORCHSERVE_VERSION 0.9.0
+    docker_file: !join [ docker/, *SHORT_VERSION, /, *DOCKER_PYTHON_VERSION, /Dockerfile., *DEVICE_TYPE ]
+"""
+
+
+def test_a_buildspec_gives_the_build_args_the_dockerfile_leaves_without_a_default(tmp_path):
+    """``ARG TORCHSERVE_VERSION`` with no default: AWS's builder passes the buildspec's
+    ``torch_serve_version`` (src/image_builder.py), read from the entry whose docker_file is this one
+    (anchors named again per entry, ``!join``); without ``--buildspec`` the record says unpinned."""
+    dlc = tmp_path / "dlc"
+    (dlc / "pt" / "docker" / "2.0" / "py3").mkdir(parents=True)
+    (dlc / "pt" / "docker" / "2.0" / "py3" / "Dockerfile.cpu").write_text(
+        "ARG PYTHON_VERSION=3.10.9\nARG TORCHSERVE_VERSION\nARG SM_TOOLKIT_VERSION\nFROM ubuntu AS sagemaker\n"
+        "ARG TORCHSERVE_VERSION\nRUN pip install torchserve==${TORCHSERVE_VERSION} "
+        "sagemaker-pytorch-inference==${SM_TOOLKIT_VERSION} numpy\n")
+    (dlc / "pt" / "buildspec-2-0-sm.yml").write_text(BUILDSPEC)
+    git(dlc, "init", "-q")
+    git(dlc, "add", ".")
+    git(dlc, "commit", "-qm", "fixture")
+
+    def generate(*more: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, str(REPO / "tools" / "image_records.py"), "--dlc", str(dlc / ".git"),
+             "--dockerfile", "HEAD:pt/docker/2.0/py3/Dockerfile.cpu", "--set", "version=2.0", "--set", "accelerator=cpu",
+             "--set", "python=py310", "--set-source", "HEAD:pt/docker/2.0/py3/Dockerfile.cpu",
+             "--name", "aws-pytorch-inference-2.0-cpu", "--repository", "pytorch-inference", *more],
+            capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    record = generate("--buildspec", "HEAD:pt/buildspec-2-0-sm.yml")
+    assert record["packages"] == {"torchserve": "==0.8.2", "sagemaker-pytorch-inference": "==2.0.16", "numpy": "unpinned"}
+    assert record["sources"][-1]["file"] == "pt/buildspec-2-0-sm.yml"
+    assert record["sources"][-1]["what"].endswith("TORCHSERVE_VERSION=0.8.2, SM_TOOLKIT_VERSION=2.0.16")
+    assert generate()["packages"]["torchserve"] == "unpinned"

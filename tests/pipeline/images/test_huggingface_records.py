@@ -44,9 +44,22 @@ def test_each_published_tag_finds_its_record(tag, name, python, transformers, to
     assert (record.packages["transformers"], record.packages["torch"]) == (transformers, torch)
     assert {"transformers", "torch"} <= record.modules
     assert ("datasets" in record.modules) == ("training" in name)  # the inference images install no datasets
-    dockerfiles = [s for s in record.sources if s["file"].startswith("huggingface/pytorch/")]
+    dockerfiles = [s for s in record.sources if s["file"].startswith("huggingface/pytorch/") and "/docker/" in s["file"]]
     assert len(dockerfiles) == 1 and dockerfiles[0]["url"].endswith(f"/{dockerfiles[0]['commit']}/{dockerfiles[0]['file']}")
     assert dockerfiles[0]["date"] <= "2026-11-28"
+
+
+@pytest.mark.parametrize("version, datasets, buildspec", [
+    ("1.13", "==2.16.1", "buildspec-1-13.yml"), ("2.0", "==2.16.1", "buildspec-2-0.yml"),
+    ("2.1", "==2.18.0", "buildspec-2-1.yml")])
+def test_datasets_is_pinned_from_the_buildspec_where_the_dockerfile_leaves_it_to_a_build_arg(version, datasets,
+                                                                                            buildspec):
+    """``datasets==${DATASETS_VERSION}``, an ARG without a default: AWS's builder passes the buildspec's
+    ``datasets_version`` (src/image_builder.py); the record pins it and names that buildspec."""
+    record = next(r for r in catalog.records() if r.name == f"aws-huggingface-pytorch-training-{version}-gpu")
+    assert record.packages["datasets"] == datasets
+    (source,) = [s for s in record.sources if s["file"] == f"huggingface/pytorch/training/{buildspec}"]
+    assert f"DATASETS_VERSION={datasets[2:]}" in source["what"] and source["url"].endswith(f"/{source['commit']}/{source['file']}")
 
 
 def test_a_training_record_extends_the_pytorch_record_and_another_transformers_is_not_it():

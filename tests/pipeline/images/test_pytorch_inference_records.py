@@ -16,7 +16,8 @@ VERSIONS = {  # version: (commit, Python, torch on CPU, torchserve, end of patch
     "2.3": ("df83469a1da84aa2d247ec98445b0caac009ced7", "3.11", "==2.3.0+cpu", "==0.11.0", "2025-04-24"),
     "2.2": ("7b7d5294e8ed0041b185de6001198f896bee5eff", "3.10", "==2.2.0+cpu", "==0.11.0", "2025-01-30"),
     "2.1": ("6fc2aa90e4e83cdd4b49d7548d2f2a7673895045", "3.10", "==2.1.0+cpu", "==0.11.0", "2024-10-04"),
-    "2.0": ("8cb4488d0bc388b96d732df60c6cae11be85475f", "3.10", "==2.0.1+cpu", "unpinned", "2024-03-15"),
+    # 2.0: torchserve is the build arg TORCHSERVE_VERSION, from its buildspec (no core_packages.json).
+    "2.0": ("8cb4488d0bc388b96d732df60c6cae11be85475f", "3.10", "==2.0.1+cpu", "==0.8.2", "2024-03-15"),
     "1.13": ("053a25181f7eee76dee1ee19b6ba09a77611df12", "3.9", "==1.13.1+cpu", "==0.11.0", "2024-10-28"),
     "1.12": ("8c4c8281e120991ccf527c5541ebe93b18f4eb34", "3.8", "==1.12.1+cpu", "==0.6.1", None),
     "1.11": ("37df056d4c0cb482b4369b017c0687e07ef1e0c0", "3.8", "==1.11.0+cpu", "==0.6.0", None),
@@ -45,6 +46,9 @@ def test_each_version_finds_its_record(version):
         .packages["torch"] == torch
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f'"{version} {commit}' in script
+    if version == "2.0":
+        assert record.packages["sagemaker-pytorch-inference"] == "==2.0.16"
+        assert any(s["file"] == "pytorch/inference/buildspec-2-0-sm.yml" for s in record.sources)
     if version == "1.10":
         assert record.packages["torchserve-nightly"] == "==2022.3.23.post2"
         assert any(s["file"].endswith("Dockerfile.ec2.gpu") for s in record.sources)

@@ -191,8 +191,21 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's Python {record.python} is not on this machine "
                                f"({IMAGE_PYTHON_ENV} maps an image to one){versions}")
+    # A package the Dockerfile names without a version (the image resolved it when it was built):
+    # no version here to match, so the job's log says what it gets instead.
+    unpinned = unpinned_of(record, code)
     return Interpreter(found, True, record.python, seed=_seed_root(found, record, code),
-                       why=f"the image's Python, with its {record.name} packages the code imports")
+                       why=f"the image's Python, with its {record.name} packages the code imports"
+                           + (f"; the record pins no version of {', '.join(unpinned)}: pip's newest for "
+                              f"Python {record.python}" if unpinned else ""))
+
+
+def unpinned_of(record, code: CodeFacts) -> list[str]:
+    """The image's distributions the seeded environment installs for the code (``_pins``) whose
+    record gives no exact version (``unpinned``, ``dependency (unpinned)``, a range)."""
+    wanted, constraints = _pins(record, code)
+    pinned = {c.split("==", 1)[0] for c in constraints}
+    return [name for name in wanted if name not in pinned and name not in code.runtime]
 
 
 def versions_differ(record, code: CodeFacts) -> list[str]:

@@ -115,4 +115,6 @@ def test_a_transform_loads_the_model_with_the_images_scikit_learn(tmp_path):
     (server_log,) = workdir.glob("runs/*/jobs/*-Score-*/hosts/algo-1/server.log")
     assert "InconsistentVersionWarning" not in server_log.read_text()
     (job_log,) = workdir.glob("runs/*/jobs/*-Score-*/job.log")
-    assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports)" in job_log.read_text()
+    # joblib: the record names it as scikit-learn's dependency, unpinned; the log line says what it gets.
+    assert ("(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports; the record "
+            "pins no version of joblib: pip's newest for Python 3.9)") in job_log.read_text()
