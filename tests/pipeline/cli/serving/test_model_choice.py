@@ -172,3 +172,7 @@ def test_serve_takes_the_same_model_as_predict_and_says_why(tmp_path):
                            "digits/1 (digits/1 (PendingManualApproval, accuracy 0.981): none Approved, the highest "
                            "accuracy of 2 table model(s); --model N takes another (trainpipe models)) "
                            "s3://bucket/tuned/model.tar.gz: "), line
+    # Of two as accurate, the newer (docs/serving.md: "then the newest").
+    _scored(work, "s3://bucket/retuned/model.tar.gz", "PendingManualApproval", 0.981, "2026-01-03")
+    served = _trainpipe("serve", "--workdir", str(work), "--port", str(free_port()))
+    assert "model-package/digits/3 (digits/3 (PendingManualApproval, accuracy 0.981)" in served.stderr, served.stderr
