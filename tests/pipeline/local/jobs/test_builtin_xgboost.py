@@ -49,7 +49,8 @@ def abalone_csv(path: Path, rows: int, seed: int, libsvm: bool = False) -> Path:
     return path
 
 
-def build(tmp_path: Path, hyperparameters: dict, content_type: str = "text/csv") -> Path:
+def build(tmp_path: Path, hyperparameters: dict, content_type: str = "text/csv", version: str = "1.7-1",
+          **estimator) -> Path:
     from sagemaker import image_uris
     from sagemaker.estimator import Estimator
     from sagemaker.inputs import TrainingInput
@@ -65,10 +66,11 @@ def build(tmp_path: Path, hyperparameters: dict, content_type: str = "text/csv")
         S3Uploader.upload(str(abalone_csv(tmp_path / channel / f"{channel}.csv", 300, seed, "libsvm" in content_type)),
                           f"s3://{BUCKET}/abalone/{channel}", sagemaker_session=session)
     # AWS's abalone example: the XGBoost image as a built-in algorithm (no entry_point).
-    image = image_uris.retrieve(framework="xgboost", region="us-east-1", version="1.7-1",
+    image = image_uris.retrieve(framework="xgboost", region="us-east-1", version=version,
                                 py_version="py3", instance_type="ml.m5.xlarge")
     xgb_train = Estimator(image_uri=image, instance_type="ml.m5.xlarge", instance_count=1,
-                          output_path=f"s3://{BUCKET}/AbaloneTrain", role=ROLE, sagemaker_session=session)
+                          output_path=f"s3://{BUCKET}/AbaloneTrain", role=ROLE, sagemaker_session=session,
+                          **estimator)
     xgb_train.set_hyperparameters(**hyperparameters)
     step_train = TrainingStep(name="TrainAbaloneModel", step_args=xgb_train.fit(inputs={
         "train": TrainingInput(s3_data=f"s3://{BUCKET}/abalone/train", content_type=content_type),
@@ -150,13 +152,18 @@ def test_a_builtin_xgboost_job_without_num_round_fails_as_the_container_does(tmp
 
 @pytest.mark.slow
 @pytest.mark.skipif(find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
-def test_builtin_xgboost_reads_libsvm_channels(tmp_path):
-    done = run(tmp_path, build(tmp_path, dict(HYPERPARAMETERS, num_round=5), content_type="text/libsvm"))
+def test_builtin_xgboost_reads_libsvm_channels_and_checkpoints_each_round(tmp_path):
+    checkpoints = f"s3://{BUCKET}/checkpoints/abalone"
+    done = run(tmp_path, build(tmp_path, dict(HYPERPARAMETERS, num_round=5), content_type="text/libsvm",
+                               checkpoint_s3_uri=checkpoints))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (log,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*/job.log")
     text = log.read_text()
     assert "Train matrix has 300 rows and 10 columns" in text
     assert "[4]#011train-rmse:" in text and "#011validation-rmse:" in text
+    # SageMaker: a checkpoint per round in the checkpoint folder, synced to CheckpointConfig.S3Uri.
+    saved = sorted(p.name for p in (tmp_path / "work" / "store" / checkpoints.removeprefix("s3://")).iterdir())
+    assert saved == [f"xgboost-checkpoint.{n}" for n in range(5)]
 
 
 # --- The job side, without xgboost: what it refuses ---------------------------------------------
