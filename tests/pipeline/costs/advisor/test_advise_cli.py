@@ -84,6 +84,12 @@ def test_one_run_is_too_few_to_recommend_from(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "too few runs" not in out and "shows nothing until" not in out
     assert "recommendation (fastest, no constraint): run --local" in out
+    # Three runs for the usual three terms are as few (docs/cost.md): said, nothing recommended.
+    three = recorded_workdir(tmp_path / "three")
+    assert main(["advise", "--workdir", str(three), "--plot", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "local: 3 run(s) for a fit of 3 term(s): its error on them shows nothing until it has 4" in out
+    assert "recommendation (fastest): none: " in out
 
 
 def test_predicted_runs_include_the_measured_jobs_start_up_and_save(tmp_path, capsys):
