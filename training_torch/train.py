@@ -27,6 +27,7 @@ from training_entry import contract
 from training_entry.input import records
 from training_torch import data, export, networks, plan, strategies
 from training_torch.backbones import efficientnet_lite0 as lite0
+from training_torch.stopping import StopOnSigterm
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -130,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(args: argparse.Namespace, cuda: bool) -> None:
+    # SageMaker: a stopped job (a tuning job's early stopping) gets SIGTERM; train to an epoch's end.
+    stop = StopOnSigterm()
+    stop.install()
     rank, world = dist.get_rank(), dist.get_world_size()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
@@ -235,6 +239,10 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
             }), flush=True)
             for line in lines:
                 print(line, flush=True)
+        if stop.agreed(device):  # every rank, each epoch: all stop after the same one
+            if rank == 0:
+                print(f"stopped (SIGTERM) after epoch {epoch}: saving the model trained so far", flush=True)
+            break
     for source in sources.values():
         source.close()  # Pipe: the host's private FIFOs' folder
     state = _per_rank(strategy.state_bytes(model, optimizer), rank, world, device)
