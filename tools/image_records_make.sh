@@ -297,19 +297,21 @@ fi
 # skipped without it), each version's branch head (3.0-5: the default branch's): the base Dockerfile's
 # last stage (conda's pyarrow, pip's xgboost; mlio and sagemaker-debugger are built from source or git
 # and are not read) and requirements.txt, which the final Dockerfile pip-installs. The Python is the base
-# Dockerfile's ARG PYTHON_VERSION; 0.90-2's names none and has no record. Dependencies of scikit-learn,
+# Dockerfile's ARG PYTHON_VERSION; 0.90-2's has none, and the SDK's image_uri_config/xgboost.json says only
+# py3: its Python is the one the same Dockerfile conda-installs (python=3.6.13). Dependencies of scikit-learn,
 # pandas and Flask as this venv resolves them (as the DLC records' closure).
 X=${3:-}
 if [ -n "$X" ]; then
-  xgb_record() {  # VERSION COMMIT PYTHON
+  xgb_record() {  # VERSION COMMIT PYTHON [WHERE THE DOCKERFILE NAMES IT]
     local ver=$1 c=$2 py=$3 df=docker/$1/base/Dockerfile.cpu
     local pv=${py#py}; pv=${pv:0:1}.${pv:1}
+    local where=${4:-ARG PYTHON_VERSION}
     local text; text=$(git --git-dir "$X" show $c:$df)
     local stage; stage=$(awk 'toupper($1) == "FROM" {s = $2} END {print s}' <<< "$text")
     .venv/bin/python tools/image_records.py --dlc "$X" --github aws/sagemaker-xgboost-container --retrieved 2026-11-28 \
         --dockerfile $c:$df --stage "$stage" --requirements $c:requirements.txt \
         --set version=$ver --set accelerator=cpu --set python=$py --set-source $c:$df \
-        --set-what "ARG PYTHON_VERSION (Python $pv); AWS's DLC data dates no XGBoost image" \
+        --set-what "$where (Python $pv); AWS's DLC data dates no XGBoost image" \
         --uri-pattern "/sagemaker-xgboost:${ver//./\\.}(-cpu-py3)?\$" --name aws-xgboost-$ver --repository sagemaker-xgboost \
         --closure scikit-learn pandas flask --output $R/aws-xgboost-$ver.json
   }
@@ -320,6 +322,7 @@ if [ -n "$X" ]; then
   xgb_record 1.2-2 dd637a025b8e644ab356a182fab4cd628b123b97 py37
   xgb_record 1.2-1 0d8f55de0bec7e7afe29923b217714a592ff5d77 py37
   xgb_record 1.0-1 0c7a3b8942f8cd75ea1c9e3c32bb83ea4b69b0a5 py37
+  xgb_record 0.90-2 a034e4b46392a65034316106b039422c93c5d909 py36 "conda install -c conda-forge python=3.6.13"
   xgb_record 0.90-1 132188b309ef27b17ee9a769a0bdbbe8ddb802ee py37
 fi
 # TensorFlow training 2.7 and PyTorch training 1.10 (CPU, GPU): their SageMaker images are built FROM the

@@ -18,6 +18,7 @@ VERSIONS = {  # the SDK's tag for the version: (commit, Python, xgboost)
     "1.2-2": ("dd637a025b8e644ab356a182fab4cd628b123b97", "3.7", "==1.2.0"),
     "1.2-1": ("0d8f55de0bec7e7afe29923b217714a592ff5d77", "3.7", "==1.2.0"),
     "1.0-1-cpu-py3": ("0c7a3b8942f8cd75ea1c9e3c32bb83ea4b69b0a5", "3.7", "==1.0.0"),
+    "0.90-2-cpu-py3": ("a034e4b46392a65034316106b039422c93c5d909", "3.6", "==0.90"),
     "0.90-1-cpu-py3": ("132188b309ef27b17ee9a769a0bdbbe8ddb802ee", "3.7", "==0.90"),
 }
 
@@ -35,6 +36,18 @@ def test_each_tag_the_sdk_names_finds_its_record(tag):
         assert source["url"] == f"https://github.com/aws/sagemaker-xgboost-container/blob/{source['commit']}/{source['file']}"
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f"xgb_record {version} {commit}" in script
+
+
+def test_0_90_2s_python_is_the_one_its_dockerfile_conda_installs():
+    """0.90-2's Dockerfile has no ARG PYTHON_VERSION and the SDK's image_uri_config says only py3:
+    the base Dockerfile's ``conda install -c conda-forge python=3.6.13`` names it."""
+    from sagemaker import image_uris
+
+    uri = image_uris.retrieve("xgboost", "us-east-1", "0.90-2")
+    record = catalog.find(uri)
+    assert uri.endswith(":0.90-2-cpu-py3") and record.name == "aws-xgboost-0.90-2" and record.python == "3.6"
+    (dockerfile,) = [s for s in record.sources if s["file"].endswith("Dockerfile.cpu")]
+    assert "; conda install -c conda-forge python=3.6.13 (Python 3.6);" in dockerfile["what"]
 
 
 def test_a_later_build_is_not_the_records():
