@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields, replace
 
+from pipeline.errors import UserError
 from training_entry.contract import (
     MIXED_PRECISION_CHOICES,
     STRATEGIES,
@@ -157,12 +158,21 @@ def from_environment(base: Settings | None = None, environ=os.environ) -> Settin
         current = getattr(base, f.name)
         if isinstance(current, bool) or f.name in ("network_isolation", "fp16_allreduce", "use_spot"):
             changes[f.name] = raw.strip().lower() in ("1", "true", "yes", "on")
-        elif f.name in ("fusion_threshold_bytes", "seed", "max_run_seconds"):
-            changes[f.name] = int(raw)
-        elif f.name == "cycle_time_ms":
-            changes[f.name] = float(raw)
+        elif isinstance(current, (int, float)) or f.name in ("fusion_threshold_bytes", "seed", "max_run_seconds",
+                                                               "cycle_time_ms"):
+            # Every number setting by its type (TRAINPIPE_TUNE_JOBS=4 was passed on as the
+            # string '4' and failed in a traceback).
+            number = float if f.name == "cycle_time_ms" or isinstance(current, float) else int
+            try:
+                changes[f.name] = number(raw)
+            except ValueError:
+                raise UserError(f"{ENV_PREFIX}{f.name.upper()}={raw!r} is not a {'number' if number is float else 'whole number'}: "
+                                f"set it to one, or unset it") from None
         else:
             changes[f.name] = raw
     if "region" not in changes and environ.get("AWS_REGION"):
         changes["region"] = environ["AWS_REGION"]
-    return replace(base, **changes)
+    try:
+        return replace(base, **changes)
+    except ValueError as error:  # a value Settings refuses (TRAINPIPE_TUNE_JOBS=-1): one line
+        raise UserError(f"{error} (from the TRAINPIPE_ variables)") from None

@@ -7,6 +7,7 @@ default in ``pipeline.settings.Settings``.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import replace
 
@@ -18,7 +19,13 @@ from pipeline.definition.parameters import (
     strategy_defaults,
 )
 from pipeline.errors import UserError
-from pipeline.settings import TUNE_EARLY_STOPPING, TUNE_STRATEGIES, Settings, from_environment
+from pipeline.settings import (
+    ENV_PREFIX,
+    TUNE_EARLY_STOPPING,
+    TUNE_STRATEGIES,
+    Settings,
+    from_environment,
+)
 from pipeline.tracking.target import HELP as TRACKING_HELP
 from training_entry.contract import MIXED_PRECISION_CHOICES, STRATEGIES
 
@@ -112,6 +119,11 @@ def settings_from_args(args: argparse.Namespace, base: Settings | None = None) -
     if parallel is not None and settings.tune_jobs and parallel > settings.tune_jobs:
         raise UserError(f"--tune-parallel {parallel} is more than the {settings.tune_jobs} trials of --tune "
                         f"{settings.tune_jobs}: give --tune-parallel {settings.tune_jobs} or less, or more trials")
+    variable = ENV_PREFIX + "TUNE_PARALLEL_JOBS"  # given too, if in the environment rather than a flag
+    if parallel is None and os.environ.get(variable) and settings.tune_jobs \
+            and settings.tune_parallel_jobs > settings.tune_jobs:
+        raise UserError(f"{variable}={settings.tune_parallel_jobs} is more than the {settings.tune_jobs} trials of "
+                        f"--tune {settings.tune_jobs}: set it to {settings.tune_jobs} or less, or give more trials")
     return settings
 
 

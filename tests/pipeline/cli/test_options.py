@@ -74,3 +74,31 @@ def test_with_tune_a_split_too_small_for_the_smallest_tried_batch_is_refused_nam
     assert err.endswith("use -p TrainingInstanceCount=1") and "-p BatchSize" not in err
     assert main(argv) == 2  # without --tune, its own BatchSize is the fix it names first
     assert capsys.readouterr().err.strip().endswith("use -p BatchSize=10")
+
+
+def test_tuning_from_the_environment_is_a_number_and_checked_as_the_flags_are(monkeypatch, tmp_path, capsys):
+    """The build settings are also TRAINPIPE_<NAME> variables (run --help): TRAINPIPE_TUNE_JOBS
+    and TRAINPIPE_TUNE_PARALLEL_JOBS were passed on as strings and failed in a traceback. They
+    are numbers now, a parallel above the trials is refused as --tune-parallel's is, and a value
+    that is no number is one line naming the variable."""
+    import json
+
+    out = tmp_path / "d.json"
+    monkeypatch.setenv("TRAINPIPE_TUNE_JOBS", "3")
+    monkeypatch.setenv("TRAINPIPE_TUNE_PARALLEL_JOBS", "1")
+    assert main(["definition", "-o", str(out)]) == 0
+    (tune,) = [s for s in json.loads(out.read_text())["Steps"] if s["Type"] == "Tuning"]
+    limits = tune["Arguments"]["HyperParameterTuningJobConfig"]["ResourceLimits"]
+    assert limits == {"MaxNumberOfTrainingJobs": 3, "MaxParallelTrainingJobs": 1}
+    capsys.readouterr()
+    monkeypatch.setenv("TRAINPIPE_TUNE_PARALLEL_JOBS", "5")
+    assert main(["run", "--local", "--workdir", str(tmp_path / "w"), "--tune", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trainpipe run: error: TRAINPIPE_TUNE_PARALLEL_JOBS=5 is more than the 2 trials of --tune 2: set it to 2 "
+        "or less, or give more trials")
+    assert not (tmp_path / "w" / "runs").exists()
+    monkeypatch.setenv("TRAINPIPE_TUNE_PARALLEL_JOBS", "two")
+    assert main(["definition", "--tune", "2"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "trainpipe definition: error: TRAINPIPE_TUNE_PARALLEL_JOBS='two' is not a whole number: set it to one, or "
+        "unset it")
