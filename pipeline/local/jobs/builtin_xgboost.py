@@ -17,6 +17,7 @@ libsvm, more than one instance.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -26,6 +27,8 @@ from pathlib import Path
 from pipeline.images import catalog
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.builtin_xgboost_train import METRICS
+from pipeline.local.jobs.environments import environment as job_environment
+from pipeline.local.jobs.environments.environment import IMAGE_PYTHON_ENV
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.logs import Metrics
 from pipeline.local.jobs.training import TrainingJob
@@ -89,19 +92,35 @@ class BuiltinXGBoostJob(TrainingJob):
         return None  # the image's own xgboost, from its record (seeded), not a requirements.txt
 
     def ready(self) -> None:
-        super().ready()
+        """The job's Python: always the image's (where this machine has it), seeded with the
+        image's pinned xgboost and numpy. ``LocalJob.ready`` picks it only when the job installs
+        something or imports a package pinned at another version than the runner's, and this
+        runner has no xgboost to compare: the record of image 1.0-1 pins no numpy, so it would
+        get the runner's Python, without xgboost. So the program counts as one that installs
+        (``installs``: what sends ``choose`` to the image's Python); nothing else differs."""
+        code = dataclasses.replace(job_environment.facts(self.image_uri, None, self.code_paths()), installs=True)
+        guard = job_environment.guard_for(self.image_uri, code)
+        self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir,
+                                                  guard=guard, code=code)
+        interpreter = self.python_env.interpreter
+        self.note(f"python: {self.python_env.python} (Python {interpreter.version}"
+                  + (f": {interpreter.why}" if interpreter.why else "") + ")")
         # SageMaker: the algorithm runs the image's xgboost; another one trains another model.
         probe = subprocess.run([self.python, "-c", "import xgboost; print(xgboost.__version__)"],
                                capture_output=True, text=True, timeout=300)
         have = probe.stdout.strip() if probe.returncode == 0 else None
         if have != self.xgboost:
+            record = catalog.find(self.image_uri)
+            wanted = record.python if record is not None else "?"
             interpreter = self.python_env.interpreter if self.python_env is not None else None
+            why = f": {interpreter.why}" if interpreter is not None and interpreter.why else ""
             raise JobFailure(
-                f"image {self.image_uri} is SageMaker's built-in XGBoost algorithm with xgboost {self.xgboost}, "
-                f"but the job's Python {interpreter.version if interpreter else '?'} has "
-                f"{'xgboost ' + have if have else 'no xgboost'} ({interpreter.why if interpreter else ''}); "
-                f"install the image's Python (pyenv install it) so the runner seeds it with xgboost "
-                f"{self.xgboost}", CLIENT_ERROR)
+                f"image {self.image_uri} is SageMaker's built-in XGBoost algorithm with xgboost {self.xgboost} on "
+                f"Python {wanted}, but the job's Python {interpreter.version if interpreter else '?'} has "
+                f"{'xgboost ' + have if have else 'no xgboost'}{why}; install Python {wanted} (pyenv install "
+                f"{wanted}) so trainpipe installs xgboost {self.xgboost} for it once, or map the image to a Python "
+                f"that has it ({IMAGE_PYTHON_ENV}='{self.python_env.image_regex if self.python_env else '...'}="
+                f"/path/to/python{wanted}')", CLIENT_ERROR)
         self.note(f"built-in XGBoost algorithm: xgboost {have} (the image's) in {self.python}")
 
     def host_environment(self, host: str) -> dict:

@@ -230,7 +230,9 @@ def load(path: str, kind: str, csv_weights: int, xgb):
             raise ClientError(f"Failed to load csv data with exception:\n{error}") from None
         # SageMaker: label_column=0, and weight_column=1 with csv_weights=1.
         first = 2 if csv_weights == 1 else 1
-        return xgb.DMatrix(rows[:, first:], label=rows[:, 0], weight=rows[:, 1] if csv_weights == 1 else None)
+        # Contiguous copies: xgboost < 1.3 warns about (and copies) a sliced array itself.
+        return xgb.DMatrix(np.ascontiguousarray(rows[:, first:]), label=np.ascontiguousarray(rows[:, 0]),
+                           weight=np.ascontiguousarray(rows[:, 1]) if csv_weights == 1 else None)
     # libsvm: XGBoost's own reader, all files of the channel as one.
     with tempfile.NamedTemporaryFile("wb", suffix=".libsvm", delete=False) as joined:
         for name in files:

@@ -166,6 +166,23 @@ def test_builtin_xgboost_reads_libsvm_channels_and_checkpoints_each_round(tmp_pa
     assert saved == [f"xgboost-checkpoint.{n}" for n in range(5)]
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(find_python("3.7") is None, reason="the image's Python (3.7) is not on this machine")
+def test_the_abalone_examples_own_version_1_0_1_pickles_its_model(tmp_path):
+    """AWS's abalone example names XGBoost 1.0-1: xgboost 1.0.0 on Python 3.7, whose container
+    pickles the Booster (train.py, pkl.dump) where 1.3-1 on call save_model."""
+    done = run(tmp_path, build(tmp_path, dict(HYPERPARAMETERS, num_round=5), version="1.0-1"))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (job,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*")
+    text = (job / "job.log").read_text()
+    assert "built-in XGBoost algorithm: xgboost 1.0.0 (the image's)" in text and "[4]#011train-rmse:" in text
+    model = job / "hosts" / "algo-1" / "model" / "xgboost-model"
+    check = "import pickle, sys; b = pickle.load(open(sys.argv[1], 'rb')); print(type(b).__name__)"
+    loaded = subprocess.run([str(job / "python-env" / "bin" / "python"), "-c", check, str(model)],
+                            capture_output=True, text=True, timeout=300)
+    assert loaded.stdout.split()[-1:] == ["Booster"], loaded.stderr
+
+
 # --- The job side, without xgboost: what it refuses ---------------------------------------------
 def test_hyperparameters_are_validated_as_the_algorithm_toolkit_does():
     assert program.validate({"num_round": "5", "learning_rate": "0.3", "objective": "reg:linear"}) == \
