@@ -92,7 +92,7 @@ def test_one_run_is_too_few_to_recommend_from(tmp_path, capsys):
     assert "recommendation (fastest): none: " in out
 
 
-def test_predicted_runs_include_the_measured_jobs_start_up_and_save(tmp_path, capsys):
+def test_predicted_runs_include_the_measured_jobs_start_up_and_save(tmp_path, capsys, monkeypatch):
     """Issue 49: the plot drew predicted runs of 0.1-0.3 s beside measured jobs of 20-28 s: the
     prediction left out start-up and saving. Each predicted run now includes the measured jobs'
     median time outside their epochs, so a prediction for a measured layout is near its job."""
@@ -103,8 +103,23 @@ def test_predicted_runs_include_the_measured_jobs_start_up_and_save(tmp_path, ca
     for name, ppn, job in (("r1", 1, 20.0), ("r2", 2, 24.0), ("r3", 1, 21.0), ("r4", 2, 23.0)):
         write_run(workdir, name, hosts=1, ppn=ppn, batch=32, step_seconds=[0.05, 0.002, 0.002, 0.002],
                   cpu_seconds=[0.02, 0.002, 0.002, 0.002], job_seconds=job, workload=table)
+    drawn: dict = {}
+    savefig = __import__("matplotlib.figure", fromlist=["Figure"]).Figure.savefig
+
+    def spy(fig, path, **kwargs):  # the plot's time panel: its predicted lines and measured points
+        bottom = fig.axes[1]
+        drawn["predicted"] = {line.get_label(): dict(zip(line.get_xdata(), line.get_ydata(), strict=True))
+                              for line in bottom.lines}
+        drawn["measured"] = [tuple(xy) for c in bottom.collections for xy in c.get_offsets()]
+        return savefig(fig, path, **kwargs)
+
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", spy)
     assert main(["advise", "--workdir", str(workdir), "--epochs", "4", "--plot", str(tmp_path / "a.png")]) == 0
     out = capsys.readouterr().out
+    # The plot: at each measured job's layout the predicted line is within a fifth of the job.
+    assert sorted(drawn["measured"]) == [(1, 20.0), (1, 21.0), (2, 23.0), (2, 24.0)]
+    predicted = drawn["predicted"]["local 1 host: predicted run (start-up, save included)"]
+    assert all(abs(predicted[workers] - seconds) < 0.2 * seconds for workers, seconds in drawn["measured"])
     overhead = float(re.search(r"each predicted run includes ([0-9.]+) s of start-up and model save: the median "
                                r"of 4 measured job\(s\)' wall time outside their epochs", out).group(1))
     assert 20.0 < overhead < 24.0
