@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from training_entry import contract
 from training_entry.input import records
-from training_torch import data, export, networks, plan, strategies
+from training_torch import augment, data, export, networks, plan, strategies
 from training_torch.backbones import efficientnet_lite0 as lite0
 from training_torch.stopping import StopOnSigterm
 
@@ -45,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     # TensorFlow room's names: the head alone first, then every layer at the rate x the factor.
     parser.add_argument(f"--{contract.HP_HEAD_EPOCHS}", type=int, default=contract.DEFAULT_HEAD_EPOCHS)
     parser.add_argument(f"--{contract.HP_FINE_TUNE_LR_FACTOR}", type=float, default=contract.DEFAULT_FINE_TUNE_LR_FACTOR)
+    # Training images only, as the TensorFlow room's (augment.py).
+    parser.add_argument(f"--{contract.HP_AUGMENTATION}", choices=contract.AUGMENTATIONS,
+                        default=contract.DEFAULT_AUGMENTATION)
     # The TensorFlow entrypoint's settings a shared definition may send: accepted, unused here.
     args, _ = parser.parse_known_args(argv)
     args.image_size = contract.image_size_for(args.model_architecture, args.image_size)
@@ -191,6 +194,10 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
     # Pipe: every rank's quota is the same whole number of batches (data.PipeChannel).
     steps = int(min(_per_rank(max(1, -(-train_source.records // args.batch_size)), rank, world, device)))
     generator = torch.Generator().manual_seed(args.seed + rank // per)
+    # Its own draws, so the batches' order does not depend on the augmentation; per replica, as the
+    # batches (GPipe: a replica's stages see one batch).
+    augmenting = augment.applies(kind, args.augmentation)
+    augment_generator = torch.Generator().manual_seed(args.seed + rank // per + 1_000_003)
     step_index = 0
     phase = None
     for epoch in range(1, args.epochs + 1):
@@ -211,6 +218,8 @@ def _train(args: argparse.Namespace, cuda: bool) -> None:
             rate = _lr_at(step_index, steps, base_lr, world // per, args.warmup_epochs)
             for group in optimizer.param_groups:
                 group["lr"] = lite0.group_rate(group["name"], phase, factor, rate) if pretrained else rate
+            if augmenting:  # training batches only: validation below sees val.x as decoded
+                x = augment.batch(x, args.augmentation, augment_generator)
             x, y = x.to(device), y.to(device)
             loss, right = strategy.step(model, optimizer, x, y, loss_fn)
             if loss is not None:  # GPipe: the last stage alone computes the loss and counts the batch

@@ -215,3 +215,27 @@ def test_a_tuning_step_on_builtin_xgboost_is_refused_before_any_step_naming_its_
                        f"is SageMaker's built-in XGBoost algorithm, whose tuning trials do not run locally (a Training "
                        f"step of it does); tune an estimator with an entry_point script)")
     assert not (tmp_path / "work" / "runs").exists()
+
+
+def test_a_model_trainer_on_the_xgboost_image_without_source_code_is_the_builtin_algorithm():
+    """ModelTrainer(training_image=..., hyperparameters=...) with no source_code adds no sm_drivers
+    channel and no ContainerEntrypoint (sagemaker/modules/train/model_trainer.py): the request is the
+    algorithm's, as the Estimator's is, and runs as the local built-in XGBoost."""
+    from pipeline.local.dag import training_kinds
+    from pipeline.local.dag.interpreter import StepNode
+
+    image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1"
+    arguments = {
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": "File"},
+        "HyperParameters": {"objective": "reg:linear", "num_round": "20", "eta": "0.2"},  # safe_serialize
+        "InputDataConfig": [{"ChannelName": "train", "ContentType": "text/csv", "DataSource": {"S3DataSource": {
+            "S3DataType": "S3Prefix", "S3Uri": "s3://b/train", "S3DataDistributionType": "FullyReplicated"}}}],
+        "ResourceConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 30},
+    }
+    node = StepNode("Train", "Training", {"Name": "Train", "Type": "Training", "Arguments": arguments}, ())
+    assert training_kinds.builtin_algorithm(node) == ("XGBoost", image)
+    assert training_kinds.why_not_local(node) == ""
+    arguments["ResourceConfig"]["InstanceCount"] = 2
+    assert training_kinds.why_not_local(node) == (
+        f"image {image} is SageMaker's built-in XGBoost algorithm, on 2 instances (distributed XGBoost), which the "
+        f"local run does not do; use instance_count=1")
