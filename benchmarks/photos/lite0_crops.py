@@ -41,7 +41,12 @@ accuracy beside the figure: how far the task is from trivial without the pretrai
 Measured time on the 2-core machine (2026-11-28; benchmarks/notes.md): 57 s, 87 s with
 ``--baseline``, at load average ~2 (other sessions' jobs); 185 s with ``--baseline`` at ~4.5.
 
-    .venv/bin/python -m benchmarks.photos.lite0_crops [--image-size 96] [--epochs 6] [--per-class 120] [--baseline]
+``--framework pytorch`` trains in the PyTorch room (``-p Framework=pytorch``) and prints
+``lite0_crops_pytorch_accuracy``; ``--framework both`` runs each room on the same tree and init
+weights, a RESULT line each. ``--image-size 0 --epochs 0`` passes neither parameter: the issue's
+setting, the defaults plus ``-p ModelArchitecture=efficientnet_lite0`` (224 px, 10 epochs).
+
+    .venv/bin/python -m benchmarks.photos.lite0_crops [--framework tensorflow|pytorch|both] [--image-size 96] [--epochs 6] [--per-class 120] [--baseline]
 """
 
 from __future__ import annotations
@@ -169,19 +174,49 @@ def predict_raw_photos(workdir: Path, folder: Path) -> tuple[int, int]:
     return sum(a["class"] == expected[a["input"]] for a in answers), len(expected)
 
 
+FRAMEWORKS = ("tensorflow", "pytorch")  # = training_entry.contract.FRAMEWORKS (-p Framework)
+RESULT_NAMES = {"tensorflow": "lite0_crops_accuracy", "pytorch": "lite0_crops_pytorch_accuracy"}
+
+
+def run_framework(framework: str, workdir: Path, tree: Path, init: Path, image_size: int, epochs: int) -> float:
+    """One ``trainpipe run --local`` of Lite0 on ``tree`` from the init channel, in the room
+    ``framework``, then predict on the raw photos; returns the test accuracy. ``image_size`` or
+    ``epochs`` 0: that parameter is not passed (the pipeline's default: 224 px, 10 epochs)."""
+    trainpipe("store", "cp", str(init) + "/", INIT_URI, "--workdir", str(workdir))
+    cut = [*(["-p", f"ImageSize={image_size}"] if image_size else []), *(["-p", f"Epochs={epochs}"] if epochs else [])]
+    run, wall = trainpipe(
+        "run", "--local", "--workdir", str(workdir), "--init-model-uri", INIT_URI,
+        "-p", f"InputDataUri={tree}", "-p", f"Framework={framework}", "-p", "ModelArchitecture=efficientnet_lite0",
+        *cut, failed_ok=True)
+    for line in (run.stdout + run.stderr).splitlines():
+        if "backbone weights at step 0" in line or "ImageNet weights:" in line:
+            h.say(f"    {line.strip()}")
+            break
+    accuracy = test_accuracy(workdir)
+    h.say(f"{framework}: test accuracy {accuracy:.4f}; run --local {wall:.0f}s "
+          f"({' '.join(cut) or 'defaults: 224 px, 10 epochs'}; workdir {workdir})")
+    right, photos = predict_raw_photos(workdir, workdir.parent / "raw")
+    h.say(f"{framework}: trainpipe predict on the photos' right halves as raw JPEGs: {right} of {photos} named right")
+    return accuracy
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--image-size", type=int, default=96)
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--image-size", type=int, default=96, help="-p ImageSize; 0: not passed (224 px)")
+    parser.add_argument("--epochs", type=int, default=6, help="-p Epochs; 0: not passed (10)")
+    parser.add_argument("--framework", choices=(*FRAMEWORKS, "both"), default="tensorflow",
+                        help="-p Framework: the room that trains (both: one run each, a RESULT line each)")
     parser.add_argument("--per-class", type=int, default=120, help="training images per class (validation and test: a third each)")
     parser.add_argument("--baseline", action="store_true",
                         help="also the defaults (small CNN, 32 px, 10 epochs) on the same tree, for comparison")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     base = h.work_dir("lite0_crops")
-    workdir, init = base / "trainpipe", base / "init"
-    baseline = base / "trainpipe-defaults"
-    for stale in (workdir, init, baseline):  # a cached step of an earlier run must not stand in for this one
+    frameworks = FRAMEWORKS if args.framework == "both" else (args.framework,)
+    # The TensorFlow room's workdir keeps its name from before --framework.
+    workdirs = {f: base / ("trainpipe" if f == "tensorflow" else f"trainpipe-{f}") for f in frameworks}
+    init, baseline = base / "init", base / "trainpipe-defaults"
+    for stale in (*workdirs.values(), init, baseline):  # a cached step of an earlier run must not stand in for this one
         shutil.rmtree(stale, ignore_errors=True)
     tree = base / "photos"
     third = max(1, args.per_class // 3)
@@ -189,30 +224,19 @@ def main(argv: list[str] | None = None) -> int:
     h.say(f"lite0_crops: {written} images ({CROP_SIZE}px crops, classes living/made) in {tree}")
 
     made, _ = trainpipe("init-weights", "--architecture", "efficientnet_lite0", "--image-size",
-                        str(args.image_size), "--output", str(init))
+                        str(args.image_size or 224), "--output", str(init))
     for line in made.stdout.splitlines():
         if "weights" in line or "efficientnet" in line.lower():
             h.say(f"    {line}")
-    trainpipe("store", "cp", str(init) + "/", INIT_URI, "--workdir", str(workdir))
-    run, wall = trainpipe(
-        "run", "--local", "--workdir", str(workdir), "--init-model-uri", INIT_URI,
-        "-p", f"InputDataUri={tree}", "-p", "ModelArchitecture=efficientnet_lite0",
-        "-p", f"ImageSize={args.image_size}", "-p", f"Epochs={args.epochs}", failed_ok=True)
-    for line in (run.stdout + run.stderr).splitlines():
-        if "backbone weights at step 0" in line:
-            h.say(f"    {line.strip()}")
-            break
-    accuracy = test_accuracy(workdir)
-    h.say(f"test accuracy {accuracy:.4f}; run --local {wall:.0f}s, whole benchmark "
-          f"{time.perf_counter() - started:.0f}s (workdir {workdir})")
-    right, photos = predict_raw_photos(workdir, base / "raw")
-    h.say(f"trainpipe predict on the photos' right halves as raw JPEGs: {right} of {photos} named right")
+    accuracies = {f: run_framework(f, workdirs[f], tree, init, args.image_size, args.epochs) for f in frameworks}
+    h.say(f"whole benchmark {time.perf_counter() - started:.0f}s")
     if args.baseline:
         _, wall = trainpipe("run", "--local", "--workdir", str(baseline), "-p", f"InputDataUri={tree}",
                             failed_ok=True)
         h.say(f"baseline, the defaults (small CNN, 32 px, 10 epochs, no init weights): test accuracy "
               f"{test_accuracy(baseline):.4f}; run --local {wall:.0f}s")
-    h.result("lite0_crops_accuracy", accuracy, 0.9)
+    for framework, accuracy in accuracies.items():
+        h.result(RESULT_NAMES[framework], accuracy, 0.9)
     return 0
 
 

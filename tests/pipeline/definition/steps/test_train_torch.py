@@ -321,3 +321,11 @@ def test_augmentation_reaches_the_pytorch_job_under_the_tensorflow_room_s_name()
     check_definition(definition)
     hps = _step(definition, STEP_TRAIN)["HyperParameters"]
     assert "Parameters.Augmentation" in json.dumps(hps[training.HP_AUGMENTATION])
+
+
+def test_augmentation_reaches_the_pytorch_job_under_the_tensorflow_room_s_name():
+    """training_torch/augment.py reads the same hyperparameter the TensorFlow job does."""
+    definition = build_definition(Settings(), {**TORCH, P.AUGMENTATION: "crop"})
+    check_definition(definition)
+    hps = _step(definition, STEP_TRAIN)["HyperParameters"]
+    assert "Parameters.Augmentation" in json.dumps(hps[training.HP_AUGMENTATION])
