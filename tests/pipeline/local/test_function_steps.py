@@ -75,10 +75,10 @@ def build_from(tmp_path: Path) -> Path:
     return definition
 
 
-def run(definition: Path, workdir: Path) -> subprocess.CompletedProcess:
+def run(definition: Path, workdir: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
                            "--workdir", str(workdir), "--tracking-uri", "off", "--quiet"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                          cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
 
 
 def test_two_at_step_functions_run_and_the_second_returns_from_the_firsts_result(tmp_path):
@@ -181,3 +181,131 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError:  # ended while listed
         return b""
+
+
+# A user's project folder, as AWS's @step examples lay it out: the pipeline script beside a module
+# of the user's own, shipped with IncludeLocalWorkDir (the SDK's config: v2's @step takes no
+# include_local_workdir argument; LocalStoreSession reads no config file, so the script sets the
+# session's). The SDK zips the working folder's .py files into
+# workspace.zip, in the channel named after the pipeline's build time.
+PROJECT_BUILD = '''
+import os
+import sys
+from pathlib import Path
+
+from sagemaker.workflow.condition_step import ConditionStep
+from sagemaker.workflow.conditions import ConditionGreaterThanOrEqualTo
+from sagemaker.workflow.fail_step import FailStep
+from sagemaker.workflow.function_step import step
+from sagemaker.workflow.pipeline import Pipeline
+
+from pipeline.local.store.session import LocalStoreSession
+from scoring import score
+
+ROLE = "arn:aws:iam::111122223333:role/SageMaker"
+IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+session = LocalStoreSession(workdir=Path(sys.argv[1]), bucket="fs-bucket")
+session.sagemaker_config = {"SchemaVersion": "1.0", "SageMaker": {"PythonSDK": {"Modules": {
+    "TelemetryOptOut": True, "RemoteFunction": {"IncludeLocalWorkDir": True}}}}}
+
+
+@step(name="Score", role=ROLE, instance_type="ml.m5.xlarge", image_uri=IMAGE)
+def evaluate(rows):
+    return score(rows)
+
+
+result = evaluate([1, 2, 3])
+check = ConditionStep(name="GoodEnough", conditions=[ConditionGreaterThanOrEqualTo(left=result, right=4.0)],
+                      if_steps=[], else_steps=[FailStep(name="TooLow", error_message="score below 4")])
+Path(sys.argv[2]).write_text(Pipeline(name="fsteps", steps=[check], sagemaker_session=session).definition())
+'''
+
+# scoring.py exists only in the project folder: the job imports it from the unpacked workspace.
+SCORING = "def score(rows):\n    return sum(rows) / len(rows) * 2 + 0.5\n"
+
+# A function reading what the job's container holds: the dependencies file (the bootstrap copies
+# the pre_exec_script_and_dependencies channel into the workspace, the job's working folder),
+# /opt/ml/input/config/resourceconfig.json, and SageMaker's variables.
+CONTAINER_BUILD = '''
+import sys
+from pathlib import Path
+
+from sagemaker.workflow.function_step import step
+from sagemaker.workflow.pipeline import Pipeline
+
+from pipeline.local.store.session import LocalStoreSession
+
+ROLE = "arn:aws:iam::111122223333:role/SageMaker"
+IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+session = LocalStoreSession(workdir=Path(sys.argv[1]), bucket="fs-bucket")
+
+
+@step(name="Look", role=ROLE, instance_type="ml.m5.xlarge", image_uri=IMAGE, dependencies="requirements.txt")
+def look():
+    import json
+    import os
+    return {"requirements": Path("requirements.txt").read_text(), "cwd": os.getcwd(),
+            "resources": json.loads(Path("/opt/ml/input/config/resourceconfig.json").read_text()),
+            "job": os.environ["TRAINING_JOB_NAME"], "host": os.environ.get("SM_CURRENT_HOST")}
+
+
+Path(sys.argv[2]).write_text(Pipeline(name="fsteps", steps=[look()], sagemaker_session=session).definition())
+'''
+
+
+def build_project(tmp_path: Path, script: str, files: dict[str, str]) -> Path:
+    """``python build.py`` run in the user's project folder (the SDK's working folder)."""
+    project = tmp_path / "project"
+    project.mkdir()
+    for name, text in {"build.py": script, **files}.items():
+        (project / name).write_text(text)
+    definition = tmp_path / "fsteps.json"
+    done = subprocess.run([sys.executable, "build.py", str(tmp_path / "work"), str(definition)],
+                          cwd=project, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    return definition
+
+
+def returned(tmp_path: Path, step: str):
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    execution = json.loads(record.read_text())
+    results = tmp_path / "work" / "store" / "fs-bucket" / "fsteps" / execution["execution_id"] / step / "results"
+    return cloudpickle.loads((results / "payload.pkl").read_bytes())
+
+
+def test_an_at_step_imports_a_module_of_the_users_working_folder_and_its_value_drives_the_condition(tmp_path):
+    definition = build_project(tmp_path, PROJECT_BUILD, {"scoring.py": SCORING})
+    done = run(definition, tmp_path / "work")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    steps = {s["name"]: s["status"] for s in json.loads(record.read_text())["steps"]}
+    # (1+2+3)/3*2 + 0.5 = 4.5 >= 4: scoring.py came from the workspace; the condition took the if branch.
+    assert steps == {"Score": "Succeeded", "GoodEnough": "Succeeded", "TooLow": "NotExecuted"}, steps
+    assert returned(tmp_path, "Score") == 4.5
+
+
+def test_an_at_step_reads_its_dependencies_file_and_the_containers_config_and_variables(tmp_path):
+    definition = build_project(tmp_path, CONTAINER_BUILD, {"requirements.txt": "# shipped with the job\n"})
+    done = run(definition, tmp_path / "work")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    value = returned(tmp_path, "Look")
+    # SageMaker: the dependencies channel's file, copied into the workspace job_driver.sh cds into
+    # (the SDK appended its own requirement line to the user's file).
+    assert value["requirements"].startswith("# shipped with the job\n"), value
+    assert "sagemaker>=2.256.0,<3.0.0" in value["requirements"]
+    assert Path(value["cwd"]).name == "sagemaker_remote_function_workspace"
+    assert value["resources"]["current_host"] == "algo-1" and value["resources"]["hosts"] == ["algo-1"]
+    assert value["resources"]["current_instance_type"] == "ml.m5.xlarge"
+    assert value["job"].startswith("fsteps-Look-")
+    assert value["host"] == "algo-1"  # from /opt/ml/input/sm_training.env, which job_driver.sh sources
+
+
+def test_without_a_private_opt_ml_an_at_step_runs_invoke_function_directly_and_its_log_says_so(tmp_path):
+    definition = build(tmp_path)
+    done = run(definition, tmp_path / "work", {"TRAINPIPE_NAMESPACES": "0"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert returned(tmp_path, "Train")["score"] == 4.5
+    (log,) = (tmp_path / "work" / "runs").glob("*/jobs/fsteps-Train-*/job.log")
+    first = log.read_text().splitlines()[0]
+    assert "no private /opt/ml here" in first and "without job_driver.sh" in first, first
