@@ -29,7 +29,7 @@ from pipeline.local.jobs import contract
 from pipeline.local.jobs.builtin_xgboost_train import METRICS
 from pipeline.local.jobs.environments import environment as job_environment
 from pipeline.local.jobs.environments.environment import IMAGE_PYTHON_ENV
-from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
+from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.logs import Metrics
 from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.store import channels as ch
@@ -122,6 +122,16 @@ class BuiltinXGBoostJob(TrainingJob):
                 f"that has it ({IMAGE_PYTHON_ENV}='{self.python_env.image_regex if self.python_env else '...'}="
                 f"/path/to/python{wanted}')", CLIENT_ERROR)
         self.note(f"built-in XGBoost algorithm: xgboost {have} (the image's) in {self.python}")
+
+    def outcome(self) -> None:
+        """SageMaker: a built-in algorithm's FailureReason is its own ``ClientError: ...`` or
+        ``AlgorithmError: ...`` (the failure file the program wrote), not a script's exit."""
+        self.watch.poll()
+        if self.first_failed is not None and self.watch.first is not None:
+            text = self.watch.first[1].strip()
+            if text.startswith(("ClientError: ", "AlgorithmError: ")):
+                raise JobFailure(text, CLIENT_ERROR if text.startswith("ClientError") else ALGORITHM_ERROR)
+        super().outcome()
 
     def host_environment(self, host: str) -> dict:
         env = super().host_environment(host)

@@ -59,6 +59,18 @@ class ClientError(Exception):
     """SageMaker: the algorithm toolkit's UserError (a mistake in the request, not the algorithm)."""
 
 
+class AlgorithmError(Exception):
+    """SageMaker: the algorithm toolkit's AlgorithmError (the algorithm failed)."""
+
+
+# SageMaker: constants/xgb_constants.py CUSTOMER_ERRORS: xgboost's messages that are the user's mistake.
+CUSTOMER_ERRORS = ["label must be in [0,1] for logistic regression", "label must be in [0, num_class)",
+                   "feature_names mismatch", "Check failed: preds.size() == info.labels_.size()",
+                   "Check failed: !auc_error AUC: the dataset only contains pos or neg samples",
+                   "base_score must be in (0,1) for logistic loss", "PoissonRegression: label must be nonnegative",
+                   "TweedieRegression: label must be nonnegative", "Parameter reg_lambda should be greater equal to 0"]
+
+
 class Interval:
     """SageMaker: sagemaker_algorithm_toolkit Interval, printed as the toolkit prints it."""
 
@@ -334,10 +346,16 @@ def train(environ) -> None:
     resume, start = latest_checkpoint(checkpoint_dir)
     if resume:
         print(f"Checkpoint loaded from {resume}; resuming from iteration {start}", flush=True)
-    booster = xgb.train(config, train_data, num_boost_round=max(num_round - start, 0), evals=watchlist,
-                        callbacks=[monitor(xgb, checkpoint_dir, start)], xgb_model=resume, verbose_eval=False,
-                        # SageMaker: early stopping watches the validation channel.
-                        early_stopping_rounds=early if len(watchlist) > 1 else None)
+    try:
+        booster = xgb.train(config, train_data, num_boost_round=max(num_round - start, 0), evals=watchlist,
+                            callbacks=[monitor(xgb, checkpoint_dir, start)], xgb_model=resume, verbose_eval=False,
+                            # SageMaker: early stopping watches the validation channel.
+                            early_stopping_rounds=early if len(watchlist) > 1 else None)
+    except Exception as error:  # noqa: BLE001 - the container sorts xgboost's errors the same way
+        # SageMaker: train.py train_job: a message of CUSTOMER_ERRORS is the user's, the rest the algorithm's.
+        if any(known in str(error) for known in CUSTOMER_ERRORS):
+            raise ClientError(str(error).strip().splitlines()[0]) from None
+        raise AlgorithmError(f"XGB train call failed with exception: {str(error).strip().splitlines()[0]}") from None
     model_dir = environ["SM_MODEL_DIR"]
     os.makedirs(model_dir, exist_ok=True)
     location = os.path.join(model_dir, MODEL_NAME)
@@ -352,8 +370,8 @@ def train(environ) -> None:
 def main() -> int:
     try:
         train(os.environ)
-    except ClientError as error:
-        reason = f"ClientError: {error}"
+    except (ClientError, AlgorithmError) as error:
+        reason = f"{type(error).__name__}: {error}"
         failure = os.path.join(os.environ.get("SM_OUTPUT_DIR", "."), "failure")
         os.makedirs(os.path.dirname(failure), exist_ok=True)
         with open(failure, "w") as f:

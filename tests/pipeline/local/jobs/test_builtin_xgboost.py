@@ -143,11 +143,20 @@ def test_the_abalone_examples_builtin_xgboost_trains_and_registers(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
-def test_a_builtin_xgboost_job_without_num_round_fails_as_the_container_does(tmp_path):
-    done = run(tmp_path, build(tmp_path, {"objective": "reg:linear", "max_depth": 5}))
+@pytest.mark.parametrize("hyperparameters, reason", [
+    ({"objective": "reg:linear", "max_depth": 5}, "ClientError: Missing required hyperparameter: num_round"),
+    # Rings are no probabilities: xgboost's own check, which the container reports as the user's.
+    ({"objective": "binary:logistic", "num_round": 2}, "ClientError: "),
+], ids=["no-num_round", "labels-out-of-range"])
+def test_a_builtin_xgboost_job_fails_as_the_container_does(tmp_path, hyperparameters, reason):
+    done = run(tmp_path, build(tmp_path, hyperparameters))
     assert done.returncode != 0
     (description,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*/description.json")
-    assert "ClientError: Missing required hyperparameter: num_round" in json.loads(description.read_text())["FailureReason"]
+    failure = json.loads(description.read_text())["FailureReason"]
+    # SageMaker: the algorithm's own reason, as its container wrote it.
+    assert failure.startswith(reason), failure
+    if hyperparameters["objective"] == "binary:logistic":
+        assert failure.endswith("label must be in [0,1] for logistic regression"), failure
 
 
 @pytest.mark.slow
