@@ -218,10 +218,11 @@ BUILDSPEC_ARGS = {"transformers_version": "TRANSFORMERS_VERSION", "datasets_vers
                   "torch_serve_version": "TORCHSERVE_VERSION", "tool_kit_version": "SM_TOOLKIT_VERSION"}
 
 
-def buildspec_args(text: str, dockerfile_path: str) -> dict[str, str]:
+def buildspec_args(text: str, dockerfile_path: str, stage: str | None = None) -> dict[str, str]:
     """The build args of the buildspec's image built from ``dockerfile_path`` (its entry's
-    ``docker_file``, relative to the framework folder, ends that path). One line naming the
-    buildspec where no entry, or entries that disagree, build it."""
+    ``docker_file``, relative to the framework folder, ends that path) and, where an entry names
+    one, ``stage`` (its ``target``: the EC2 and SageMaker images share a Dockerfile). One line
+    naming the buildspec where no entry, or entries that disagree, build it."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -237,10 +238,11 @@ def buildspec_args(text: str, dockerfile_path: str) -> dict[str, str]:
     Loader.add_constructor("!join", lambda loader, node: "".join(
         str(part) for part in loader.construct_sequence(node, deep=True)))
     document = yaml.load(text, Loader=Loader) or {}
-    found = []
-    for image in (document.get("images") or {}).values():
-        if isinstance(image, dict) and dockerfile_path.endswith("/" + str(image.get("docker_file", "")).lstrip("/")):
-            found.append({arg: str(image[key]) for key, arg in BUILDSPEC_ARGS.items() if image.get(key) is not None})
+    entries = [image for image in (document.get("images") or {}).values() if isinstance(image, dict)
+               and dockerfile_path.endswith("/" + str(image.get("docker_file", "")).lstrip("/"))]
+    entries = [e for e in entries if e.get("target") in (None, stage)] or entries
+    found = [{arg: str(image[key]) for key, arg in BUILDSPEC_ARGS.items() if image.get(key) is not None}
+             for image in entries]
     if not found or any(f != found[0] for f in found):
         raise SystemExit(f"the buildspec has {'no image' if not found else 'images that disagree'} built from "
                          f"{dockerfile_path}; name the buildspec that builds it")
@@ -511,9 +513,11 @@ def main(argv: list[str] | None = None) -> None:
         sources.append(_source(args.dlc, args.core, "core packages and version specifiers"))
     build = None
     if args.buildspec:
-        build = buildspec_args(_git(args.dlc, "show", args.buildspec), args.dockerfile.split(":", 1)[1])
+        build = buildspec_args(_git(args.dlc, "show", args.buildspec), args.dockerfile.split(":", 1)[1], args.stage)
         sources.append(_source(args.dlc, args.buildspec, "the build args the image is built with: "
-                                                         + ", ".join(f"{k}={v}" for k, v in build.items())))
+                                                         + ", ".join(f"{k}={v}" for k, v in build.items())
+                               if build else f"which Dockerfile the {args.stage} image is built from "
+                                             f"(its entry's docker_file); no build args"))
     for extra in args.source:
         url, file, what = extra.split("|")
         sources.append({"url": url, "file": file, "what": what})

@@ -430,17 +430,20 @@ done
 # TensorFlow inference 2.8, 2.9, 2.10, 2.12 and 2.13 (CPU, GPU): the sagemaker stage of each version's
 # Dockerfile at the commit before the one that deleted its folder (tensorflow-serving-api installed
 # --no-dependencies: no tensorflow). The SDK's tags name no Python (tensorflow-inference:2.13-cpu); the
-# Python is the Dockerfile's ARG PYTHON_VERSION; no GA or end-of-patch date is published. 2.11 has two
-# Dockerfiles (py39, py310) for the same tags: no record. boto3's, requests' and gevent's dependencies
-# as this venv resolves them.
+# Python is the Dockerfile's ARG PYTHON_VERSION; no GA or end-of-patch date is published. 2.11 had two
+# Dockerfiles (py39, py310) for the same tags in 2023; at 1aaed12 (the commit 2.13 is read at) one py3
+# Dockerfile is left, the one buildspec-2-11.yml builds the sagemaker target from (tag py39), and the
+# record names that buildspec. boto3's, requests' and gevent's dependencies as this venv resolves them.
 for v in "2.13 1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec cu118 py310" "2.12 28e34a026d52cc796c589239515c55dedbc2f53f cu118 py310" \
+         "2.11 1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec cu112 py39" \
          "2.10 48dd0f2e0d239691b53a836b9944ab120d6cc3b9 cu112 py39" "2.9 cfffb7538d5d424f26a808a2e599df278f3f90f0 cu112 py39" \
          "2.8 be6176382de0a7e64428a4f515bda779e756f769 cu112 py39"; do
   read ver c cu py <<< "$v"
   for acc in "cpu py3" "gpu py3/$cu"; do
     read label dir <<< "$acc"
     df=tensorflow/inference/docker/$ver/$dir/Dockerfile.$label
-    gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
+    build=(); [ $ver = 2.11 ] && build=(--buildspec $c:tensorflow/inference/buildspec-2-11.yml)
+    gen --dockerfile $c:$df --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df "${build[@]}" \
         --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver" \
         --uri-pattern "/tensorflow-inference:${ver//./\\.}(\\.\\d+)?-$label" \
         --name aws-tensorflow-inference-$ver-$label --repository tensorflow-inference --closure boto3 requests gevent \

@@ -1,6 +1,7 @@
-"""Records of AWS's TensorFlow inference images 2.8, 2.9, 2.10, 2.12 and 2.13 (issue 47), CPU and GPU,
-made by tools/image_records.py (tools/image_records_make.sh) from each version's Dockerfile (its
-sagemaker stage) at the commit before the one that deleted its folder. The SDK's tags name no Python."""
+"""Records of AWS's TensorFlow inference images 2.8 to 2.13 (issue 47), CPU and GPU, made by
+tools/image_records.py (tools/image_records_make.sh) from each version's Dockerfile (its sagemaker
+stage) at the commit before the one that deleted its folder (2.11: the one its buildspec builds the
+SageMaker image from). The SDK's tags name no Python."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pipeline.images import catalog
 VERSIONS = {  # SDK version: (record version, commit, Python, tensorflow-serving-api)
     "2.13": ("2.13", "1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec", "3.10", "==2.13.0"),
     "2.12": ("2.12", "28e34a026d52cc796c589239515c55dedbc2f53f", "3.10", "==2.12.1"),
+    "2.11": ("2.11", "1aaed129ad23ddd9a61bcc2996e91a73f9ca5fec", "3.9", "==2.11.1"),
     "2.10": ("2.10", "48dd0f2e0d239691b53a836b9944ab120d6cc3b9", "3.9", "==2.10.1"),
     "2.9": ("2.9", "cfffb7538d5d424f26a808a2e599df278f3f90f0", "3.9", "==2.9.3"),
     "2.8": ("2.8", "be6176382de0a7e64428a4f515bda779e756f769", "3.9", None),
@@ -30,11 +32,20 @@ def test_the_sdks_inference_uri_finds_its_record(sdk_version, instance, accelera
     assert "tensorflow_serving" in record.modules and "tensorflow" not in record.packages  # --no-dependencies
     if serving and accelerator == "cpu":
         assert record.packages["tensorflow-serving-api"] == serving
-    (dockerfile,) = [s for s in record.sources if "deep-learning-containers" in s["url"]]
+    (dockerfile,) = [s for s in record.sources if "deep-learning-containers" in s["url"] and "/docker/" in s["file"]]
     cuda = "" if accelerator == "cpu" else "cu118/" if version in ("2.12", "2.13") else "cu112/"
     assert dockerfile["file"] == f"tensorflow/inference/docker/{version}/py3/{cuda}Dockerfile.{accelerator}"
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f'"{version} {commit}' in script
+
+
+def test_211s_dockerfile_is_the_one_its_buildspec_builds_the_sagemaker_image_from():
+    """2.11 had Dockerfiles for py39 and py310 under the same tags; the record reads the one
+    buildspec-2-11.yml's sagemaker entry names (docker/2.11/py3/Dockerfile.cpu, tag py39)."""
+    record = catalog.find("763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-inference:2.11.1-cpu")
+    files = {s["file"]: s for s in record.sources}
+    assert set(files) == {"tensorflow/inference/docker/2.11/py3/Dockerfile.cpu", "tensorflow/inference/buildspec-2-11.yml"}
+    assert files["tensorflow/inference/buildspec-2-11.yml"]["what"].startswith("which Dockerfile the sagemaker image")
 
 
 def test_214_keeps_its_record():
