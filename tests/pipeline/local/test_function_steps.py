@@ -299,6 +299,11 @@ def test_an_at_step_reads_its_dependencies_file_and_the_containers_config_and_va
     assert value["resources"]["current_instance_type"] == "ml.m5.xlarge"
     assert value["job"].startswith("fsteps-Look-")
     assert value["host"] == "algo-1"  # from /opt/ml/input/sm_training.env, which job_driver.sh sources
+    # SageMaker uploads the job's (empty) model.tar.gz beside the results too.
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    (step,) = json.loads(record.read_text())["steps"]
+    assert step["properties"]["ModelArtifacts"]["S3ModelArtifacts"].endswith(f"/results/{value['job']}/output/model.tar.gz")
+    assert step["properties"]["FunctionResults"].endswith("/Look/results")
 
 
 def test_without_a_private_opt_ml_an_at_step_runs_invoke_function_directly_and_its_log_says_so(tmp_path):
