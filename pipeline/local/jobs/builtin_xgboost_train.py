@@ -24,8 +24,8 @@ A user error is written to the failure file as ``ClientError: <the toolkit's mes
 process exits 1; the runner names the job's failure from it.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` and no ``X | None``: the program runs under the
+# image's Python, 3.6 for image 0.90-2.
 import ast
 import csv
 import json
@@ -271,7 +271,7 @@ def evaluation_line(iteration: int, results) -> str:
     return f"[{iteration}]" + "".join(f"#011{name}:{value:.5f}" for name, value in results)
 
 
-def monitor(xgb, checkpoint_dir: str | None, start: int):
+def monitor(xgb, checkpoint_dir, start: int):
     """The per-round callback: the evaluation line, and the round's checkpoint."""
     def after(model, iteration, results):
         print(evaluation_line(iteration, results), flush=True)
@@ -293,11 +293,10 @@ def monitor(xgb, checkpoint_dir: str | None, start: int):
     return legacy
 
 
-def latest_checkpoint(checkpoint_dir: str | None):
+def latest_checkpoint(checkpoint_dir):
     """SageMaker: checkpointing.py load_checkpoint: the newest ``xgboost-checkpoint.N`` and N + 1."""
     if not checkpoint_dir or not os.path.isdir(checkpoint_dir):
         return None, 0
-    # No walrus: the program runs under the image's Python, 3.7 for images 0.90-1 to 1.3-1.
     matches = (re.fullmatch(re.escape(CHECKPOINT_NAME) + r"\.(\d+)", f) for f in os.listdir(checkpoint_dir))
     rounds = [int(m.group(1)) for m in matches if m]
     if not rounds:
