@@ -52,9 +52,6 @@ def check(settings: Settings, values) -> None:
         raise _refuse(f"--tune with {P.STRATEGY}={training.TORCH_GPIPE}", f"the tuned {P.BATCH_SIZE} "
                       f"must split into {P.MICRO_BATCHES} equal micro-batches, which a tuning range does "
                       f"not keep; tune with -p {P.STRATEGY}=ddp or a ZeRO stage, or drop --tune")
-    if values.get(P.BATCH_INPUT_URI):
-        raise _refuse(P.BATCH_INPUT_URI, "batch transform serves TensorFlow models only; run "
-                      "trainpipe predict on the registered model, or leave it empty")
     architecture = str(values[P.MODEL_ARCHITECTURE])
     if architecture not in plan.ARCHITECTURES:
         raise _refuse(f"{P.MODEL_ARCHITECTURE}={architecture}", f"the PyTorch room builds "

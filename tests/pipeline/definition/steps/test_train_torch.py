@@ -269,6 +269,35 @@ def test_tune_2_trains_two_pytorch_trials_and_registers_the_best(tmp_path):
 
 
 @pytest.mark.slow
+def test_batch_transform_of_a_pytorch_model_answers_every_row_of_every_object(tmp_path):
+    """Issue 45: BatchInputUri with Framework=pytorch. The registered model in AWS's PyTorch
+    inference image (its code/inference.py) over 3 CSV objects on 2 instances: one .out per
+    object, each request's answer one JSON line of {"probabilities", "classes"}, the header
+    line of the first object skipped. 1 host x 2 ranks, 3 epochs."""
+    from pipeline.local.store.storage import LocalStorage
+    from pipeline.settings import Settings as RunSettings
+    from tests.pipeline.local.test_batch_inference import FILES, put_new_data
+    from tests.pipeline.local.test_sdk_pipelines import steps_of
+
+    workdir = tmp_path / "work"
+    store = LocalStorage(workdir / "store")
+    prefix = f"s3://{RunSettings().bucket}/new-data/"
+    put_new_data(store, prefix)
+    _run(workdir, "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.5",
+         "-p", f"BatchInputUri={prefix}", "-p", "BatchInstanceCount=2")
+    transform = steps_of(workdir)["BatchTransformTable"]
+    assert transform["status"] == "Succeeded", transform
+    assert "3 object(s) on 2 instance(s): [2, 1]" in (Path(transform["job_dir"]) / "job.log").read_text()
+    output = transform["properties"]["TransformOutput"]["S3OutputPath"].rstrip("/") + "/"
+    assert sorted(uri[len(output):] for uri in store.list(output)) == sorted(f"{name}.out" for name in FILES)
+    for name, rows in FILES.items():
+        answers = [json.loads(line) for line in store.read_bytes(output + name + ".out").splitlines()]
+        classes = [c for answer in answers for c in answer["classes"]]
+        assert len(classes) == rows and set(classes) <= {str(i) for i in range(10)}, name
+        assert all(len(p) == 10 for answer in answers for p in answer["probabilities"])
+
+
+@pytest.mark.slow
 def test_predict_and_serve_answer_raw_rows_from_the_registered_pytorch_model(ddp_run, tmp_path):
     import requests
 
