@@ -313,4 +313,5 @@ def test_without_a_private_opt_ml_an_at_step_runs_invoke_function_directly_and_i
     assert returned(tmp_path, "Train")["score"] == 4.5
     (log,) = (tmp_path / "work" / "runs").glob("*/jobs/fsteps-Train-*/job.log")
     first = log.read_text().splitlines()[0]
+    readme_record.record(first)
     assert "no private /opt/ml here" in first and "without job_driver.sh" in first, first
