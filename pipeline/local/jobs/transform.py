@@ -221,22 +221,29 @@ SERVED_FRAMEWORKS = {"aws-sklearn-": ("sklearn",), "aws-xgboost-": ("xgboost",),
 # server (multi-model-server, Flask) stands in its place there, so these come from the package
 # index at what resolves for the image's Python, under the record's pins.
 SERVER_DISTRIBUTIONS = ("starlette", "uvicorn", "packaging")
+# serving.handler's own code needs this Python or later (``from __future__ import annotations``).
+SERVER_MIN_PYTHON = (3, 7)
 
 
-def serving_facts(image_uri: str, kind: str, code_dir: Path) -> job_environment.CodeFacts | None:
-    """What the model server of a framework model imports, for ``choose``: the inference
+def serving_facts(image_uri: str, kind: str, code_dir: Path) -> tuple[job_environment.CodeFacts | None, str]:
+    """(what the model server of a framework model imports, for ``choose``: the inference
     script's imports (``code_dir``'s .py files; its requirements.txt is checked, not installed,
-    by the handler), the image's framework and numpy. None (the runner's Python, as before) for
-    a TensorFlow Serving model or an image with no record."""
+    by the handler), the image's framework and numpy; a clause for the job's log where the
+    server cannot run where the image's would). None (the runner's Python, as before) for a
+    TensorFlow Serving model, an image with no record, or one whose Python cannot run the server."""
     if kind != FRAMEWORK:
-        return None
+        return None, ""
     scripts = sorted(code_dir.rglob("*.py"))[:2000] if code_dir.is_dir() else []
     code = job_environment.facts(image_uri, None, scripts)
     if code.record is None:
-        return None
+        return None, ""
+    if code.record.python_minor < SERVER_MIN_PYTHON:
+        return None, (f"the image's Python {code.record.python} cannot run trainpipe's model server (it needs "
+                      f"{'.'.join(map(str, SERVER_MIN_PYTHON))} or later): this machine's runs it, with this "
+                      f"machine's versions of what the inference script imports")
     served = next((modules for prefix, modules in SERVED_FRAMEWORKS.items() if code.record.name.startswith(prefix)), ())
     imports = code.imports | (frozenset((*served, "numpy")) & code.record.modules)
-    return dataclasses.replace(code, imports=imports, runtime=SERVER_DISTRIBUTIONS)
+    return dataclasses.replace(code, imports=imports, runtime=SERVER_DISTRIBUTIONS), ""
 
 
 def _repository_path() -> str:
@@ -308,11 +315,11 @@ class TransformJob:
             # of the model's image, never trainpipe's venv (a script's pip install lands there):
             # the image's Python and versions where a Training job would get them (``serving_facts``).
             image = str(self.model.get("Image") or "")
-            code = serving_facts(image, self.model["kind"], code_dir or model_dir / "code")
+            code, unserved = serving_facts(image, self.model["kind"], code_dir or model_dir / "code")
             self.python_env = job_environment.prepare(self.environments, image, code=code)
             interpreter = self.python_env.interpreter
-            self.say(f"python: {self.python_env.python} (Python {interpreter.version}"
-                     + (f": {interpreter.why}" if interpreter.why else "") + ")")
+            why = interpreter.why or unserved
+            self.say(f"python: {self.python_env.python} (Python {interpreter.version}" + (f": {why}" if why else "") + ")")
             for index, share in enumerate(shares, 1):
                 if share:  # SageMaker: an instance with no object still starts; here it need not
                     host = f"algo-{index}"

@@ -118,3 +118,29 @@ def test_a_transform_loads_the_model_with_the_images_scikit_learn(tmp_path):
     # joblib: the record names it as scikit-learn's dependency, unpinned; the log line says what it gets.
     assert ("(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports; the record "
             "pins no version of joblib: pip's newest for Python 3.9)") in job_log.read_text()
+
+
+def test_the_server_imports_the_images_framework_and_numpy_besides_the_script(tmp_path):
+    """What ``choose`` judges for a framework model's server: the script's imports (joblib), the
+    image's framework and numpy (the server unpickles and decodes with them), and the server's own
+    distributions to install beside the image's pins."""
+    from pipeline.local.jobs.transform import FRAMEWORK, SERVER_DISTRIBUTIONS, TFS, serving_facts
+
+    (tmp_path / "inference.py").write_text(INFERENCE)
+    code, note = serving_facts("683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3",
+                               FRAMEWORK, tmp_path)
+    assert {"joblib", "sklearn", "numpy"} <= code.imports and code.runtime == SERVER_DISTRIBUTIONS and note == ""
+    assert serving_facts("763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-inference:2.13-cpu", TFS,
+                         tmp_path) == (None, "")
+
+
+def test_an_image_whose_python_cannot_run_the_server_keeps_the_runners_and_says_so(tmp_path):
+    """XGBoost 0.90-2's Python is 3.6, where serving.handler does not parse: the runner's Python
+    serves it, and the job's log says why."""
+    from pipeline.local.jobs.transform import FRAMEWORK, serving_facts
+
+    (tmp_path / "inference.py").write_text("import xgboost\n")
+    code, note = serving_facts("683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:0.90-2-cpu-py3",
+                               FRAMEWORK, tmp_path)
+    assert code is None
+    assert note.startswith("the image's Python 3.6 cannot run trainpipe's model server (it needs 3.7 or later)")
