@@ -40,6 +40,8 @@ accuracy beside the figure: how far the task is from trivial without the pretrai
 
 Measured time on the 2-core machine (2026-11-28; benchmarks/notes.md): 57 s, 87 s with
 ``--baseline``, at load average ~2 (other sessions' jobs); 185 s with ``--baseline`` at ~4.5.
+``--framework pytorch --image-size 0 --epochs 0`` (224 px, 10 epochs): 1174 s at load average
+7-13, test accuracy 0.9875.
 
 ``--framework pytorch`` trains in the PyTorch room (``-p Framework=pytorch``) and prints
 ``lite0_crops_pytorch_accuracy``; ``--framework both`` runs each room on the same tree and init
