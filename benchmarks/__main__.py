@@ -95,6 +95,10 @@ BENCHMARKS = {
                     "EfficientNet-Lite0 from its packaged ImageNet weights (issue 50): init-weights, then run --local "
                     "on a two-class tree of crops of packaged photos (living: cat, astronaut, dahlia; made: cup, "
                     "rocket, motorcycle), 96 px, 6 epochs: test accuracy on crops from the photos' other halves (57 s at load average 2, 138 s at 4.5)"),
+    "lite0_crops_pytorch": ("benchmarks.photos.lite0_crops", ["--framework", "pytorch", "--image-size", "0", "--epochs", "0"],
+                            "The same tree in the PyTorch room at the issue's setting, the defaults plus -p Framework=pytorch "
+                            "-p ModelArchitecture=efficientnet_lite0 (224 px, 10 epochs): test accuracy (1174 s at load "
+                            "average 7-13)"),
 }
 RESULT_RE = re.compile(r"^RESULT (\S+) (\S+) target (\S+)\s*$", re.MULTILINE)
 
