@@ -23,29 +23,45 @@ threads, so one stuck on a trickling read would keep the process from exiting. A
 written beside its target under a hidden ``.trainpipe-partial`` name and renamed only once
 whole, and removed on any failure; an upload over MULTIPART_THRESHOLD goes in parts that are
 aborted on failure. An S3 object appears only when its PUT (or its multipart upload) completes,
-so an upload that misses its deadline leaves no half-written object. Server-side copies
-(``copy_object``, ``upload_part_copy``) keep only the per-read timeout: their time depends on a
-size this side never sees.
+so an upload that misses its deadline leaves no half-written object. ``upload_fileobj`` and
+``download_fileobj`` (what the SageMaker SDK's S3Uploader/S3Downloader call) are trainpipe's too.
+
+Server-side copies (``copy_object``, ``upload_part_copy``, and the managed ``copy``) move no
+bytes over this side's link, but S3 answers a long CopyObject with a 200 at once and then
+whitespace every few seconds until the copy is done (an error may still come in that body,
+which botocore turns into a retry), so no read ever times out: their deadline too grows with
+the size, which a HeadObject of the source tells (``CopySourceRange`` tells a part's), counted
+from the call's start, HeadObject included. A HeadObject that fails otherwise (no permission to
+head it, say) leaves the copy the floor alone, and the copy's own answer says what is wrong.
+
+Clients the SageMaker SDK makes itself (``sagemaker.Session`` builds its SageMaker, runtime,
+metrics, feature-store and S3 clients, and more on demand, from its ``boto_session``) come from
+``session()``: a boto3 Session whose every client (and every resource built on one) is this
+module's, bounded the same way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import os
 import secrets
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import boto3
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     IncompleteReadError,
+    ParamValidationError,
     ReadTimeoutError,
     ResponseStreamingError,
 )
@@ -80,7 +96,26 @@ CONFIG = Config(
 
 # Calls whose duration grows with the bytes they move: see the module's docstring.
 UPLOADS = frozenset({"put_object", "upload_part"})
-SERVER_SIDE_COPIES = frozenset({"upload_part_copy", "copy_object"})
+COPIES = {"copy_object": "CopyObject", "upload_part_copy": "UploadPartCopy"}
+# The HeadObject arguments a copy's source arguments stand for (s3transfer's copies.py maps the same).
+COPY_SOURCE_TO_HEAD = {
+    "CopySourceIfMatch": "IfMatch", "CopySourceIfModifiedSince": "IfModifiedSince",
+    "CopySourceIfNoneMatch": "IfNoneMatch", "CopySourceIfUnmodifiedSince": "IfUnmodifiedSince",
+    "CopySourceSSECustomerKey": "SSECustomerKey", "CopySourceSSECustomerAlgorithm": "SSECustomerAlgorithm",
+    "CopySourceSSECustomerKeyMD5": "SSECustomerKeyMD5", "RequestPayer": "RequestPayer",
+    "ExpectedSourceBucketOwner": "ExpectedBucketOwner",
+}
+# A multipart copy's parts take the source's and the target's encryption arguments; its
+# CreateMultipartUpload takes everything else but the source's.
+PART_COPY_ARGS = frozenset({*COPY_SOURCE_TO_HEAD, "SSECustomerKey", "SSECustomerAlgorithm", "SSECustomerKeyMD5",
+                            "ExpectedBucketOwner"})
+NOT_FOR_CREATE = frozenset({*COPY_SOURCE_TO_HEAD, "MetadataDirective", "TaggingDirective", "Tagging",
+                            "ExpectedSourceBucketOwner"}) - {"RequestPayer"}
+COMPLETE_ARGS = frozenset({"SSECustomerKey", "SSECustomerAlgorithm", "SSECustomerKeyMD5", "RequestPayer",
+                           "ExpectedBucketOwner"})
+# What a multipart copy carries over from the source, as CopyObject does (MetadataDirective COPY).
+PRESERVED_METADATA = ("CacheControl", "ContentDisposition", "ContentEncoding", "ContentLanguage", "ContentType",
+                      "Expires", "Metadata")
 
 T = TypeVar("T")
 
@@ -103,6 +138,15 @@ class TransferDeadlineExceeded(BotoCoreError):
            "{limit:.0f} s: " + DEADLINE_ENV + " ({floor:g} s) plus {size} at {rate:g} KiB/s "
            "(" + MIN_RATE_ENV + "): check the network and the endpoint (AWS_ENDPOINT_URL, "
            "--s3-endpoint), or lower " + MIN_RATE_ENV + " for a slower link")
+
+
+class CopyDeadlineExceeded(TransferDeadlineExceeded):
+    """A server-side copy (retries included) did not complete by its size's deadline."""
+
+    fmt = ("{operation} of {source} to s3://{bucket}/{key} ({size}, s3 at {endpoint}) did not complete "
+           "within {limit:.0f} s: " + DEADLINE_ENV + " ({floor:g} s) plus {size} at {rate:g} KiB/s "
+           "(" + MIN_RATE_ENV + "): check the endpoint (AWS_ENDPOINT_URL, --s3-endpoint), or lower "
+           + MIN_RATE_ENV + " for a slower S3")
 
 
 def _positive(environ: Mapping[str, str], name: str, default: float, unit: str) -> float:
@@ -154,15 +198,95 @@ def _body_size(body) -> int:
     try:
         return max(0, os.fstat(body.fileno()).st_size - body.tell())
     except (AttributeError, OSError, ValueError):
+        pass
+    try:  # a seekable stream with no file behind it (io.BytesIO: what the SDK uploads bytes from)
+        here = body.tell()
+        end = body.seek(0, os.SEEK_END)
+        body.seek(here)
+        return max(0, end - here)
+    except (AttributeError, OSError, ValueError):
         return 0
+
+
+def _source_text(source) -> str:
+    if isinstance(source, Mapping):
+        version = f"?versionId={source['VersionId']}" if source.get("VersionId") else ""
+        return f"s3://{source.get('Bucket', '?')}/{source.get('Key', '?')}{version}"
+    return f"s3://{str(source).lstrip('/')}"
+
+
+def _source_object(source) -> dict:
+    """HeadObject's Bucket, Key (and VersionId) for a copy's ``CopySource``: a dict, or the
+    string ``bucket/key[?versionId=...]`` (an access point's ``arn.../object/key``)."""
+    if isinstance(source, Mapping):
+        return {name: source[name] for name in ("Bucket", "Key", "VersionId") if source.get(name)}
+    text, _, version = str(source).lstrip("/").partition("?versionId=")
+    bucket, separator, key = text.partition("/object/") if text.startswith("arn:") else text.partition("/")
+    if not (bucket and separator and key):
+        raise ValueError(f"CopySource {source!r} names no bucket and key")
+    return {"Bucket": bucket, "Key": key, **({"VersionId": version} if version else {})}
+
+
+def _head_args(kwargs: Mapping) -> dict:
+    """The HeadObject arguments a copy's source arguments (``CopySourceIfMatch``, ...) stand for."""
+    return {COPY_SOURCE_TO_HEAD[name]: value for name, value in kwargs.items() if name in COPY_SOURCE_TO_HEAD}
+
+
+def _range_size(text: str | None) -> int | None:
+    """The bytes ``bytes=first-last`` names, None for no range (or one that names none)."""
+    first, _, last = (text or "").removeprefix("bytes=").partition("-")
+    try:
+        return max(0, int(last) - int(first) + 1)
+    except ValueError:
+        return None
 
 
 def client(session, service: str, *, region: str | None = None, endpoint_url: str | None = None,
            limit: float | None = None):
     """A ``service`` client of ``session`` (a boto3.Session) with trainpipe's Config, each API
     call bounded by ``limit`` seconds (``TRAINPIPE_AWS_DEADLINE_S`` when None)."""
-    made = session.client(service, region_name=region, endpoint_url=endpoint_url, config=CONFIG)
+    make = session.unbounded_client if isinstance(session, BoundedSession) else session.client
+    made = make(service, region_name=region, endpoint_url=endpoint_url, config=CONFIG)
     return bounded(made, limit)
+
+
+class BoundedSession(boto3.Session):
+    """A boto3 Session whose clients are made with trainpipe's Config (a caller's own Config,
+    such as the SDK's longer read timeout for its runtime client, merged over it) and bounded
+    as ``client()``'s are; ``resource()`` builds on ``client()``, so resources are bounded too.
+    Hand it to the SageMaker SDK as ``boto_session``: every client the SDK makes, then and later
+    (``boto_session.client("logs")``, ``.resource("s3")``), is one of this module's."""
+
+    def client(self, *args, **kwargs):
+        return bounded(self.unbounded_client(*args, **kwargs))
+
+    def _register_default_handlers(self):
+        # boto3 registers its handlers (the S3 transfer methods among them) on the botocore
+        # session; one it has already registered on refuses a second registration.
+        if not getattr(self._session, "_trainpipe_boto3_handlers", False):
+            super()._register_default_handlers()
+            self._session._trainpipe_boto3_handlers = True
+
+    def unbounded_client(self, *args, **kwargs):
+        arguments = _SESSION_CLIENT.bind(self, *args, **kwargs).arguments
+        arguments.pop("self")
+        given = arguments.get("config")
+        arguments["config"] = CONFIG.merge(given) if given is not None else CONFIG
+        return super().client(**arguments)
+
+
+_SESSION_CLIENT = inspect.signature(boto3.Session.client)
+
+
+def session(base: boto3.Session | None = None, **kwargs) -> BoundedSession:
+    """``base`` (its credentials, profile and region: the same botocore session) as a
+    BoundedSession; without ``base``, a new one made with ``kwargs`` as boto3.Session takes them."""
+    if isinstance(base, BoundedSession):
+        return base
+    if base is None:
+        return BoundedSession(**kwargs)
+    base._session._trainpipe_boto3_handlers = True  # made by boto3.Session, which registered them
+    return BoundedSession(botocore_session=base._session, region_name=base.region_name)
 
 
 def bounded(made, limit: float | None = None):
@@ -213,9 +337,18 @@ class BoundedClient:
         attribute = getattr(self._client, name)
         if name == "get_paginator":
             return self._paginator
-        if name in SERVER_SIDE_COPIES or name not in self._client.meta.method_to_api_mapping:
+        if name not in self._client.meta.method_to_api_mapping:
             return attribute
         operation = self._client.meta.method_to_api_mapping[name]
+
+        if name in COPIES:
+            @functools.wraps(attribute)
+            def server_side_copy(*args, **kwargs):
+                if args:  # botocore's own TypeError: its API methods take keywords only
+                    return attribute(*args, **kwargs)
+                return self._copy_call(name, attribute, kwargs)
+
+            return server_side_copy
 
         if name in UPLOADS:
             @functools.wraps(attribute)
@@ -265,46 +398,75 @@ class BoundedClient:
         # Not mkstemp, whose 0600 would outlive the rename: the file gets the umask's mode, as
         # boto3's download_file gave it. O_EXCL: a name another download holds is never shared.
         descriptor = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        request = {"Bucket": Bucket, "Key": Key, **(ExtraArgs or {})}
-        started, whole, etag, written = time.monotonic(), None, None, 0
         try:
             with os.fdopen(descriptor, "wb") as out:
-                for attempt in range(1, MAX_ATTEMPTS + 1):
-                    # A body that breaks off goes on from where it stopped, as boto3's transfer
-                    # manager does, all of it within the one deadline; IfMatch: the same object.
-                    rest = {"Range": f"bytes={written}-", "IfMatch": etag} if written else {}
-                    answer = self._get_object({**request, **rest}, started, whole)
-                    if whole is None:
-                        whole, etag = answer.get("ContentLength") or 0, answer.get("ETag")
-                    try:
-                        for chunk in answer["Body"].iter_chunks(CHUNK_SIZE):
-                            out.write(chunk)
-                            written += len(chunk)
-                            if Callback:
-                                Callback(len(chunk))
-                        break
-                    except (ResponseStreamingError, ReadTimeoutError, IncompleteReadError):
-                        if attempt == MAX_ATTEMPTS:
-                            raise
+                self._download_into(out, {"Bucket": Bucket, "Key": Key, **(ExtraArgs or {})}, Callback)
             os.replace(partial, target)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
             raise
 
+    def download_fileobj(self, Bucket, Key, Fileobj, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+        """The object written into ``Fileobj`` (what the SDK's S3Downloader reads bytes with)."""
+        self._download_into(Fileobj, {"Bucket": Bucket, "Key": Key, **(ExtraArgs or {})}, Callback)
+
+    def _download_into(self, out, request: dict, callback) -> None:
+        started, whole, etag, written = time.monotonic(), None, None, 0
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            # A body that breaks off goes on from where it stopped, as boto3's transfer
+            # manager does, all of it within the one deadline; IfMatch: the same object.
+            rest = {"Range": f"bytes={written}-", "IfMatch": etag} if written else {}
+            answer = self._get_object({**request, **rest}, started, whole)
+            if whole is None:
+                whole, etag = answer.get("ContentLength") or 0, answer.get("ETag")
+            try:
+                for chunk in answer["Body"].iter_chunks(CHUNK_SIZE):
+                    out.write(chunk)
+                    written += len(chunk)
+                    if callback:
+                        callback(len(chunk))
+                return
+            except (ResponseStreamingError, ReadTimeoutError, IncompleteReadError):
+                if attempt == MAX_ATTEMPTS:
+                    raise
+
     def upload_file(self, Filename, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
         """The file as one PUT up to MULTIPART_THRESHOLD, in parts above it; a multipart upload
         that fails (its deadline included) is aborted, so no parts are left behind."""
-        size = Path(Filename).stat().st_size
-        extra = dict(ExtraArgs or {})
-        if size <= MULTIPART_THRESHOLD:
-            with open(Filename, "rb") as body:
-                self.put_object(Bucket=Bucket, Key=Key, Body=body, **extra)
-        else:
-            self._upload_parts(Path(Filename), Bucket, Key, size, extra)
+        with open(Filename, "rb") as body:
+            size = os.fstat(body.fileno()).st_size
+            self._upload(body, size, Bucket, Key, dict(ExtraArgs or {}))
         if Callback:
             Callback(size)
 
-    def _upload_parts(self, path: Path, bucket: str, key: str, size: int, extra: dict) -> None:
+    def upload_fileobj(self, Fileobj, Bucket, Key, ExtraArgs=None, Callback=None, Config=None):  # noqa: N803 (boto3's names)
+        """What ``Fileobj`` holds from where it stands, as ``upload_file`` sends a file (what
+        the SDK's S3Uploader sends bytes with). A stream that cannot seek, or stands past its
+        start, is copied to a temporary file first: a retry sends the body again from its start."""
+        try:
+            seekable = Fileobj.tell() == 0 and Fileobj.seekable()
+        except (AttributeError, OSError, ValueError):
+            seekable = False
+        if seekable:
+            size = _body_size(Fileobj)
+            self._upload(Fileobj, size, Bucket, Key, dict(ExtraArgs or {}))
+        else:
+            with tempfile.TemporaryFile() as spool:
+                while chunk := Fileobj.read(CHUNK_SIZE):
+                    spool.write(chunk)
+                size = spool.tell()
+                spool.seek(0)
+                self._upload(spool, size, Bucket, Key, dict(ExtraArgs or {}))
+        if Callback:
+            Callback(size)
+
+    def _upload(self, body, size: int, bucket: str, key: str, extra: dict) -> None:
+        if size <= MULTIPART_THRESHOLD:
+            self.put_object(Bucket=bucket, Key=key, Body=body, **extra)
+        else:
+            self._upload_parts(body, bucket, key, size, extra)
+
+    def _upload_parts(self, source, bucket: str, key: str, size: int, extra: dict) -> None:
         part_size = max(PART_SIZE, -(-size // MAX_PARTS))
         limit = transfer_deadline(size, self.limit)
         upload_id = self.create_multipart_upload(Bucket=bucket, Key=key, **extra)["UploadId"]
@@ -312,20 +474,25 @@ class BoundedClient:
 
         def send() -> dict:
             parts = []
-            with open(path, "rb") as source:
-                for number in range(1, -(-size // part_size) + 1):
-                    if given_up.is_set():  # the caller has stopped waiting: send nothing more
-                        raise TransferDeadlineExceeded(**self._transfer_fields("UploadPart", bucket, key, size, limit))
-                    answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
-                                                      PartNumber=number, Body=source.read(part_size))
-                    parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+            for number in range(1, -(-size // part_size) + 1):
+                if given_up.is_set():  # the caller has stopped waiting: send nothing more
+                    raise TransferDeadlineExceeded(**self._transfer_fields("UploadPart", bucket, key, size, limit))
+                answer = self._client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
+                                                  PartNumber=number, Body=source.read(part_size))
+                parts.append({"PartNumber": number, "ETag": answer["ETag"]})
             return parts
 
+        self._in_parts(send, bucket, key, upload_id, given_up, {}, lambda: self._transfer_missed(
+            "UploadPart", {"Bucket": bucket, "Key": key}, size, limit), limit)
+
+    def _in_parts(self, send, bucket: str, key: str, upload_id: str, given_up: threading.Event, complete: dict,
+                  on_miss, limit: float) -> None:
+        """``send()``'s parts (by ``limit`` seconds from now) completed as one object, or the
+        multipart upload aborted."""
         try:
-            parts = call_by(send, limit, lambda: self._transfer_missed(
-                "UploadPart", {"Bucket": bucket, "Key": key}, size, limit))
+            parts = call_by(send, limit, on_miss)
             self.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                           MultipartUpload={"Parts": parts})
+                                           MultipartUpload={"Parts": parts}, **complete)
         except BaseException:
             given_up.set()
             # The failure the caller needs is the one above; parts an abort could not remove
@@ -333,6 +500,92 @@ class BoundedClient:
             with contextlib.suppress(BotoCoreError, ClientError):
                 self.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
             raise
+
+    # --- server-side copies: see the module's docstring --------------------------------------
+    def _copy_call(self, name: str, attribute, kwargs: dict, started: float | None = None,
+                   size: int | None = None):
+        """CopyObject or UploadPartCopy by the deadline of the bytes it copies, counted from
+        ``started`` (now when None), a HeadObject of the source for their number included."""
+        started = time.monotonic() if started is None else started
+        if size is None and name == "upload_part_copy":
+            size = _range_size(kwargs.get("CopySourceRange"))
+        if size is None:
+            size = self._source_size(self, kwargs.get("CopySource"), kwargs)
+        limit = transfer_deadline(size, self.limit)
+
+        def missed() -> BaseException:
+            return self._copy_missed(COPIES[name], kwargs, size, limit)
+
+        left = started + limit - time.monotonic()
+        if left <= 0:
+            raise missed()
+        return call_by(lambda: attribute(**kwargs), left, missed)
+
+    def _source_size(self, source_client, source, kwargs: dict) -> int:
+        """The copy source's size, or 0 (the floor alone) when a HeadObject of it fails, for
+        the copy itself to say why; a HeadObject that misses its own deadline says so."""
+        try:
+            head = {**_source_object(source), **_head_args(kwargs)}
+        except (KeyError, TypeError, ValueError):
+            return 0  # botocore's validation of the copy's arguments says what is wrong
+        try:
+            return source_client.head_object(**head).get("ContentLength") or 0
+        except (ClientError, ParamValidationError):
+            return 0
+
+    def copy(self, CopySource, Bucket, Key, ExtraArgs=None, Callback=None, SourceClient=None, Config=None):  # noqa: N803 (boto3's names)
+        """boto3's managed copy, by the deadline of the source's size: one CopyObject up to
+        MULTIPART_THRESHOLD (S3 takes up to 5 GiB), UploadPartCopy parts above it, aborted on
+        failure. A part copy keeps the source's metadata (or ``ExtraArgs``' with
+        ``MetadataDirective: REPLACE``) as boto3's does; like boto3 before s3transfer 0.11, it
+        does not carry the source's tags over."""
+        started = time.monotonic()
+        extra = dict(ExtraArgs or {})
+        source_client = bounded(SourceClient) if SourceClient is not None else self
+        head = source_client.head_object(**_source_object(CopySource), **_head_args(extra))
+        size = head.get("ContentLength") or 0
+        if size <= MULTIPART_THRESHOLD:
+            self._copy_call("copy_object", self._client.copy_object,
+                            {"CopySource": CopySource, "Bucket": Bucket, "Key": Key, **extra}, started, size)
+        else:
+            self._copy_parts(CopySource, Bucket, Key, size, extra, head, started)
+        if Callback:
+            Callback(size)
+
+    def _copy_parts(self, source, bucket: str, key: str, size: int, extra: dict, head: dict,
+                    started: float) -> None:
+        part_size = max(PART_SIZE, -(-size // MAX_PARTS))
+        limit = transfer_deadline(size, self.limit)
+        create = {name: value for name, value in extra.items() if name not in NOT_FOR_CREATE}
+        if extra.get("MetadataDirective") != "REPLACE":  # a multipart upload has no MetadataDirective
+            create = {name: value for name, value in create.items() if name not in PRESERVED_METADATA}
+            create.update({name: head[name] for name in PRESERVED_METADATA if name in head})
+        part_args = {name: value for name, value in extra.items() if name in PART_COPY_ARGS}
+        upload_id = self.create_multipart_upload(Bucket=bucket, Key=key, **create)["UploadId"]
+        given_up = threading.Event()
+
+        def missed() -> BaseException:
+            return self._copy_missed("UploadPartCopy", {"CopySource": source, "Bucket": bucket, "Key": key},
+                                     size, limit)
+
+        def send() -> list:
+            parts = []
+            for number, first in enumerate(range(0, size, part_size), 1):
+                if given_up.is_set():  # the caller has stopped waiting: copy nothing more
+                    raise missed()
+                answer = self._client.upload_part_copy(
+                    Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, CopySource=source,
+                    CopySourceRange=f"bytes={first}-{min(first + part_size, size) - 1}", **part_args)
+                parts.append({"PartNumber": number, "ETag": answer["CopyPartResult"]["ETag"]})
+            return parts
+
+        left = started + limit - time.monotonic()
+        complete = {name: value for name, value in extra.items() if name in COMPLETE_ARGS}
+        self._in_parts(send, bucket, key, upload_id, given_up, complete, missed, max(left, 0.0))
+
+    def _copy_missed(self, operation: str, kwargs: dict, size: int, limit: float) -> CopyDeadlineExceeded:
+        return CopyDeadlineExceeded(source=_source_text(kwargs.get("CopySource", "?")), **self._transfer_fields(
+            operation, kwargs.get("Bucket", "?"), kwargs.get("Key", "?"), size, limit))
 
     def _transfer_fields(self, operation: str, bucket: str, key: str, size: int, limit: float) -> dict:
         return {"operation": operation, "bucket": bucket, "key": key, "size": _size_text(size),

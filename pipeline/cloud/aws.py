@@ -38,7 +38,8 @@ class Clients:
 
     def __init__(self, region: str, session: boto3.Session | None = None):
         self.region = region
-        self.session = session or boto3.Session(region_name=region)
+        # A BoundedSession: a client made from it anywhere (not only by client() below) is bounded.
+        self.session = aws_clients.session(session or boto3.Session(region_name=region))
         self._clients: dict[str, object] = {}
 
     def client(self, service: str):

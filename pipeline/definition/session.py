@@ -17,6 +17,8 @@ import boto3
 import sagemaker.utils
 from sagemaker.workflow.pipeline_context import PipelineSession
 
+from pipeline import aws_clients
+
 # The SDK warns on every step built in a PipelineSession that no job starts: that is the point.
 warnings.filterwarnings("ignore", message="Running within a PipelineSession", category=UserWarning)
 
@@ -73,6 +75,10 @@ class OfflinePipelineSession(PipelineSession):
             boto_session = boto3.Session(
                 aws_access_key_id="offline", aws_secret_access_key="offline", region_name=region
             )
+        # Every client the SDK makes from it (SageMaker, runtime, metrics, S3, and any it makes
+        # later) is pipeline/aws_clients.py's, bounded as trainpipe's own are: should the SDK
+        # ever ask something of AWS here, the call ends by its deadline.
+        boto_session = aws_clients.session(boto_session)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             super().__init__(boto_session=boto_session, sagemaker_config=SDK_CONFIG)

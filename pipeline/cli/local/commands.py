@@ -385,12 +385,22 @@ def docker_problem() -> str | None:
     return None
 
 
+def sagemaker_local_session():
+    """The SDK's LocalPipelineSession, its S3 clients and resource pipeline/aws_clients.py's
+    (bounded; its SageMaker client is the SDK's in-process one, its runtime client talks to the
+    local container)."""
+    import boto3
+    from sagemaker.workflow.pipeline_context import LocalPipelineSession
+
+    from pipeline import aws_clients
+
+    return LocalPipelineSession(boto_session=aws_clients.session(boto3.Session()))
+
+
 def run_sagemaker_local(settings, overrides) -> int:
     problem = docker_problem()
     if problem:
         raise UserError(problem)
-    from sagemaker.workflow.pipeline_context import LocalPipelineSession
-
     from pipeline.definition import parameters as P
     from pipeline.definition.build import get_pipeline
 
@@ -400,7 +410,7 @@ def run_sagemaker_local(settings, overrides) -> int:
     values = P.resolve(overrides, bucket=settings.bucket, prefix=settings.prefix)
     storage = Boto3Storage(region=settings.region)  # local mode reads code and data from S3
     place_code_and_data(storage, settings, values, lambda text: print(text, flush=True))
-    session = LocalPipelineSession()
+    session = sagemaker_local_session()
     pipeline = get_pipeline(settings, overrides, session=session)
     pipeline.upsert(role_arn=settings.role_arn)
     execution = pipeline.start()

@@ -9,6 +9,7 @@ connections and never answers.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import socket
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import boto3
@@ -73,20 +75,32 @@ _MESSAGE_STARTS = (b"HTTP/", b"GET ", b"PUT ", b"POST ", b"HEAD ", b"DELETE ")
 
 
 def trickle_proxy(upstream: str, delay: float = 0.2, *, bodies_only: bool = False,
-                  requests: bool = False) -> _Server:
+                  requests: bool = False, only: Callable[[bytes], bool] | None = None) -> _Server:
     """Forwards to ``upstream``; its answers come back one byte every ``delay`` seconds.
 
     ``bodies_only``: each message's headers pass at once and only its body trickles, so a call's
     headers answer in time and only a transfer's own deadline can end it. ``requests``: what is
-    sent trickles too (an upload over a link that barely moves)."""
+    sent trickles too (an upload over a link that barely moves). ``only``: just the answers to
+    requests whose first line it accepts trickle; the others pass at once (a connection's
+    answers come in the order of its requests)."""
     target = urllib.parse.urlsplit(upstream)
 
-    def pump(server: _Server, source: socket.socket, sink: socket.socket, pause: float) -> None:
+    def pump(server: _Server, source: socket.socket, sink: socket.socket, pause: float,
+             asked: collections.deque, answering: bool) -> None:
+        slow = True
         try:
             while not server.stopped.is_set():
                 data = source.recv(65536)
                 if not data:
                     break
+                if only is not None and data.startswith(_MESSAGE_STARTS):
+                    if answering:
+                        slow = asked.popleft() if asked else True
+                    else:
+                        asked.append(only(data.split(b"\r\n", 1)[0]))
+                if not slow:
+                    sink.sendall(data)
+                    continue
                 if bodies_only and data.startswith(_MESSAGE_STARTS):
                     end = data.find(b"\r\n\r\n")
                     cut = len(data) if end < 0 else end + 4
@@ -108,9 +122,10 @@ def trickle_proxy(upstream: str, delay: float = 0.2, *, bodies_only: bool = Fals
     def serve(server: _Server, conn: socket.socket) -> None:
         upstream_conn = socket.create_connection((target.hostname, target.port))
         server.connections.append(upstream_conn)
-        threading.Thread(target=pump, args=(server, conn, upstream_conn, delay if requests else 0),
+        asked: collections.deque = collections.deque()
+        threading.Thread(target=pump, args=(server, conn, upstream_conn, delay if requests else 0, asked, False),
                          daemon=True).start()
-        pump(server, upstream_conn, conn, delay)
+        pump(server, upstream_conn, conn, delay, asked, True)
 
     return _Server(serve)
 
@@ -139,6 +154,53 @@ def test_every_client_trainpipe_makes_has_bounded_timeouts_and_retries(monkeypat
                 {"total_max_attempts": aws_clients.MAX_ATTEMPTS, "mode": "standard"})
     for client in made:
         assert _config_of(client) == expected, client.meta.service_model.service_name
+
+
+def test_every_sdk_session_trainpipe_makes_hands_out_factory_clients(tmp_path, monkeypatch):
+    """sagemaker.Session makes its clients from its boto_session, at once (SageMaker, runtime,
+    metrics, feature store, S3) and later on demand (``boto_session.client("logs")``, IAM, STS):
+    each session trainpipe makes has a BoundedSession, so every one of them is the factory's."""
+    from pipeline.cli.local.commands import sagemaker_local_session
+    from pipeline.definition.session import OfflinePipelineSession
+    from pipeline.local.store.session import LocalStoreSession
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    clients = Clients(REGION)
+    assert isinstance(clients.session, aws_clients.BoundedSession)
+    made = [clients.session.client("sts"), clients.session.resource("iam").meta.client]
+    for session in (OfflinePipelineSession(REGION, "bucket"), LocalStoreSession(workdir=tmp_path, bucket="bucket"),
+                    sagemaker_local_session()):
+        assert isinstance(session.boto_session, aws_clients.BoundedSession), type(session).__name__
+        made += [session.s3_client, session.boto_session.client("logs"), session.boto_session.resource("iam").meta.client]
+        if not session.local_mode:  # local mode's SageMaker and runtime clients are the SDK's in-process ones
+            made += [session.sagemaker_client, session.sagemaker_runtime_client, session.sagemaker_metrics_client,
+                     session.sagemaker_featurestore_runtime_client]
+    for client in made:
+        connect, read, retries = _config_of(client)
+        assert (connect, retries) == (aws_clients.CONNECT_TIMEOUT_S,
+                                      {"total_max_attempts": aws_clients.MAX_ATTEMPTS, "mode": "standard"})
+        # The SDK's runtime client asks for 80 s reads (an endpoint may take 60 s to answer).
+        assert read == (80 if client.meta.service_model.service_name == "sagemaker-runtime"
+                        else aws_clients.READ_TIMEOUT_S)
+    # A session handed in keeps its credentials and region.
+    given = boto3.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name="eu-west-1")
+    wrapped = aws_clients.session(given)
+    assert (wrapped.region_name, wrapped.get_credentials().access_key) == ("eu-west-1", "AKIDEXAMPLE")
+    assert isinstance(wrapped.client("s3").upload_file.__self__, aws_clients.BoundedClient)
+
+
+_SDK_SESSION = re.compile(r"(?:\bsagemaker\.(?:session\.)?|(?<![\w.]))(?:Local|Pipeline|LocalPipeline)?Session\(")
+
+
+def test_no_module_makes_a_sagemaker_session_but_with_the_factorys_boto_session():
+    """An SDK session made without one would make its own clients, with botocore's defaults."""
+    offenders = []
+    for path in sorted((REPO_ROOT / "pipeline").rglob("*.py")):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            code = line.split("#")[0]
+            if _SDK_SESSION.search(code) and "aws_clients.session(" not in code:
+                offenders.append(f"{path.relative_to(REPO_ROOT)}:{number}: {line.strip()}")
+    assert not offenders, offenders
 
 
 def test_no_module_makes_a_boto3_client_but_the_factory():

@@ -183,3 +183,99 @@ def test_a_download_whose_body_breaks_off_goes_on_from_where_it_stopped(s3, aws,
     assert (tmp_path / "model.bin").read_bytes() == data
     assert len(proxy.connections) == 4  # two connections, each with its own upstream: the cut one, the rest
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.bin"]
+
+
+def _copy_deadline_message(operation: str, endpoint: str) -> str:
+    return (f"{operation} of s3://{BUCKET}/model.bin to s3://{BUCKET}/copy.bin (64.0 KiB, s3 at {endpoint}) did not "
+            "complete within 2 s: TRAINPIPE_AWS_DEADLINE_S (1 s) plus 64.0 KiB at 64 KiB/s "
+            "(TRAINPIPE_AWS_MIN_RATE_KIB_S): check the endpoint (AWS_ENDPOINT_URL, --s3-endpoint), or lower "
+            "TRAINPIPE_AWS_MIN_RATE_KIB_S for a slower S3")
+
+
+@pytest.mark.parametrize("call", ["copy_object", "copy"])
+def test_a_server_side_copy_ends_by_the_deadline_of_its_sources_size(s3, aws, call):
+    """S3 answers a long CopyObject with a 200 at once and then whitespace until the copy is
+    done: its headers come in time and each read succeeds. The proxy's trickled answer body
+    stands for that; only the copy's own deadline (from a HeadObject of its source) ends it."""
+    data = os.urandom(SIZE)
+    s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data)
+
+    def copy(client) -> None:
+        if call == "copy_object":
+            client.copy_object(CopySource=f"{BUCKET}/model.bin", Bucket=BUCKET, Key="copy.bin")
+        else:
+            client.copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
+
+    proxy = trickle_proxy(aws, bodies_only=True)
+    try:
+        started = time.monotonic()
+        with pytest.raises(aws_clients.CopyDeadlineExceeded) as raised:
+            copy(endpoint_client(proxy.url, REGION))
+        elapsed = time.monotonic() - started
+    finally:
+        proxy.close()
+    readme_record.record(str(raised.value))
+    assert str(raised.value) == _copy_deadline_message("CopyObject", proxy.url)
+    assert elapsed < GENEROUS_S  # the answer's ~230 bytes alone take ~46 s through the proxy
+    # Straight to moto the same deadline lets it through.
+    copy(endpoint_client(aws, REGION))
+    assert s3.get_object(Bucket=BUCKET, Key="copy.bin")["Body"].read() == data
+
+
+def test_a_part_copy_is_bounded_by_its_range_and_a_multipart_copy_that_misses_is_aborted(s3, aws, monkeypatch):
+    """UploadPartCopy's size is its CopySourceRange's; the managed copy above
+    MULTIPART_THRESHOLD copies in parts, and a miss aborts the upload (parts are 5 MiB at
+    least, so the source is 6 MiB in two). Only the part copies' answers trickle."""
+    monkeypatch.setattr(aws_clients, "MULTIPART_THRESHOLD", 1 << 20)
+    monkeypatch.setattr(aws_clients, "PART_SIZE", 5 << 20)
+    data = os.urandom(6 << 20)
+    s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data, ContentType="application/x-model")
+    proxy = trickle_proxy(aws, bodies_only=True, only=lambda line: line.startswith(b"PUT ") and b"partNumber=" in line)
+    try:
+        client = endpoint_client(proxy.url, REGION)
+        upload_id = client.create_multipart_upload(Bucket=BUCKET, Key="copy.bin")["UploadId"]
+        with pytest.raises(aws_clients.CopyDeadlineExceeded) as raised:
+            client.upload_part_copy(CopySource=f"{BUCKET}/model.bin", CopySourceRange=f"bytes=0-{SIZE - 1}",
+                                    Bucket=BUCKET, Key="copy.bin", UploadId=upload_id, PartNumber=1)
+        assert str(raised.value) == _copy_deadline_message("UploadPartCopy", proxy.url)
+        client.abort_multipart_upload(Bucket=BUCKET, Key="copy.bin", UploadId=upload_id)
+
+        monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: a 2 s deadline
+        with pytest.raises(aws_clients.CopyDeadlineExceeded, match=f"UploadPartCopy of s3://{BUCKET}/model.bin"):
+            client.copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
+    finally:
+        proxy.close()
+    assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
+    assert [item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == ["model.bin"]
+    # Straight to moto: two parts, one object, whole, with the source's metadata.
+    endpoint_client(aws, REGION).copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
+    copied = s3.get_object(Bucket=BUCKET, Key="copy.bin")
+    assert copied["Body"].read() == data
+    assert copied["ContentType"] == "application/x-model"
+
+
+def test_fileobj_transfers_are_trainpipes_own_and_bounded(s3, aws):
+    """upload_fileobj/download_fileobj (the SDK's S3Uploader and S3Downloader) go through the
+    bounded PUT and GET, not boto3's transfer manager, whose threads would outlive a deadline."""
+    import io
+
+    data = os.urandom(SIZE)
+    endpoint_client(aws, REGION).upload_fileobj(io.BytesIO(data), BUCKET, "model.bin")
+    assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == data
+    proxy = trickle_proxy(aws, bodies_only=True)
+    try:
+        with pytest.raises(aws_clients.TransferDeadlineExceeded) as raised:
+            endpoint_client(proxy.url, REGION).download_fileobj(BUCKET, "model.bin", io.BytesIO())
+    finally:
+        proxy.close()
+    assert str(raised.value) == _deadline_message("GetObject", proxy.url)
+    proxy = trickle_proxy(aws, bodies_only=True, requests=True)
+    try:
+        with pytest.raises(aws_clients.TransferDeadlineExceeded) as raised:
+            endpoint_client(proxy.url, REGION).upload_fileobj(io.BytesIO(os.urandom(SIZE)), BUCKET, "model.bin")
+    finally:
+        proxy.close()
+    assert str(raised.value) == _deadline_message("PutObject", proxy.url)  # its size known: 2 s, not the floor
+    out = io.BytesIO()
+    endpoint_client(aws, REGION).download_fileobj(BUCKET, "model.bin", out)
+    assert out.getvalue() == data

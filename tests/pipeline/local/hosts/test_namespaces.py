@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.local.hosts import namespaces
+from pipeline.local.hosts import mpi, namespaces, shared_memory
 from tests import readme_record
 from training_entry.contract import CONTAINER_BASE_DIR
 
@@ -219,3 +219,73 @@ def test_where_pid_namespaces_are_not_allowed_one_line_says_what_a_job_can_see(m
                     "user, this runner's included, and this user's credential files (~/.aws, ...): keep "
                     "credentials out of the environment you run trainpipe from, or run where Linux namespaces work")
     assert "--pid" not in namespaces.command("algo-1", "/tmp", "/", ["true"])
+
+
+# The same snoop in each rank of a two-host MPI job; what it looks for is in needles.json beside it.
+RANK_SNOOP = """
+import glob, json, os, pathlib, time
+needles = json.load(open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "needles.json")))
+meeting = pathlib.Path(needles["meeting"])  # a folder of the machine's both hosts reach
+
+
+def meet(stage):  # every host's rank is running while the others look
+    (meeting / f"{stage}-{os.environ['SM_CURRENT_HOST']}").touch()
+    ends = time.monotonic() + 60
+    while len(list(meeting.glob(f"{stage}-*"))) < 2 and time.monotonic() < ends:
+        time.sleep(0.05)
+
+
+meet("started")
+seen, hosts = [], set()
+for path in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        text = open(path, "rb").read().decode("latin-1")
+    except OSError:
+        continue
+    seen.append(text)
+    hosts.update(v.split("=", 1)[1] for v in text.split("\\0") if v.startswith("SM_CURRENT_HOST="))
+for name in (".aws/credentials", ".netrc"):
+    try:
+        seen.append(open(os.path.join(needles["home"], name)).read())
+    except OSError:
+        pass
+text = "\\n".join(seen)
+print("snoop", os.environ["SM_CURRENT_HOST"], "sees hosts", ",".join(sorted(hosts)), "found",
+      [s for s in needles["secrets"] if s in text] or "nothing", flush=True)
+meet("looked")
+"""
+
+
+@pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
+@pytest.mark.skipif(not (mpi.mpirun_path() and shared_memory.library()[0]),
+                    reason="needs Open MPI's mpirun and the shared-memory library (mpicc)")
+def test_the_hosts_of_a_shared_memory_mpi_job_share_a_pid_namespace_that_holds_nothing_of_the_runner(tmp_path):
+    """A shared-memory MPI launch runs its one daemon, and so every rank of every host, in one
+    PID namespace (ranks in separate ones crash Open MPI's shared memory): its hosts see each
+    other's processes (one job's), never the runner's environment or credential files."""
+    import json
+    import os
+
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(f"[default]\naws_secret_access_key = {FILE_SECRET}\n")
+    (home / ".netrc").write_text(f"machine mlflow.example.com login u password {FILE_SECRET}\n")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "snoop.py").write_text(RANK_SNOOP)
+    (tmp_path / "meeting").mkdir()
+    (code / "needles.json").write_text(json.dumps({"home": str(home), "secrets": [SECRET, TOKEN, FILE_SECRET],
+                                                   "meeting": str(tmp_path / "meeting")}))
+    (tmp_path / "cache").mkdir()
+    env = {**os.environ, "HOME": str(home), "AWS_SECRET_ACCESS_KEY": SECRET, "MLFLOW_TRACKING_TOKEN": TOKEN,
+           "TRAINPIPE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).resolve().parents[4])}
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", "train", "--local", "--workdir",
+                           str(tmp_path / "work"), "--entry-point", "snoop.py", "--source-dir", str(code),
+                           "--instances", "2", "--processes-per-host", "1", "--job-name", "snoop"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "(shared memory;" in output, output[-3000:]  # the launch this test is about
+    said = sorted({line.split("snoop ", 1)[1] for line in output.splitlines() if "snoop algo-" in line})
+    assert said == ["algo-1 sees hosts algo-1,algo-2 found nothing",
+                    "algo-2 sees hosts algo-1,algo-2 found nothing"], output[-3000:]
