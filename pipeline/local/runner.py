@@ -142,6 +142,7 @@ class PipelineRunner(JobSteps):
         self.started = 0  # steps begun or settled, for their lines' [i/N]
         lambda_steps.check(self.nodes, options.lambdas)
         self.local_steps = set(options.lambdas)  # Lambda steps with a handler run here
+        stubs.judge_stored(self.nodes, self.ctx, self.storage)  # @step functions, by what the store holds
         self.stubbed = stubs.check(self.nodes, self.ctx, options.stub_unsupported, options.stub_values,
                                    self.local_steps)
         self.skipped: list[str] = []  # steps --stub-unsupported skip did not run

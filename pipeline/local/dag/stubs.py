@@ -1,5 +1,6 @@
 """Steps the local runner cannot execute (EMR, a Lambda with no handler, a CreateModel of an image
-it cannot serve, an ``@step`` function or a built-in algorithm (``training_kinds.py``), ...).
+it cannot serve, an ``@step`` function or a built-in algorithm (``training_kinds.py``; an ``@step``
+also for what the store holds, ``judge_stored``), ...).
 
 They are refused before the run only when the run can reach them and nothing says what to
 do. A step is unreachable when it sits in the branch of a condition whose outcome is already
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Mapping
 
-from pipeline.local.dag import inference, interpreter, training_kinds
+from pipeline.local.dag import inference, interpreter, preflight, training_kinds
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
     STEP_TRAINING,
@@ -44,6 +45,28 @@ VALUE_FLAG = "--stub"
 CALLBACK, LAMBDA = "Callback", "Lambda"
 
 
+# @step functions that cannot run for what the store holds (a requirement the runner's environment
+# lacks, pre-execution commands, ...: training_kinds.function_step_refusal), judged once per run
+# (``judge_stored``) and unsupported from then on like the rest, so --stub-unsupported applies.
+# By the node's id, holding the node (a StepNode's body is a dict: it has no hash), so that an id
+# is never another node's while its entry lives.
+_STORED_REFUSALS: dict[int, tuple[StepNode, str]] = {}
+
+
+def judge_stored(nodes: list[StepNode], ctx: Context, storage) -> None:
+    """Judge each @step function against the run's store (``storage``) before ``check``."""
+    for node in nodes if storage is not None else ():
+        if training_kinds.is_function_step(node):
+            why = training_kinds.function_step_refusal(preflight.known_request(node, ctx), storage)
+            if why:
+                _STORED_REFUSALS[id(node)] = (node, why)
+
+
+def _stored_refusal(node: StepNode) -> str:
+    found = _STORED_REFUSALS.get(id(node))
+    return found[1] if found is not None and found[0] is node else ""
+
+
 def unsupported(node: StepNode, local: Container[str] = ()) -> bool:
     if node.type == CALLBACK or node.type == LAMBDA and node.name in local:
         return False
@@ -54,7 +77,7 @@ def _unservable(node: StepNode) -> str:
     """Why a Model step's container, or a Training step's code, does not run locally ("" when it
     does: inference.py, training_kinds.py)."""
     if node.type == STEP_TRAINING:
-        return training_kinds.why_not_local(node)
+        return training_kinds.why_not_local(node) or _stored_refusal(node)
     if node.type != inference.STEP_MODEL:
         return ""
     kind, why = inference.model_kind(node.body.get("Arguments") or {})
@@ -162,10 +185,12 @@ def properties(node: StepNode, values: Mapping[str, str] | None = None) -> dict:
 
 
 def detail(node: StepNode, mode: str, values: Mapping[str, str] | None = None) -> str:
+    # A step of a type that runs locally says why this one does not (an @step's missing requirement).
+    why = _unservable(node) or f"{node.type} steps do not run locally"
     if values:
         given = ", ".join(f"{k}={v}" for k, v in values.items())
-        return f"stubbed ({VALUE_FLAG} {given}): {node.type} steps do not run locally"
-    return f"stubbed ({FLAG} {mode}): {node.type} steps do not run locally"
+        return f"stubbed ({VALUE_FLAG} {given}): {why}"
+    return f"stubbed ({FLAG} {mode}): {why}"
 
 
 def skipped_reason(names: list[str]) -> str:

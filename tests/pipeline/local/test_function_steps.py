@@ -75,6 +75,12 @@ def build_from(tmp_path: Path) -> Path:
     return definition
 
 
+def run_with(definition: Path, workdir: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir), "--tracking-uri", "off", "--quiet", *flags],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
 def run(definition: Path, workdir: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
                            "--workdir", str(workdir), "--tracking-uri", "off", "--quiet"],
@@ -108,10 +114,29 @@ def test_an_at_step_whose_requirement_is_not_installed_is_refused_before_any_ste
     refusal = done.stderr.strip().splitlines()[-1]
     readme_record.record(refusal)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
-    assert refusal == ("trainpipe run: error: the local runner cannot run step Preprocess (Type Training: an @step "
-                       "function needing trainpipe-no-such-distribution==1.0 (not installed), which a job cannot "
-                       "install offline; install it into the runner's environment)")
+    assert refusal.startswith(
+        "trainpipe run: error: the local runner cannot run step Preprocess (Type Training: an @step "
+        "function needing trainpipe-no-such-distribution==1.0 (not installed), which a job cannot "
+        "install offline; install it into the runner's environment); it runs these step types: "), refusal
+    assert "Pass --stub-unsupported succeed" in refusal
     assert not (tmp_path / "work" / "runs").exists()
+
+
+def test_stub_unsupported_skips_an_at_step_refused_for_a_missing_requirement(tmp_path):
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("trainpipe-no-such-distribution==1.0\n")
+    definition = build(tmp_path, str(requirements))
+    done = run_with(definition, tmp_path / "work", "--stub-unsupported", "skip")
+    # SageMaker would have run the skipped steps: the execution is Stopped (stubs.py), no job ran.
+    assert done.returncode == 130, done.stdout[-3000:] + done.stderr[-3000:]
+    (record,) = (tmp_path / "work" / "runs").glob("*/execution.json")
+    steps = {s["name"]: s for s in json.loads(record.read_text())["steps"]}
+    assert steps["Preprocess"]["status"] == "NotExecuted"
+    assert steps["Preprocess"]["detail"] == (
+        "stubbed (--stub-unsupported skip): an @step function needing trainpipe-no-such-distribution==1.0 (not "
+        "installed), which a job cannot install offline; install it into the runner's environment"), steps["Preprocess"]
+    assert steps["Train"]["status"] == "NotExecuted"
+    assert not list((tmp_path / "work" / "runs").glob("*/jobs/*"))
 
 
 def test_an_at_step_that_raises_fails_its_step_naming_the_exception(tmp_path):
