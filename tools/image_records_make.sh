@@ -386,12 +386,15 @@ done
 # Hugging Face PyTorch training 2.6, 2.7 and 2.8 (GPU): no published data file; the Python is the one the
 # FROM image's tag names (pytorch-training:2.8.0-gpu-py312-...; the SDK's huggingface.json agrees for
 # 4.56.2 and 4.55.0), the transformers version the Dockerfile's ARG TRANSFORMERS_VERSION default. 2.3's
-# Dockerfile leaves the version to the buildspec: no record.
-for v in "2.8 cu129 py312 4.56.2" "2.7 cu128 py312 4.55.0" "2.6 cu126 py312 4.51.3"; do
+# Dockerfile leaves transformers and datasets to build args: its buildspec-2-3-0.yml gives them (and the
+# SDK's huggingface.json pairs 4.48.0 with pytorch2.3.0 py311).
+for v in "2.8 cu129 py312 4.56.2" "2.7 cu128 py312 4.55.0" "2.6 cu126 py312 4.51.3" "2.3 cu121 py311 4.48.0"; do
   read ver cu py tf <<< "$v"
   df=huggingface/pytorch/training/docker/$ver/py3/$cu/Dockerfile.gpu
-  gen --dockerfile $HF:$df --stage :last --set version=$ver --set accelerator=gpu --set python=$py --set-source $HF:$df \
-      --set-what "python $py: the FROM image's tag; transformers: ARG TRANSFORMERS_VERSION=$tf; AWS publishes no data file or end-of-patch date for this image" \
+  build=(); what="transformers: ARG TRANSFORMERS_VERSION=$tf"
+  if [ $ver = 2.3 ]; then build=(--buildspec $HF:huggingface/pytorch/training/buildspec-2-3-0.yml); what="transformers: the buildspec's"; fi
+  gen --dockerfile $HF:$df --stage :last --set version=$ver --set accelerator=gpu --set python=$py --set-source $HF:$df "${build[@]}" \
+      --set-what "python $py: the FROM image's tag; $what; AWS publishes no data file or end-of-patch date for this image" \
       --uri-pattern "/huggingface-pytorch-training:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-gpu-$py" \
       --extends aws-pytorch-training-$ver-gpu --name aws-huggingface-pytorch-training-$ver-gpu --repository huggingface-pytorch-training \
       --output $R/aws-huggingface-pytorch-training-$ver-gpu.json

@@ -1,4 +1,4 @@
-"""Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.5 to 2.9 (GPU) and
+"""Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.3, 2.5 to 2.9 (GPU) and
 inference 2.1 and 2.6 (CPU, GPU), made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from the Dockerfiles at the commit before huggingface/pytorch was deleted from
 aws/deep-learning-containers, and AWS's published data (Python, tags, transformers version). A training
@@ -25,6 +25,9 @@ COMMIT = "eef459b8c9121ef0cc49375228cbf33452d8126e"
      "aws-huggingface-pytorch-training-2.7-gpu", "3.12", "==4.55.0", "==2.7.1"),
     ("huggingface-pytorch-training:2.6.0-transformers4.51.3-gpu-py312-cu126-ubuntu22.04",
      "aws-huggingface-pytorch-training-2.6-gpu", "3.12", "==4.51.3", "==2.6.0+cu126"),
+    # 2.3: transformers and datasets are build args; its buildspec gives them.
+    ("huggingface-pytorch-training:2.3.0-transformers4.48.0-gpu-py311-cu121-ubuntu20.04",
+     "aws-huggingface-pytorch-training-2.3-gpu", "3.11", "==4.48.0", "==2.3.0"),
     ("huggingface-pytorch-training:2.5.1-transformers4.49.0-gpu-py311-cu124-ubuntu22.04",
      "aws-huggingface-pytorch-training-2.5-gpu", "3.11", "==4.49.0", "==2.5.1+cu124"),
     ("huggingface-pytorch-training:2.1.0-transformers4.36.0-gpu-py310-cu121-ubuntu20.04",
@@ -51,7 +54,7 @@ def test_each_published_tag_finds_its_record(tag, name, python, transformers, to
 
 @pytest.mark.parametrize("version, datasets, buildspec", [
     ("1.13", "==2.16.1", "buildspec-1-13.yml"), ("2.0", "==2.16.1", "buildspec-2-0.yml"),
-    ("2.1", "==2.18.0", "buildspec-2-1.yml")])
+    ("2.1", "==2.18.0", "buildspec-2-1.yml"), ("2.3", "==3.1.0", "buildspec-2-3-0.yml")])
 def test_datasets_is_pinned_from_the_buildspec_where_the_dockerfile_leaves_it_to_a_build_arg(version, datasets,
                                                                                             buildspec):
     """``datasets==${DATASETS_VERSION}``, an ARG without a default: AWS's builder passes the buildspec's
