@@ -21,12 +21,14 @@ from pipeline.local.dag.interpreter import STEP_PROCESSING, STEP_TRAINING, Conte
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
 from pipeline.local.hosts import namespaces
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
+from pipeline.local.jobs import stopped as stopped_job
 from pipeline.local.jobs.builtin_xgboost import BuiltinXGBoostJob
 from pipeline.local.jobs.failures import CLIENT_ERROR, in_user_paths
 from pipeline.local.jobs.function_step import FunctionStepJob
 from pipeline.local.jobs.lifecycle import ENVIRONMENTS as JOB_ENVIRONMENTS
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped
 from pipeline.local.jobs.processing import ProcessingJob
+from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.jobs.v3.training_v3 import job_class
 
 JOB_NAME_LIMIT = 63  # SageMaker: job names are at most 63 characters
@@ -190,6 +192,12 @@ class JobSteps:
                 job.stop_requested = self.stop_event()
                 result = job.run()
             except JobStopped as stopped:
+                # SageMaker: a stopped training job's model is uploaded; here where its scripts
+                # ended by themselves in their grace (a model cut off mid-save is no model).
+                if isinstance(job, TrainingJob) and job.scripts_ended:
+                    with interrupts_deferred():
+                        if stopped_job.keep_model(job, stopped.result):
+                            self.say(f"    {node.name}: the stopped job's model: {job.model_uri}")
                 record.properties = stopped.result.description
                 raise
             if result.status == "Completed":

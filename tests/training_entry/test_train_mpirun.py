@@ -224,7 +224,7 @@ def test_a_stopped_job_ends_at_an_epoch_end_on_every_rank_and_keeps_its_model(sp
     mpirun) after the first epoch; both stop after the same epoch (the allreduced flag), exit 0,
     and rank 0 saves a model that answers."""
     from pipeline.local.hosts.processes import MARKER_ENV
-    from pipeline.local.jobs.tuning.trials import script_pids
+    from pipeline.local.hosts.scripts import script_pids
 
     epochs = 200  # far more than the test lets it run
     job = make_job(tmp_path, splits, hosts=1, ranks_per_host=2, mode="File", epochs=epochs)

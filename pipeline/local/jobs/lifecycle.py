@@ -11,9 +11,11 @@ and metrics go through ``job_logs.py``; why a job failed is ``job_failures.py``'
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -30,6 +32,7 @@ from pipeline.local.hosts.processes import (
     new_token,
     stop_reason,
 )
+from pipeline.local.hosts.scripts import script_pids
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.environments import environment as job_environment
 from pipeline.local.jobs.environments.environment import JobEnvironment
@@ -47,6 +50,10 @@ from pipeline.local.store.storage import Storage, StorageError
 from training_entry.contract import BASE_DIR_ENV
 
 POLL_SECONDS = 0.05
+# SageMaker gives a stopped job's scripts 120 s after SIGTERM (StopTrainingJob); a local run's
+# user waits at the terminal, so less here, and a second Ctrl-C ends the wait.
+SCRIPT_STOP_SECONDS = 10.0
+LAUNCHER_STOP_SECONDS = 1.0  # then, for the launchers around scripts that did not end in time
 _PYTHON_NAMES = re.compile(r"^python(3(\.\d+)?)?$")
 # Where a job's hosts' home directories are, under the job's folder.
 HOMES = "home"
@@ -220,6 +227,7 @@ class LocalJob:
         # job stops at its next poll, as on Ctrl-C (the stop signal's reason is its reason).
         self.stop_requested = None  # a threading.Event
         self.interrupted = False  # Ctrl-C / SIGTERM arrived while the job was being cleaned up
+        self.scripts_ended = False  # stopped: every script ended by itself after its SIGTERM
         # SageMaker: each host's processes see their own tree at /opt/ml and are called algo-N
         # (namespaces.py); where this machine cannot do that, container paths are relocated.
         self.no_namespaces = namespaces.unavailable_reason()
@@ -329,7 +337,8 @@ class LocalJob:
                 # A stop with a reason of its own (a tuning job stopping a trial early), else
                 # the stop signal's.
                 status, reason = "Stopped", getattr(interrupt, "reason", None) or stop_reason()
-                self.stop_children()
+                # Scripts still running after their grace are killed at once, not given another.
+                self.stop_children(grace=LAUNCHER_STOP_SECONDS if self.let_scripts_end() else None)
             except JobFailure as failure:
                 status, reason, failure_type = "Failed", failure.reason, failure.failure_type
                 reason = self.explain(reason)
@@ -417,11 +426,33 @@ class LocalJob:
         if self.tailer is not None and not self.tailer.stop_event.is_set():
             self.tailer.stop()
 
-    def stop_children(self) -> None:
+    def let_scripts_end(self) -> bool:
+        """SageMaker: a stopped job's scripts get SIGTERM and time to save what they trained
+        (``training_entry`` and ``training_torch`` finish their epoch and save). SIGTERM goes to
+        the scripts, not their launchers (``hosts/scripts.py``: mpirun would kill its ranks a
+        second later); the job's processes are ended afterwards, as ever. A second Ctrl-C ends
+        the wait at once. True where scripts were still running when the wait ended."""
+        if self.stopped or not (pids := script_pids(self.processes.token)):
+            return False
+        self.note(f"stopping: SIGTERM to the job's scripts, which get up to {SCRIPT_STOP_SECONDS:g} s to end (a "
+                  "training script finishes its epoch and saves its model); Ctrl-C again ends them at once")
+        with interrupts_deferred() as deferred:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + SCRIPT_STOP_SECONDS
+            while script_pids(self.processes.token) and time.monotonic() < deadline and not deferred.since_start:
+                time.sleep(POLL_SECONDS * 2)
+            self.scripts_ended = not script_pids(self.processes.token)
+        if deferred.since_start:
+            self.interrupted = True
+        return not self.scripts_ended
+
+    def stop_children(self, grace: float | None = None) -> None:
         # "stopped" only once termination has finished: an interrupt cannot leave it half done
         # (terminate defers them) and marked done.
         if self.processes.children and not self.stopped:
-            if self.processes.terminate():
+            if self.processes.terminate(*(() if grace is None else (grace,))):
                 self.interrupted = True
             self.stopped = True
 

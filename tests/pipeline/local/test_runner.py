@@ -53,6 +53,14 @@ TRAIN = """
         sys.exit("rank 3 crashed")
     if mode in ("sleep", "one-rank-dies"):
         time.sleep(120)
+    if mode in ("save-on-stop", "ignore-stop"):  # a stopped job's grace (lifecycle.let_scripts_end)
+        stopping = []
+        signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+        while mode == "ignore-stop" or not stopping:
+            time.sleep(0.05)
+        (base / "model" / "weights.txt").write_text("saved on SIGTERM")
+        print("stopped (SIGTERM): saving the model trained so far", flush=True)
+        sys.exit(0)
     assert (base / "input/data/train/data.txt").read_text() == "training data"
     (base / "model" / "weights.txt").write_text("w")
     print("score=0.75")

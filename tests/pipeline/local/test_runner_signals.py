@@ -14,6 +14,7 @@ import select
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
@@ -112,6 +113,54 @@ def test_a_stop_signal_mid_job_ends_every_process_and_records_the_stop(workdir, 
     doc = record(workdir, job_dir)
     assert doc["status"] == "Stopped" and doc["failure_reason"] == reason
     assert [(s["name"], s["status"]) for s in doc["steps"]] == [("Make", "Succeeded"), ("Train", "Stopped")]
+    nothing_left(workdir, token)
+
+
+def test_ctrl_c_gives_the_scripts_their_grace_and_keeps_the_model_they_saved(workdir, tmp_path):
+    """SageMaker's StopTrainingJob: SIGTERM to the script, time to save, the model uploaded. The
+    scripts get it (not mpirun, which would kill its ranks a second later) and save on it."""
+    runner = start(workdir, definition_file(tmp_path, "save-on-stop"))
+    try:
+        job_dir = wait_for_both_ranks(workdir, runner)
+        token = (job_dir / JOB_TOKEN_FILE).read_text()
+        runner.send_signal(signal.SIGINT)
+        output = runner.communicate(timeout=90)[0].decode()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, output
+    assert ("stopping: SIGTERM to the job's scripts, which get up to 10 s to end (a training script finishes "
+            "its epoch and saves its model); Ctrl-C again ends them at once") in output
+    (kept,) = [line.split("the stopped job's model: ")[1] for line in output.splitlines()
+               if "the stopped job's model: " in line]
+    train = {s["name"]: s for s in record(workdir, job_dir)["steps"]}["Train"]
+    assert train["status"] == "Stopped"
+    assert train["properties"]["ModelArtifacts"] == {"S3ModelArtifacts": kept}
+    bucket, key = kept.removeprefix("s3://").split("/", 1)
+    with tarfile.open(workdir / "store" / bucket / key) as archive:
+        assert archive.extractfile("weights.txt").read() == b"saved on SIGTERM"
+    nothing_left(workdir, token)
+
+
+def test_a_second_ctrl_c_ends_scripts_that_ignore_their_sigterm_and_keeps_no_model(workdir, tmp_path):
+    runner = start(workdir, definition_file(tmp_path, "ignore-stop"))
+    try:
+        job_dir = wait_for_both_ranks(workdir, runner)
+        token = (job_dir / JOB_TOKEN_FILE).read_text()
+        runner.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + 30  # the first stop's line, then the second Ctrl-C
+        while "stopping: SIGTERM" not in (job_dir / "job.log").read_text(errors="replace"):
+            assert time.monotonic() < deadline, "the first Ctrl-C said nothing"
+            time.sleep(0.1)
+        runner.send_signal(signal.SIGINT)
+        output = runner.communicate(timeout=90)[0].decode()
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, output
+    assert "the stopped job's model" not in output
+    train = {s["name"]: s for s in record(workdir, job_dir)["steps"]}["Train"]
+    assert train["status"] == "Stopped" and "ModelArtifacts" not in train["properties"]
     nothing_left(workdir, token)
 
 

@@ -10,47 +10,24 @@ before or in the grace period after SIGTERM.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from evaluation.report import MODEL_ARCHIVE
 from pipeline.local.hosts import tf_tasks
-from pipeline.local.hosts.processes import tagged_pids
+from pipeline.local.hosts.scripts import script_pids
+from pipeline.local.jobs import stopped as stopped_job
 from pipeline.local.jobs.failures import INTERNAL_ERROR
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
 from pipeline.local.jobs.logs import now_iso
-from pipeline.local.jobs.training import TrainingJob, pack_directory
+from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.jobs.tuning import hyperparameter_ranges as hr
-from pipeline.local.store.private import write_private
-from pipeline.local.store.storage import StorageError
 
 # SageMaker: StopTrainingJob "sends the algorithm the SIGTERM signal, which delays job
 # termination for 120 seconds" (API StopTrainingJob).
 STOP_GRACE_SECONDS = 120.0
-# The job's processes that are not the script: Open MPI's launcher and daemons, the rsh agent.
-_LAUNCHERS = ("mpirun", "orterun", "orted", "prterun", "prted", "sh", "bash")
-_PS_ARGV = tf_tasks.PS_PROGRAM.encode()  # a parameter server's ``python -c PS_PROGRAM``
-
-
-def script_pids(token: str) -> list[int]:
-    """The job's script processes (each rank's Python), found by the job's token; not the
-    launchers, nor a parameter-server job's servers (``tf_tasks.PS_PROGRAM``): SageMaker's
-    toolkit runs those beside the script, and the chief needs them to finish its last epoch."""
-    pids = []
-    for pid in tagged_pids(token):
-        try:
-            name = Path(f"/proc/{pid}/comm").read_text().strip()
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if name not in _LAUNCHERS and _PS_ARGV not in argv:
-            pids.append(pid)
-    return pids
 
 
 class EarlyStop(KeyboardInterrupt):
@@ -97,23 +74,6 @@ class TrialJob(TrainingJob):
     def _scripts_running(self) -> bool:
         return any(not c.label.endswith(tf_tasks.PS_SUFFIX) for c in self.processes.running())
 
-    def keep_model(self, result: JobResult) -> bool:
-        """SageMaker: a stopped training job's ``/opt/ml/model`` (of algo-1) is uploaded, and
-        its description names it. False where the job never got as far as a model folder, or
-        its script had saved nothing there (an empty archive would pass for a model)."""
-        model = self.host_dir(self.hosts[0]) / "model"
-        if not model.is_dir() or not any(model.iterdir()):
-            return False
-        archive = self.job_dir / "artifacts" / MODEL_ARCHIVE
-        try:
-            pack_directory(model, archive)
-            self.storage.put_file(archive, self.model_uri)
-        except (OSError, StorageError):
-            return False
-        result.description["ModelArtifacts"] = {"S3ModelArtifacts": self.model_uri}
-        write_private(self.job_dir / "description.json", json.dumps(result.description, indent=2, default=str))
-        return True
-
 
 @dataclass
 class Trial:
@@ -143,7 +103,7 @@ class Trial:
         except JobStopped as stopped:
             self.result = stopped.result
             if self.stop_reason is not None:  # stopped by the tuning job, not by Ctrl-C
-                self.kept_model = self.job.keep_model(self.result)
+                self.kept_model = stopped_job.keep_model(self.job, self.result)
         except BaseException as error:  # noqa: BLE001 - the trial's end, said in its summary
             self.error = f"InternalServerError: {type(error).__name__}: {error}"
 
