@@ -122,6 +122,10 @@ def test_an_sklearn_model_with_an_entry_point_through_model_and_transform_steps(
     assert "on 2 instance(s): [2, 1]" in done.stdout
     (log,) = (workdir / "runs").glob("*/jobs/*/hosts/algo-1/server.log")
     assert "serving inference.py" in log.read_text() and "lacks" not in log.read_text()
+    # The server runs the image's scikit-learn (1.2.1), as the SKLearn 1.2-1 container does; this test
+    # pickled the model with this machine's, so it warns there as here (tests/pipeline/local/jobs/
+    # test_transform_image_versions.py trains it on the image instead).
+    assert "when using version 1.2.1" in log.read_text()
 
 
 def test_a_repacked_pytorch_model_serves_its_script_from_the_model_code_folder(tmp_path):
