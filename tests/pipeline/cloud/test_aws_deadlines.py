@@ -160,7 +160,7 @@ def test_every_sdk_session_trainpipe_makes_hands_out_factory_clients(tmp_path, m
     """sagemaker.Session makes its clients from its boto_session, at once (SageMaker, runtime,
     metrics, feature store, S3) and later on demand (``boto_session.client("logs")``, IAM, STS):
     each session trainpipe makes has a BoundedSession, so every one of them is the factory's."""
-    from pipeline.cli.local.commands import sagemaker_local_session
+    from pipeline.cli.local.sagemaker_local import sagemaker_local_session
     from pipeline.definition.session import OfflinePipelineSession
     from pipeline.local.store.session import LocalStoreSession
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -12,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.local import commands as cmd
 from pipeline.cli.main import main
 from pipeline.definition.steps.names import written_pipeline_name
 from pipeline.local.store.registry import Registry
@@ -41,25 +38,6 @@ def test_bad_input_is_one_line_before_anything_runs(argv, message, tmp_path, cap
     assert err.startswith("trainpipe run: error: ") and message in err
     assert len(err.splitlines()) == 1
     assert not (tmp_path / "runs").exists()
-
-
-def test_sagemaker_local_without_docker_says_so(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert main(["run", "--sagemaker-local", "--workdir", str(tmp_path)]) == 2
-    err = capsys.readouterr().err
-    assert "--sagemaker-local needs Docker, and `docker` is not on PATH" in err
-    assert "use --local, which needs neither" in err
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(os.environ.get("SAGEMAKER_LOCAL_TEST") != "1" or cmd.docker_problem() is not None,
-                    reason="opt-in (SAGEMAKER_LOCAL_TEST=1): needs Docker, Compose, AWS credentials")
-def test_sagemaker_local_runs_with_docker(capsys):  # pragma: no cover - no Docker here
-    main(["run", "--sagemaker-local", "-p", "Epochs=1"])
-    out = capsys.readouterr().out
-    # The SDK's local mode refuses RegisterModel, so the execution cannot succeed; it must
-    # get as far as running the steps it supports.
-    assert "PreprocessData: Succeeded" in out
 
 
 def test_models_lists_the_registry(tmp_path, capsys):
