@@ -328,7 +328,10 @@ def test_a_photo_tree_trains_and_predict_names_a_png(tmp_path):
     workdir = tmp_path / "work"
     # The digits as a tree of PNGs (0/ .. 9/), the small CNN; 8 epochs at 3x the rate reach 0.94 here.
     images = _run(workdir, "-p", "InputDataUri=s3://trainpipe-artifacts-placeholder/trainpipe/data/digits-images/",
-                  "-p", "Epochs=8", "-p", "WarmupEpochs=1", "-p", "BaseLearningRate=0.003")
+                  "-p", "Epochs=8", "-p", "WarmupEpochs=1", "-p", "BaseLearningRate=0.003",
+                  # Digits are not mirror-symmetric: crop without the default's flip, as docs/model.md
+                  # trains them in the TensorFlow room (the flip took this run to 0.83).
+                  "-p", "Augmentation=crop")
     assert images["kind"] == "image" and images["metrics"]["accuracy"]["value"] >= 0.9
     png = next((workdir / "store").rglob("digits-images/7/*.png"))
     printed = subprocess.run([sys.executable, "-m", "pipeline", "predict", "--workdir", str(workdir), "--json",
