@@ -33,6 +33,8 @@ def kind_of(path: Path | str) -> str | None:
     return KIND_TABLE if suffix == ".csv" else KIND_IMAGE
 
 
+SAVED_MODEL_FILE = "saved_model.pb"  # a TensorFlow SavedModel's graph, in <model>/<version>/
+MAX_ARCHIVE_MEMBERS = 100_000  # answerable_archive reads no further: no model of ours holds that many
 SCRIPT = "inference.py"  # SageMaker: the inference toolkit's default module in <model>/code
 
 
@@ -40,4 +42,20 @@ def is_script_model(model_dir: Path | str) -> bool:
     """A model answered through ``<model_dir>/code/inference.py`` (the PyTorch room's, for AWS's
     PyTorch inference image) rather than a SavedModel."""
     root = Path(model_dir)
-    return (root / "code" / SCRIPT).is_file() and not any(root.glob("*/saved_model.pb"))
+    return (root / "code" / SCRIPT).is_file() and not any(root.glob(f"*/{SAVED_MODEL_FILE}"))
+
+
+def answerable_archive(archive: Path | str) -> bool:
+    """Whether a model.tar.gz holds a model ``trainpipe serve``/``predict`` answer: a SavedModel
+    (``<version>/saved_model.pb``, or at the top) or the PyTorch room's ``code/inference.py``;
+    not, say, a built-in algorithm's ``xgboost-model``. Read from its member names alone."""
+    import itertools
+    import tarfile
+
+    try:
+        with tarfile.open(archive) as tar:
+            names = [m.name.removeprefix("./") for m in itertools.islice(tar, MAX_ARCHIVE_MEMBERS)]
+    except (OSError, EOFError, tarfile.TarError):
+        return False
+    return any(n == SAVED_MODEL_FILE or (n.endswith(f"/{SAVED_MODEL_FILE}") and n.count("/") == 1)
+               or n == f"code/{SCRIPT}" for n in names)

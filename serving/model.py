@@ -17,11 +17,10 @@ import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
 from serving import table_rows
+from serving.files import SAVED_MODEL_FILE
 from serving.web import RequestError, process_seconds, resident_mib  # noqa: F401 (theirs)
 from training_entry import contract
 from training_entry.input import images
-
-SAVED_MODEL_FILE = "saved_model.pb"
 
 
 def find_version(model_dir: str | Path) -> tuple[Path, str]:

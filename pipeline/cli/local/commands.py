@@ -58,6 +58,7 @@ from pipeline.local.store.storage import (
     join_uri,
 )
 from pipeline.workdir import HELP as WORKDIR_HELP
+from serving.files import answerable_archive
 from training_entry.contract import DISTRIBUTIONS, INPUT_MODES
 
 
@@ -329,7 +330,10 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
     made = artifacts.lines(record, storage)  # the model, evaluation.json: URI, and file beneath
     for line in made:
         say(line)
-    if made and record.status == SUCCEEDED:
+    # predict --run takes the execution's last model: offered only where predict can answer it
+    # (a built-in algorithm's xgboost-model is no model of ours).
+    models = [path for what, _, path in artifacts.made(record, storage) if what == "model" and path]
+    if record.status == SUCCEEDED and models and answerable_archive(models[-1]):
         say(f"try it:        trainpipe predict --workdir {workdir} --run {record.execution_id} FILE...")
     if tracker is not None and tracker.link():  # the run in MLflow, and the UI's one command
         from pipeline.tracking.logger import last_experiment_link

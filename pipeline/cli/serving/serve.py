@@ -34,10 +34,10 @@ from pipeline.local.store.registry import ModelPackage, Registry
 from pipeline.local.store.storage import LocalStorage, S3Uri
 from pipeline.workdir import HELP as WORKDIR_HELP
 from serving import files as served_files
+from serving.files import SAVED_MODEL_FILE
 
 LATEST = "latest"
 EXTRACTED_DIR = "serving"  # <workdir>/serving/<digest>/: each archive extracted once
-SAVED_MODEL_FILE = "saved_model.pb"
 
 
 def register(subparsers) -> None:

@@ -52,7 +52,10 @@ def tracked(mlflow_server, tmp_path_factory):
 
 
 def test_the_summary_links_the_run_and_the_ui(tracked, mlflow_server):
-    result, _, parent, _, _ = tracked
+    result, _, parent, _, workdir = tracked
+    (execution_id,) = [p.name for p in (workdir / "runs").iterdir()]
+    # The model is ours (a SavedModel): predict is offered (serving.files.answerable_archive).
+    assert f"try it:        trainpipe predict --workdir {workdir} --run {execution_id} FILE..." in result.stdout
     line = next(line for line in result.stdout.splitlines() if line.startswith("mlflow run:"))
     assert f"{mlflow_server.uri}/#/experiments/{parent.info.experiment_id}/runs/{parent.info.run_id}" in line
     assert "WARNING" not in result.stdout + result.stderr and "warning: MLflow" not in result.stdout

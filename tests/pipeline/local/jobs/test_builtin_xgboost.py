@@ -106,6 +106,8 @@ HYPERPARAMETERS = dict(objective="reg:linear", num_round=20, max_depth=5, eta=0.
 def test_the_abalone_examples_builtin_xgboost_trains_and_registers(tmp_path):
     done = run(tmp_path, build(tmp_path, HYPERPARAMETERS))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # xgboost-model is no model trainpipe predict answers: it is not offered.
+    assert "try it:" not in done.stdout and "model:" in done.stdout
 
     (log,) = (tmp_path / "work").glob("runs/*/jobs/*TrainAbaloneModel*/job.log")
     text = log.read_text()
