@@ -61,3 +61,68 @@ def test_sigterm_to_one_rank_stops_every_rank_after_the_same_epoch_and_rank_0_sa
     epochs = re.findall(r"trainpipe-metrics epoch=(\d+) ", output)
     assert epochs[-1] == stopped and int(stopped) < 200
     assert any(model_dir.iterdir())  # rank 0 saved the model it had
+
+
+def _torch_tune_request(storage, tmp_path: Path, **parameters) -> tuple[dict, dict]:
+    """TuneModel's request for ``run --local --tune 3 --tune-parallel 1 -p Framework=pytorch``,
+    as the runner evaluates it, with the PyTorch bundles and the digits' shards in the store."""
+    from pipeline.definition.build import STEP_TUNE, build_definition
+    from pipeline.definition.bundles import all_bundles
+    from pipeline.local.dag import interpreter
+    from pipeline.local.store.storage import join_uri
+    from pipeline.settings import Settings
+
+    settings = Settings(tune_jobs=3, tune_parallel_jobs=1)
+    parameters = {"Framework": "pytorch", **parameters}
+    definition = build_definition(settings, parameters)
+    for bundle in all_bundles(framework="pytorch").values():
+        prefix = f"s3://{settings.bucket}/{bundle.key_prefix(settings.prefix)}"
+        for relative, blob in bundle.objects().items():
+            storage.put_bytes(blob, join_uri(prefix, relative))
+    splits = make_splits(tmp_path / "digits", shard_count=2)
+    outputs = []
+    for name, folder in splits.items():
+        uri = f"s3://{settings.bucket}/{settings.prefix}/e-1/PreprocessData/output/{name}"
+        for path in folder.iterdir():
+            storage.put_file(path, f"{uri}/{path.name}")
+        outputs.append({"OutputName": name, "S3Output": {"S3Uri": uri}})
+    # Framework is fixed at build: the definition declares no such parameter to start with.
+    started = {k: v for k, v in parameters.items() if k != "Framework"}
+    ctx = interpreter.Context(parameters=interpreter.resolve_parameters(definition, started),
+                              execution={"PipelineExecutionId": "e-1"},
+                              properties={"PreprocessData": {"ProcessingOutputConfig": {"Outputs": outputs}}})
+    (step,) = [s for s in definition["Steps"] if s["Name"] == STEP_TUNE]
+    return interpreter.evaluate(step["Arguments"], ctx), splits
+
+
+@pytest.mark.slow
+def test_a_pytorch_trial_stopped_early_by_the_local_tuner_keeps_the_model_of_its_last_epoch(tmp_path):
+    """The tuner's early stopping (Auto, the median rule) on three PyTorch trials (torchrun, 1
+    host x 2 ranks, the digits), one at a time, the rates fixed (Grid) so that the third trails
+    the first two: SIGTERM reaches its ranks (and torchrun), they stop after the same epoch,
+    rank 0 saves, and the trial is Stopped with that model kept."""
+    import json as json_
+
+    from pipeline.local.jobs.tuning import hyperparameter_tuning as ht
+    from pipeline.local.store.storage import LocalStorage
+
+    storage = LocalStorage(tmp_path / "store")
+    epochs = 12  # far more than the stopped trial gets to
+    request, _ = _torch_tune_request(storage, tmp_path, Epochs=epochs, TrainingInstanceCount=1, ProcessesPerHost=2)
+    config = request["HyperParameterTuningJobConfig"]
+    assert config["TrainingJobEarlyStoppingType"] == "Auto"
+    config["Strategy"] = "Grid"
+    config["ParameterRanges"] = {"CategoricalParameterRanges": [
+        {"Name": "base-learning-rate", "Values": ["0.01", "0.005", "0.00002"]}]}
+    request["TrainingJobDefinition"]["StaticHyperParameters"].update({"batch-size": "32", "warmup-epochs": "0"})
+    job = ht.HyperparameterTuningJob(request, "tune-torch", storage, tmp_path / "jobs", echo=False,
+                                     environments=tmp_path / "environments")
+    result = job.run()
+    log = (job.log_dir / "tuning-job.log").read_text()
+    third = next(t for t in result.trials if t.number == 3)
+    assert [t.status for t in result.trials] == ["Completed", "Completed", "Stopped"], log[-3000:]
+    trial_log = third.job.log_path.read_text()
+    (said,) = re.findall(r"stopped \(SIGTERM\) after epoch (\d+): saving the model trained so far", trial_log)
+    assert len(re.findall(r"trainpipe-metrics epoch=\d+ ", trial_log)) == int(said) < epochs, trial_log[-3000:]
+    assert third.kept_model, log[-3000:]
+    assert json_.loads((third.job.job_dir / "description.json").read_text())["ModelArtifacts"]["S3ModelArtifacts"]
