@@ -48,8 +48,9 @@ def batch(x: torch.Tensor, augmentation: str, generator: torch.Generator) -> tor
     ys = torch.randint(0, padded_h - height + 1, (n,), generator=generator)
     xs = torch.randint(0, padded_w - width + 1, (n,), generator=generator)
     flips = torch.rand(n, generator=generator) < 0.5 if augmentation == "crop_flip" else torch.zeros(n, dtype=torch.bool)
-    out = torch.empty_like(x)
-    for i in range(n):
-        crop = padded[i, ys[i]:ys[i] + height, xs[i]:xs[i] + width]
-        out[i] = crop.flip(1) if flips[i] else crop
-    return out
+    # One gather for the whole batch (no per-image Python loop): image i's rows ys[i]..+height and
+    # columns xs[i]..+width, the columns reversed where it is flipped.
+    rows = ys[:, None] + torch.arange(height)
+    cols = xs[:, None] + torch.arange(width)
+    cols = torch.where(flips[:, None], cols.flip(1), cols)
+    return padded[torch.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
