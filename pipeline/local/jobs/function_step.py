@@ -321,8 +321,10 @@ class DriverJob(TrainingJob):
 
     def ready(self) -> None:
         # SageMaker: the image's Python, in which job_driver.sh installs the dependency file.
-        # Here the runner's interpreter (the pickle's minor version, the runner's sagemaker), in a
-        # layer of the job's own: what the bootstrap installs dies with the job. No image guard:
+        # Here the runner's interpreter (the pickle's minor version, the runner's sagemaker; another
+        # where TRAINPIPE_IMAGE_PYTHON maps the image, whose minor version the bootstrap checks as
+        # SageMaker's does), in a layer of the job's own: what the bootstrap installs dies with the
+        # job. No image guard:
         # the function's imports are known only from the pickle, which needs this SDK.
         self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir)
         self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}; "
