@@ -12,7 +12,7 @@ from pathlib import Path
 from pipeline.local.hosts.processes import EXTERNAL_SIGNALS, signal_name
 from pipeline.local.store.channels import relative_key
 from pipeline.local.store.storage import S3Uri, StorageError, join_uri
-from training_entry.contract import CONTAINER_BASE_DIR, INPUT_DATA_DIR
+from training_entry.contract import CONTAINER_BASE_DIR, INPUT_DATA_DIR, MODEL_DIR
 from training_entry.failure import split_where
 
 # SageMaker: how much of the container's failure reason file the job keeps.
@@ -233,3 +233,19 @@ def local_source(uri: str, sources: Mapping[str, Path]) -> str | None:
             local = Path(local)
             return str(local / uri[len(prefix) + 1:]) if local.is_dir() else str(local)
     return None
+
+
+def missing_program() -> str:
+    return ("hyperparameter sagemaker_program is missing: nothing says which script to run; the "
+            "Training step's HyperParameters must name it (the SDK v2 estimators set it from "
+            "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
+
+
+def empty_model_warning(host: str, no_namespaces: str | None) -> str:
+    """Said when the job wrote nothing to its model directory: SageMaker would pack the same
+    empty model.tar.gz, but here it is most often a script that wrote somewhere else."""
+    text = f"the model is empty: nothing was written to {MODEL_DIR} (SM_MODEL_DIR) on {host}"
+    if no_namespaces is not None:
+        text += (f"; without a private {MODEL_DIR} per host here ({no_namespaces}) a script must "
+                 f"write to $SM_MODEL_DIR")
+    return text

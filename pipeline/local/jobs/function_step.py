@@ -38,10 +38,9 @@ from pathlib import Path
 
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.local.hosts import namespaces
-from pipeline.local.jobs import contract
 from pipeline.local.jobs.environments import environment as job_environment
 from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped, arn
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped
 from pipeline.local.jobs.packing import pack_directory
 from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.store.storage import S3Uri, Storage
@@ -339,18 +338,9 @@ class DriverJob(TrainingJob):
         super().launch()
 
     def host_environment(self, host: str) -> dict:
-        base = self.container_base(host)
-        env = self.environment(host)
-        # SageMaker: the platform sets the request's Environment map in the container.
-        env.update(contract.request_environment(self.request.get("Environment")))
-        env.update(contract.training_environment(
-            base, current_host=host, hosts=self.hosts, instance_type=self.instance_type,
-            hyperparameters=self.hyperparameters,
-            input_data_config={c.name: c.input_data_config() for c in self.channels},
-            job_name=self.name, region=self.region))
+        env = self.container_environment(host)
         env.update(s3_variables(self.server.url, self.region))
         env.update({
-            "TRAINING_JOB_ARN": arn(self.region, self.account, "training-job", self.name),
             # SageMaker: the container runs as the image's user, root; as another user the
             # bootstrap runs `sudo chmod -R 777 /opt/ml/input ... /tmp` (bootstrap_runtime_environment.py
             # main), which here would reach the machine's own /tmp.

@@ -28,14 +28,16 @@ from pipeline.local.jobs.failures import (
     INTERNAL_ERROR,
     FailureWatch,
     JobFailure,
+    empty_model_warning,
     first_failure,
+    missing_program,
 )
 from pipeline.local.jobs.lifecycle import LocalJob, arn
 from pipeline.local.jobs.logs import Metrics, now_iso
 from pipeline.local.jobs.packing import extract_sourcedir, pack_directory
 from pipeline.local.store import channels as ch
 from pipeline.local.store.storage import S3Uri, StorageError, join_uri
-from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE, MODEL_DIR
+from training_entry.contract import CHECKPOINT_DIR, FAILURE_FILE
 from training_entry.failure import split_where
 
 # SageMaker: the container's failure reason file.
@@ -46,22 +48,6 @@ REQUIREMENTS = "requirements.txt"
 # Every rank must have started (its log file exists) this long after mpirun started; a
 # daemon that never came up would otherwise leave mpirun waiting forever.
 MPI_LAUNCH_TIMEOUT = 120.0
-
-
-def missing_program() -> str:
-    return ("hyperparameter sagemaker_program is missing: nothing says which script to run; the "
-            "Training step's HyperParameters must name it (the SDK v2 estimators set it from "
-            "entry_point; SDK v3's ModelTrainer uploads sm_drivers/sourcecode.json instead)")
-
-
-def empty_model_warning(host: str, no_namespaces: str | None) -> str:
-    """Said when the job wrote nothing to its model directory: SageMaker would pack the same
-    empty model.tar.gz, but here it is most often a script that wrote somewhere else."""
-    text = f"the model is empty: nothing was written to {MODEL_DIR} (SM_MODEL_DIR) on {host}"
-    if no_namespaces is not None:
-        text += (f"; without a private {MODEL_DIR} per host here ({no_namespaces}) a script must "
-                 f"write to $SM_MODEL_DIR")
-    return text
 
 
 class TrainingJob(LocalJob):
@@ -219,20 +205,24 @@ class TrainingJob(LocalJob):
             if missing:
                 raise JobFailure(missing, CLIENT_ERROR)
 
-    def host_environment(self, host: str) -> dict:
-        base = self.container_base(host)
+    def container_environment(self, host: str) -> dict:
+        """What every training container gets (SageMaker: the platform's and the toolkit's)."""
         env = self.environment(host)
         # SageMaker: the platform sets the request's Environment map in the container.
         env.update(contract.request_environment(self.request.get("Environment")))
         env.update(contract.training_environment(
-            base, current_host=host, hosts=self.hosts, instance_type=self.instance_type,
+            self.container_base(host), current_host=host, hosts=self.hosts, instance_type=self.instance_type,
             hyperparameters=self.hyperparameters,
             input_data_config={c.name: c.input_data_config() for c in self.channels},
             job_name=self.name, region=self.region))
+        env["TRAINING_JOB_ARN"] = arn(self.region, self.account, "training-job", self.name)
+        return env
+
+    def host_environment(self, host: str) -> dict:
+        env = self.container_environment(host)
         env.update({
-            "TRAINING_JOB_ARN": arn(self.region, self.account, "training-job", self.name),
             # SageMaker: the toolkit puts the code directory on PYTHONPATH.
-            "PYTHONPATH": str(base / "code"),
+            "PYTHONPATH": str(self.container_base(host) / "code"),
             "PYTHONUNBUFFERED": "1",  # lines reach the log (and the metric regexes) as printed
             "HOROVOD_HOSTNAME": host,  # Horovod: the host grouping Gloo would use
         })

@@ -39,7 +39,7 @@ from pipeline.definition.instances import gpus_per_instance
 from pipeline.errors import UserError
 from pipeline.local.hosts import torchrun
 from pipeline.local.jobs import contract, launchers
-from pipeline.local.jobs.training import missing_program
+from pipeline.local.jobs.failures import missing_program
 from pipeline.local.store.storage import Storage, StorageError
 
 # SageMaker v3: the channels ModelTrainer adds, and the files it writes into sm_drivers.
