@@ -377,13 +377,13 @@ class Boto3Storage(Storage):
 
     def get_file(self, uri: str, path: Path) -> None:
         # The factory's clients download whole or not at all, by a deadline that grows with
-        # the object's size (pipeline/aws_clients.py).
+        # the object's size (pipeline/aws_transfers.py).
         s3 = S3Uri.parse(uri)
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._call(uri, self.client.download_file, s3.bucket, s3.key, str(path))
 
     def put_file(self, path: Path, uri: str) -> None:
-        from pipeline.aws_clients import MULTIPART_THRESHOLD
+        from pipeline.aws_transfers import MULTIPART_THRESHOLD
 
         s3 = S3Uri.parse(uri)
         if Path(path).stat().st_size > MULTIPART_THRESHOLD:

@@ -1,4 +1,4 @@
-"""pipeline/aws_clients.py: object uploads and downloads end by a deadline that grows with their
+"""pipeline/aws_transfers.py: object uploads and downloads end by a deadline that grows with their
 size (TRAINPIPE_AWS_DEADLINE_S plus the bytes at TRAINPIPE_AWS_MIN_RATE_KIB_S), and leave nothing
 half-written.
 
@@ -20,7 +20,7 @@ import urllib.parse
 import boto3
 import pytest
 
-from pipeline import aws_clients
+from pipeline import aws_clients, aws_transfers
 from pipeline.cli.main import main
 from pipeline.errors import UserError
 from pipeline.local.store.s3_endpoint import endpoint_client
@@ -109,8 +109,8 @@ def test_a_trickled_upload_ends_by_its_deadline_and_writes_no_object(s3, aws, tm
 def test_a_multipart_upload_that_misses_its_deadline_is_aborted(s3, aws, tmp_path, monkeypatch):
     """Above MULTIPART_THRESHOLD the file goes in parts; a miss aborts the upload, so no parts
     are left behind (S3 parts are 5 MiB at least, so this one is 6 MiB in two)."""
-    monkeypatch.setattr(aws_clients, "MULTIPART_THRESHOLD", 1 << 20)
-    monkeypatch.setattr(aws_clients, "PART_SIZE", 5 << 20)
+    monkeypatch.setattr(aws_transfers, "MULTIPART_THRESHOLD", 1 << 20)
+    monkeypatch.setattr(aws_transfers, "PART_SIZE", 5 << 20)
     monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: a 2 s deadline
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(6 << 20))
@@ -226,8 +226,8 @@ def test_a_part_copy_is_bounded_by_its_range_and_a_multipart_copy_that_misses_is
     """UploadPartCopy's size is its CopySourceRange's; the managed copy above
     MULTIPART_THRESHOLD copies in parts, and a miss aborts the upload (parts are 5 MiB at
     least, so the source is 6 MiB in two). Only the part copies' answers trickle."""
-    monkeypatch.setattr(aws_clients, "MULTIPART_THRESHOLD", 1 << 20)
-    monkeypatch.setattr(aws_clients, "PART_SIZE", 5 << 20)
+    monkeypatch.setattr(aws_transfers, "MULTIPART_THRESHOLD", 1 << 20)
+    monkeypatch.setattr(aws_transfers, "PART_SIZE", 5 << 20)
     data = os.urandom(6 << 20)
     s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data, ContentType="application/x-model")
     proxy = trickle_proxy(aws, bodies_only=True, only=lambda line: line.startswith(b"PUT ") and b"partNumber=" in line)
