@@ -337,7 +337,6 @@ class LocalJob:
                 # A stop with a reason of its own (a tuning job stopping a trial early), else
                 # the stop signal's.
                 status, reason = "Stopped", getattr(interrupt, "reason", None) or stop_reason()
-                # Scripts still running after their grace are killed at once, not given another.
                 self.stop_children(grace=LAUNCHER_STOP_SECONDS if self.let_scripts_end() else None)
             except JobFailure as failure:
                 status, reason, failure_type = "Failed", failure.reason, failure.failure_type
@@ -431,7 +430,8 @@ class LocalJob:
         (``training_entry`` and ``training_torch`` finish their epoch and save). SIGTERM goes to
         the scripts, not their launchers (``hosts/scripts.py``: mpirun would kill its ranks a
         second later); the job's processes are ended afterwards, as ever. A second Ctrl-C ends
-        the wait at once. True where scripts were still running when the wait ended."""
+        the wait at once. True where scripts were still running when the wait ended: then
+        they are killed at once (LAUNCHER_STOP_SECONDS), not given a second grace."""
         if self.stopped or not (pids := script_pids(self.processes.token)):
             return False
         self.note(f"stopping: SIGTERM to the job's scripts, which get up to {SCRIPT_STOP_SECONDS:g} s to end (a "
