@@ -472,3 +472,27 @@ for v in "1.10 37df056d4c0cb482b4369b017c0687e07ef1e0c0 cu113 py38" "1.9 37df056
         --name aws-pytorch-inference-$ver-$label --repository pytorch-inference --closure torch --output $R/aws-pytorch-inference-$ver-$label.json
   done
 done
+# TensorFlow inference 2.19, 2.18 and 2.16 (CPU, GPU): the sagemaker stage of each version's Dockerfile at the
+# last commit on master that touched its folder, with AWS's core_packages.json. The SDK's tags name no Python
+# (tensorflow-inference:2.19-cpu), so the URI pattern names none. 2.19: Python, GA and end of patch from AWS's
+# published data; 2.18 and 2.16 are not in it: Python from the Dockerfile's ARG PYTHON_VERSION (3.10.14), GA and
+# end of patch from the support table's TensorFlow row (it names the framework, not the repository).
+for v in "2.19 43000050f3f7f4ebbf3bea1f4b0aa8df4efacb1c - - -" \
+         "2.18 1e3d06facceba89894c8414cfdca29b7e5466186 py310 2024-10-24 2025-10-24" \
+         "2.16 7c9758f3779827497b47978fe14c4e48b7106806 py310 2024-03-07 2025-03-07"; do
+  read ver c py ga eop <<< "$v"
+  for acc in "cpu py3" "gpu py3/cu122"; do
+    read label dir <<< "$acc"
+    df=tensorflow/inference/docker/$ver/$dir/Dockerfile.$label
+    if [ $py = - ]; then
+      facts=(--support $DATA:docs/src/data/tensorflow-inference/$ver-$label-sagemaker.yml)
+    else
+      facts=(--set version=$ver --set accelerator=$label --set python=$py --set ga=$ga --set eop=$eop --set-source $POL
+             --set-what "ga, eop (AWS's support table, its TensorFlow row); python ${py:2:1}.${py:3}: the Dockerfile's ARG PYTHON_VERSION")
+    fi
+    gen --dockerfile $c:$df "${facts[@]}" --core $c:tensorflow/inference/docker/$ver/$dir/Dockerfile.sagemaker.$label.core_packages.json \
+        --uri-pattern "/tensorflow-inference:${ver//./\\.}(\\.\\d+)?-$label" \
+        --name aws-tensorflow-inference-$ver-$label --repository tensorflow-inference --closure boto3 requests gevent \
+        --output $R/aws-tensorflow-inference-$ver-$label.json
+  done
+done

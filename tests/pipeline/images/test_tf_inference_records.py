@@ -52,3 +52,32 @@ def test_214_keeps_its_record():
     uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version="2.14", instance_type="ml.m5.large",
                               image_scope="inference")
     assert catalog.find(uri).name == "aws-tensorflow-inference-2.14"
+
+
+NEWER = {  # SDK version: (commit in image_records_make.sh, Python, end of patch, tensorflow-serving-api)
+    "2.19": ("43000050f3f7f4ebbf3bea1f4b0aa8df4efacb1c", "3.12", "2026-03-11", "==2.19.0"),
+    "2.18": ("1e3d06facceba89894c8414cfdca29b7e5466186", "3.10", "2025-10-24", "==2.18.0"),
+    "2.16": ("7c9758f3779827497b47978fe14c4e48b7106806", "3.10", "2025-03-07", "==2.16.1"),
+}
+
+
+@pytest.mark.parametrize("sdk_version", NEWER)
+@pytest.mark.parametrize("instance, accelerator", [("ml.m5.large", "cpu"), ("ml.g5.xlarge", "gpu")])
+def test_the_sdks_newer_inference_uris_find_their_records(sdk_version, instance, accelerator):
+    """2.16, 2.18, 2.19 (the last commit on master that touched each folder, with core_packages.json):
+    2.19's Python and dates from AWS's published data, 2.16's and 2.18's from the Dockerfile's ARG
+    PYTHON_VERSION and the support table's TensorFlow row."""
+    commit, python, eop, serving = NEWER[sdk_version]
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version=sdk_version, instance_type=instance,
+                              image_scope="inference")
+    record = catalog.find(uri)
+    assert record is not None and (record.name, record.python, record.eop) == (
+        f"aws-tensorflow-inference-{sdk_version}-{accelerator}", python, eop), uri
+    assert "tensorflow_serving" in record.modules and "tensorflow" not in record.packages
+    serving_name = "tensorflow-serving-api" + ("" if accelerator == "cpu" else "-gpu")
+    assert record.packages[serving_name] == serving
+    cuda = "" if accelerator == "cpu" else "cu122/"
+    assert any(s["file"] == f"tensorflow/inference/docker/{sdk_version}/py3/{cuda}Dockerfile.{accelerator}"
+               for s in record.sources)
+    script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
+    assert f'"{sdk_version} {commit}' in script
