@@ -496,3 +496,21 @@ for v in "2.19 43000050f3f7f4ebbf3bea1f4b0aa8df4efacb1c - - -" \
         --output $R/aws-tensorflow-inference-$ver-$label.json
   done
 done
+# TensorFlow inference 2.2 to 2.6 (CPU, GPU): one-stage Dockerfiles (--stage :last), the ones each version's
+# buildspec (tensorflow/buildspec-2-<v>.yml) builds the inference image from, at the last commit on master that
+# touched the folder (2.5's Dockerfile.sagemaker.gpu is buildspec-diy-sm-2-5.yml's DIY example, not read).
+# Python: the Dockerfile's ARG PYTHON_VERSION; no GA or end-of-patch date is published for them.
+for v in "2.6 0cd72b29b64601f1c4ddf8230c08eecd8d8448a5 cu112 py38" "2.5 1a8e0d99958255b8dac62452744e7292a7c3fcf5 cu112 py37" \
+         "2.4 5d234e54f4736a9f7c84b7764fbd8137d067eadf cu110 py37" "2.3 48b60facf8f743552d146c04e8b522303cfa4acb cu102 py37" \
+         "2.2 48b60facf8f743552d146c04e8b522303cfa4acb cu102 py37"; do
+  read ver c cu py <<< "$v"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    df=tensorflow/inference/docker/$ver/$dir/Dockerfile.$label
+    gen --dockerfile $c:$df --stage :last --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
+        --set-what "ARG PYTHON_VERSION (Python ${py:2:1}.${py:3}); AWS publishes no GA or end-of-patch date for $ver" \
+        --uri-pattern "/tensorflow-inference:${ver//./\\.}(\\.\\d+)?-$label" \
+        --name aws-tensorflow-inference-$ver-$label --repository tensorflow-inference --closure boto3 requests gevent \
+        --output $R/aws-tensorflow-inference-$ver-$label.json
+  done
+done

@@ -81,3 +81,31 @@ def test_the_sdks_newer_inference_uris_find_their_records(sdk_version, instance,
                for s in record.sources)
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f'"{sdk_version} {commit}' in script
+
+
+OLDER = {  # SDK version: (commit in image_records_make.sh, GPU folder, Python, tensorflow-serving-api)
+    "2.6": ("0cd72b29b64601f1c4ddf8230c08eecd8d8448a5", "cu112", "3.8", "==2.6.0"),
+    "2.5": ("1a8e0d99958255b8dac62452744e7292a7c3fcf5", "cu112", "3.7", "==2.5.1"),
+    "2.4": ("5d234e54f4736a9f7c84b7764fbd8137d067eadf", "cu110", "3.7", "==2.4.0"),
+    "2.3": ("48b60facf8f743552d146c04e8b522303cfa4acb", "cu102", "3.7", "==2.3"),
+    "2.2": ("48b60facf8f743552d146c04e8b522303cfa4acb", "cu102", "3.7", "==2.2.0"),
+}
+
+
+@pytest.mark.parametrize("sdk_version", OLDER)
+@pytest.mark.parametrize("instance, accelerator", [("ml.m5.large", "cpu"), ("ml.p3.2xlarge", "gpu")])
+def test_the_sdks_older_inference_uris_find_their_records(sdk_version, instance, accelerator):
+    """2.2 to 2.6: the one-stage Dockerfile each version's buildspec builds the inference image from."""
+    commit, cuda, python, serving = OLDER[sdk_version]
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version=sdk_version, instance_type=instance,
+                              image_scope="inference")
+    record = catalog.find(uri)
+    assert record is not None and (record.name, record.python, record.eop) == (
+        f"aws-tensorflow-inference-{sdk_version}-{accelerator}", python, None), uri
+    assert "tensorflow_serving" in record.modules and "tensorflow" not in record.packages
+    assert record.packages["tensorflow-serving-api" + ("" if accelerator == "cpu" else "-gpu")] == serving
+    folder = "" if accelerator == "cpu" else f"{cuda}/"
+    (source,) = record.sources
+    assert source["file"] == f"tensorflow/inference/docker/{sdk_version}/py3/{folder}Dockerfile.{accelerator}"
+    script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
+    assert f'"{sdk_version} {commit}' in script
