@@ -514,3 +514,17 @@ for v in "2.6 0cd72b29b64601f1c4ddf8230c08eecd8d8448a5 cu112 py38" "2.5 1a8e0d99
         --output $R/aws-tensorflow-inference-$ver-$label.json
   done
 done
+# TensorFlow inference 2.7 (CPU, GPU): buildspec-2-7.yml builds the SageMaker image from Dockerfile.sagemaker.*
+# FROM the EC2 one (base_image_name; --stage '$BASE_IMAGE' --base), at the last commit on master that touched
+# the folder. Python: ARG PYTHON_VERSION (3.8.9; tag py38); no GA or end-of-patch date is published.
+c=59a5b43e2287b83fccd26693f2d4e657a03d2c98
+for acc in "cpu py3" "gpu py3/cu112"; do
+  read label dir <<< "$acc"
+  d=tensorflow/inference/docker/2.7/$dir
+  gen --dockerfile $c:$d/Dockerfile.sagemaker.$label --stage '$BASE_IMAGE' --base $c:$d/Dockerfile.ec2.$label \
+      --set version=2.7 --set accelerator=$label --set python=py38 --set-source $c:$d/Dockerfile.sagemaker.$label \
+      --set-what "ARG PYTHON_VERSION (Python 3.8); AWS publishes no GA or end-of-patch date for 2.7" \
+      --uri-pattern "/tensorflow-inference:2\\.7(\\.\\d+)?-$label" \
+      --name aws-tensorflow-inference-2.7-$label --repository tensorflow-inference --closure boto3 requests gevent \
+      --output $R/aws-tensorflow-inference-2.7-$label.json
+done

@@ -109,3 +109,23 @@ def test_the_sdks_older_inference_uris_find_their_records(sdk_version, instance,
     assert source["file"] == f"tensorflow/inference/docker/{sdk_version}/py3/{folder}Dockerfile.{accelerator}"
     script = (catalog.RECORDS_DIR.parents[2] / "tools" / "image_records_make.sh").read_text()
     assert f'"{sdk_version} {commit}' in script
+
+
+@pytest.mark.parametrize("instance, accelerator", [("ml.m5.large", "cpu"), ("ml.p3.2xlarge", "gpu")])
+def test_27s_sagemaker_image_is_read_over_its_ec2_image(instance, accelerator):
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version="2.7", instance_type=instance,
+                              image_scope="inference")
+    record = catalog.find(uri)
+    assert (record.name, record.python, record.eop) == (f"aws-tensorflow-inference-2.7-{accelerator}", "3.8", None)
+    assert record.packages["tensorflow-serving-api" + ("" if accelerator == "cpu" else "-gpu")] == "==2.7.0"
+    folder = "" if accelerator == "cpu" else "cu112/"
+    assert [s["file"] for s in record.sources] == [
+        f"tensorflow/inference/docker/2.7/py3/{folder}Dockerfile.{kind}.{accelerator}" for kind in ("sagemaker", "ec2")]
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.0", "1.15"])
+def test_py2_and_py3_builds_under_the_same_tags_have_no_record(version):
+    """AWS built py27 and py36/py37 images of these from two Dockerfiles; the SDK's tags name no Python."""
+    uri = image_uris.retrieve(framework="tensorflow", region="us-east-1", version=version, instance_type="ml.m5.large",
+                              image_scope="inference")
+    assert catalog.find(uri) is None
