@@ -528,3 +528,20 @@ for acc in "cpu py3" "gpu py3/cu112"; do
       --name aws-tensorflow-inference-2.7-$label --repository tensorflow-inference --closure boto3 requests gevent \
       --output $R/aws-tensorflow-inference-2.7-$label.json
 done
+# Hugging Face PyTorch inference 2.3, 2.0 and 1.13 (CPU, GPU): no published data file; the Dockerfiles at $HF
+# (--stage :last) leave transformers to the build arg TRANSFORMERS_VERSION, which each version's buildspec at
+# $HF gives (--buildspec); the Python is the Dockerfile's ARG PYTHON_VERSION (the buildspec's tag agrees:
+# py311, py310, py39); no end-of-patch date is published for them.
+for v in "2.3 cu121 py311 4.48.0 2-3-0" "2.0 cu118 py310 4.28.1 2-0-0" "1.13 cu117 py39 4.26.0 1-13-1"; do
+  read ver cu py tf spec <<< "$v"
+  for acc in "cpu py3" "gpu py3/$cu"; do
+    read label dir <<< "$acc"
+    df=huggingface/pytorch/inference/docker/$ver/$dir/Dockerfile.$label
+    gen --dockerfile $HF:$df --stage :last --set version=$ver --set accelerator=$label --set python=$py --set-source $HF:$df \
+        --buildspec $HF:huggingface/pytorch/inference/buildspec-$spec.yml \
+        --set-what "python ${py:2:1}.${py:3}: ARG PYTHON_VERSION; transformers: the buildspec's; AWS publishes no data file or end-of-patch date for this image" \
+        --uri-pattern "/huggingface-pytorch-inference:${ver//./\\.}(\\.\\d+)?-transformers${tf//./\\.}-$label-$py" \
+        --name aws-huggingface-pytorch-inference-$ver-$label --repository huggingface-pytorch-inference \
+        --output $R/aws-huggingface-pytorch-inference-$ver-$label.json
+  done
+done

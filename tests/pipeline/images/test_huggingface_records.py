@@ -1,5 +1,5 @@
 """Records of AWS's Hugging Face PyTorch images (issue 47): training 1.13, 2.0, 2.1, 2.3, 2.5 to 2.9 (GPU) and
-inference 2.1 and 2.6 (CPU, GPU), made by tools/image_records.py (the commands in
+inference 1.13, 2.0, 2.1, 2.3 and 2.6 (CPU, GPU), made by tools/image_records.py (the commands in
 tools/image_records_make.sh) from the Dockerfiles at the commit before huggingface/pytorch was deleted from
 aws/deep-learning-containers, and AWS's published data (Python, tags, transformers version). A training
 image is built FROM AWS's PyTorch training image: its record extends that one's."""
@@ -40,6 +40,20 @@ COMMIT = "eef459b8c9121ef0cc49375228cbf33452d8126e"
      "aws-huggingface-pytorch-inference-2.6-cpu", "3.12", "==5.5.3", "==2.6.0+cpu"),
     ("huggingface-pytorch-inference:2.1.0-transformers4.37.0-gpu-py310-cu118-ubuntu20.04",
      "aws-huggingface-pytorch-inference-2.1-gpu", "3.10", "==4.37.0", "==2.1.0+cu118"),
+    # inference 2.3, 2.0, 1.13: no published data file; transformers from the buildspec, Python from the ARG
+    # (the SDK's huggingface.json names these tags).
+    ("huggingface-pytorch-inference:2.3.0-transformers4.48.0-cpu-py311-ubuntu22.04",
+     "aws-huggingface-pytorch-inference-2.3-cpu", "3.11", "==4.48.0", "==2.3.0+cpu"),
+    ("huggingface-pytorch-inference:2.3.0-transformers4.48.0-gpu-py311-cu121-ubuntu22.04",
+     "aws-huggingface-pytorch-inference-2.3-gpu", "3.11", "==4.48.0", "==2.3.0+cu121"),
+    ("huggingface-pytorch-inference:2.0.0-transformers4.28.1-cpu-py310-ubuntu20.04",
+     "aws-huggingface-pytorch-inference-2.0-cpu", "3.10", "==4.28.1", "==2.0.0+cpu"),
+    ("huggingface-pytorch-inference:2.0.0-transformers4.28.1-gpu-py310-cu118-ubuntu20.04",
+     "aws-huggingface-pytorch-inference-2.0-gpu", "3.10", "==4.28.1", "==2.0.0+cu118"),
+    ("huggingface-pytorch-inference:1.13.1-transformers4.26.0-cpu-py39-ubuntu20.04",
+     "aws-huggingface-pytorch-inference-1.13-cpu", "3.9", "==4.26.0", "==1.13.1+cpu"),
+    ("huggingface-pytorch-inference:1.13.1-transformers4.26.0-gpu-py39-cu117-ubuntu20.04",
+     "aws-huggingface-pytorch-inference-1.13-gpu", "3.9", "==4.26.0", "==1.13.1+cu117"),
 ])
 def test_each_published_tag_finds_its_record(tag, name, python, transformers, torch):
     record = catalog.find(f"{ECR}/{tag}")
@@ -80,3 +94,15 @@ def test_a_transformers_script_passes_and_lightgbm_is_refused():
     refused = check_code({"train.py": "import transformers\nimport lightgbm\n"}, image, None, step="Train",
                          entry_points=["train.py"]).refusal
     assert "(Python 3.11, record aws-huggingface-pytorch-training-2.5-gpu) does not have" in refused
+
+
+@pytest.mark.parametrize("version, buildspec", [("2.3", "buildspec-2-3-0.yml"), ("2.0", "buildspec-2-0-0.yml"),
+                                                ("1.13", "buildspec-1-13-1.yml")])
+def test_inference_transformers_is_pinned_from_the_buildspec(version, buildspec):
+    """``ARG TRANSFORMERS_VERSION`` has no default in these inference Dockerfiles: the record names the
+    buildspec that gives it."""
+    for accelerator in ("cpu", "gpu"):
+        record = next(r for r in catalog.records() if r.name == f"aws-huggingface-pytorch-inference-{version}-{accelerator}")
+        (source,) = [s for s in record.sources if s["file"] == f"huggingface/pytorch/inference/{buildspec}"]
+        assert source["what"].endswith(f"TRANSFORMERS_VERSION={record.packages['transformers'][2:]}")
+        assert source["url"].endswith(f"/{source['commit']}/{source['file']}")
