@@ -84,10 +84,17 @@ def test_the_variables_local_mode_names_are_read_by_the_code():
 
 def test_the_container_paths_local_mode_names_are_the_contract_s():
     """Each ``/opt/ml`` path on the page is one the container contract defines
-    (``training_entry/contract.py``)."""
+    (``training_entry/contract.py``), or, for ``@step`` functions, the SageMaker SDK's own
+    (its job driver's path and the file its bootstrap writes)."""
+    from sagemaker.remote_function import job
+    from sagemaker.remote_function.runtime_environment import (
+        bootstrap_runtime_environment as bootstrap,
+    )
+
     from training_entry import contract
 
     defined = {v for v in vars(contract).values() if isinstance(v, str) and v.startswith(contract.CONTAINER_BASE_DIR)}
+    defined |= {job.JOBS_CONTAINER_ENTRYPOINT[1], bootstrap.ENV_OUTPUT_FILE}
     named = set(re.findall(r"/opt/ml(?:/\w[\w.-]*)*", LOCAL_MODE.read_text()))
     assert contract.CONTAINER_BASE_DIR in named and len(named) >= 2, named
     assert named <= defined, f"not the contract's: {sorted(named - defined)}"

@@ -99,9 +99,9 @@ def test_second_upsert_uploads_nothing_and_writes_nothing(stack, puts, capsys, m
     real_client = boto3.session.Session.client
 
     # Record every SageMaker write of the second run.
-    def client(self, service, *args, **kwargs):
-        made = real_client(self, service, *args, **kwargs)
-        if service == "sagemaker":
+    def client(self, *args, **kwargs):  # boto3's signature: the factory names service_name
+        made = real_client(self, *args, **kwargs)
+        if (args[0] if args else kwargs.get("service_name")) == "sagemaker":
             made.meta.events.register(
                 "before-call.sagemaker.*",
                 lambda model, **_: calls.append(model.name),

@@ -87,7 +87,7 @@ def test_the_flag_and_its_environment_variable(monkeypatch):
     monkeypatch.setenv("TRAINPIPE_DISTRIBUTION", "parameter_server")
     assert settings_from_args(parser.parse_args([])).distribution == "parameter_server"
     monkeypatch.setenv("TRAINPIPE_DISTRIBUTION", "ring")
-    with pytest.raises(ValueError, match="distribution=.ring.: must be one of horovod, parameter_server, mirrored"):
+    with pytest.raises(UserError, match="distribution=.ring.: must be one of horovod, parameter_server, mirrored"):
         settings_from_args(parser.parse_args([]))
     with pytest.raises(SystemExit):
         parser.parse_args(["--distribution", "ring"])
