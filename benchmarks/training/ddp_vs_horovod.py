@@ -20,11 +20,11 @@ the same parameter count). Where they differ:
 
 - layout and output: Keras is NHWC and ends in a softmax with sparse categorical cross-entropy
   on probabilities; PyTorch permutes the HWC pixels to NCHW inside the model and computes
-  cross-entropy on logits; initialisation is each framework's default (Glorot vs Kaiming
-  uniform);
+  cross-entropy on logits; both start as Keras does (Glorot-uniform, zero biases:
+  ``networks.keras_init``);
 - input: the PyTorch room decodes every PNG once, before training, into a tensor and slices
-  batches from it; the TensorFlow room decodes in tf.data every epoch. Its augmentation is set
-  to ``none`` here (the PyTorch room has none), so the only per-record work left is the decode;
+  batches from it; the TensorFlow room decodes in tf.data every epoch. Both rooms' augmentation
+  is set to ``none`` here, so the only per-record work left is the TensorFlow room's decode;
 - the step: Keras runs ``steps_per_execution`` (the room's default, 16) steps per call of a
   compiled graph, Horovod allreduces in its background thread (fusion, cycle time); PyTorch
   runs eager, one step per Python iteration, DDP's buckets allreduced over gloo during backward.
@@ -75,12 +75,15 @@ def _summary(log: str) -> str:
 
 def ddp_job(splits: dict, args) -> tuple[dict[int, float], str, float]:
     """One torchrun job of the PyTorch entrypoint: per-epoch images/s, its summary, wall s."""
+    from training_entry import contract
+
     started = time.perf_counter()
     done = h.torch_entrypoint(splits, h.work_dir("ddp_vs_horovod") / "model-ddp", RANKS,
                               "--epochs", str(args.epochs), "--batch-size", str(args.batch),
                               "--base-learning-rate", str(BASE_LR), "--warmup-epochs", str(WARMUP_EPOCHS),
                               "--seed", str(SEED), "--model-architecture", "small_cnn",
-                              "--image-size", str(IMAGE_SIZE), "--strategy", "ddp", timeout=600)
+                              "--image-size", str(IMAGE_SIZE), "--strategy", "ddp",
+                              f"--{contract.HP_AUGMENTATION}", "none", timeout=600)
     wall = time.perf_counter() - started
     rates = {int(e): float(v) for e, v in THROUGHPUT_RE.findall(done.stdout)}
     if done.returncode != 0 or not rates:
