@@ -24,7 +24,8 @@ A user error is written to the failure file as ``ClientError: <the toolkit's mes
 process exits 1; the runner names the job's failure from it.
 """
 
-# No ``from __future__ import annotations`` and no ``X | None``: the program runs under the
+# No ``from __future__ import annotations``, no ``X | None`` and no ``list[str]`` in a signature
+# (annotations are evaluated at def time before 3.9): the program runs under the
 # image's Python, 3.6 for image 0.90-2.
 import ast
 import csv
@@ -212,7 +213,7 @@ def content_type(value) -> str:
     return found
 
 
-def data_files(path: str) -> list[str]:
+def data_files(path: str):  # -> list of paths (no list[str]: evaluated at def time on 3.6-3.8)
     """SageMaker: data_utils.py _is_data_file: files not starting with '.' or '_', in name order."""
     if os.path.isfile(path):
         return [path]
@@ -259,7 +260,7 @@ def load(path: str, kind: str, csv_weights: int, xgb):
         os.unlink(joined.name)
 
 
-def _version(xgb) -> tuple[int, int]:
+def _version(xgb):  # -> (major, minor)
     major, minor = (re.findall(r"\d+", xgb.__version__) + ["0", "0"])[:2]
     return int(major), int(minor)
 

@@ -231,3 +231,17 @@ def test_evaluation_lines_match_the_algorithms_metric_regexes():
     assert line == "[3]#011train-rmse:1.50000#011validation-rmse:2.25000"
     (regex,) = [d["Regex"] for d in algorithm_metrics() if d["Name"] == "validation:rmse"]
     assert re.match(regex, line).group(1) == "2.25000"
+
+
+def test_the_program_runs_on_the_oldest_images_python():
+    """The job side runs under the image's Python (3.6 for 0.90-2, 3.7 for 1.0-1), where a
+    signature's annotations are evaluated when the function is defined: ``list[str]`` or
+    ``X | None`` there fails the job at import (it did on 1.0-1's Python 3.7), so none is used."""
+    import ast
+
+    tree = ast.parse(Path(program.__file__).read_text())
+    annotations = [(node.lineno, a) for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+                   for a in (node.returns, *(x.annotation for x in node.args.args)) if a is not None]
+    newer = [line for line, a in annotations if isinstance(a, (ast.Subscript, ast.BinOp))]
+    assert newer == [], f"builtin_xgboost_train.py: annotations Python 3.6-3.8 cannot evaluate at lines {newer}"
+    assert not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" for n in ast.walk(tree))
