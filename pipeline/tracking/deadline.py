@@ -10,9 +10,10 @@ deadline; the thread is left to the process's exit, which does not wait for daem
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import TypeVar
+
+from pipeline.aws_deadlines import call_by
 
 ENV_VAR = "TRAINPIPE_TRACKING_DEADLINE_S"
 DEFAULT_S = 30.0  # three of MLflow's per-read timeouts here (10 s): an answering server is far quicker
@@ -47,20 +48,6 @@ def missed(limit: float) -> str:
 
 
 def call(action: Callable[[], T], limit: float, name: str = "trainpipe-mlflow-call") -> T:
-    """``action()``'s result or exception, or ``DeadlineExceeded`` once ``limit`` seconds pass."""
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = action()
-        except BaseException as error:  # noqa: BLE001 (handed to the caller as it was)
-            outcome["error"] = error
-
-    worker = threading.Thread(target=run, name=name, daemon=True)
-    worker.start()
-    worker.join(limit)
-    if worker.is_alive():
-        raise DeadlineExceeded(missed(limit))
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
+    """``action()``'s result or exception, or ``DeadlineExceeded`` once ``limit`` seconds pass
+    (on a daemon thread, as every AWS call is bounded: ``pipeline/aws_deadlines.py``)."""
+    return call_by(action, limit, lambda: DeadlineExceeded(missed(limit)), name=name)
