@@ -313,8 +313,11 @@ def execute(args, settings, storage, definition, pipeline_name, parameters, prep
         # directory, since none is made.
         say(f"trainpipe run --local: execution {runner.execution_id} of {pipeline_name}, "
             f"{len(runner.nodes)} steps; run directory {runner.run_dir}")
-        if pipeline_name_line(args, pipeline_name):
-            say(pipeline_name_line(args, pipeline_name))
+        from pipeline.definition.steps.names import written_pipeline_name
+
+        name_line = pipeline_name_line(args, pipeline_name, written_pipeline_name(definition) == pipeline_name)
+        if name_line:
+            say(name_line)
         say(mode_line())  # whether each host gets its own /opt/ml (namespaces.py)
         try:
             record = runner.run()

@@ -13,7 +13,6 @@ and the line that says which pipeline name a definition file runs under.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from pipeline.errors import UserError
 from pipeline.local.dag import scheduler, stubs
@@ -59,13 +58,15 @@ def run_options(args: argparse.Namespace) -> dict:
             "callback_timeout": getattr(args, "callback_timeout", None)}
 
 
-def pipeline_name_line(args: argparse.Namespace, name: str) -> str | None:
+def pipeline_name_line(args: argparse.Namespace, name: str, written: bool) -> str | None:
     """A definition file run without --pipeline-name runs under a name SageMaker would not give
     it: said at the start, since the steps see it (ExecutionVariables.PIPELINE_NAME, the ARNs,
-    the S3 paths built from them) and the step cache and MLflow experiment are keyed by it."""
+    the S3 paths built from them) and the step cache and MLflow experiment are keyed by it.
+    ``written``: the name came from the file's Metadata (``trainpipe definition`` writes it), which
+    can equal the file's stem, so the stem cannot tell the two apart."""
     if getattr(args, "definition", None) is None or getattr(args, "setting_pipeline_name", None) is not None:
         return None
-    source = "the definition file's name" if name == Path(args.definition).stem else "written in the definition file"
+    source = "written in the definition file" if written else "the definition file's name"
     return (f"pipeline name: {name} ({source}, as no --pipeline-name was given); on SageMaker "
             f"it is the name the pipeline is created with: pass --pipeline-name NAME for the same "
             f"ExecutionVariables.PIPELINE_NAME, ARNs and S3 paths")

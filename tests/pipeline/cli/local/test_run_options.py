@@ -96,3 +96,15 @@ def test_max_parallel_steps_is_a_positive_number(tmp_path):
     done = run(tmp_path, "--max-parallel-steps", "0")
     assert done.returncode == 2
     assert "--max-parallel-steps: expected a whole number of at least 1, got '0'" in done.stderr
+
+
+def test_a_name_written_in_the_file_is_said_to_be_so_even_when_it_equals_the_files_stem():
+    import argparse
+
+    from pipeline.cli.local.run_options import pipeline_name_line
+
+    args = argparse.Namespace(definition="/tmp/abalone.json", setting_pipeline_name=None)
+    assert "(written in the definition file," in pipeline_name_line(args, "abalone", written=True)
+    assert "(the definition file's name," in pipeline_name_line(args, "abalone", written=False)
+    args.setting_pipeline_name = "abalone"
+    assert pipeline_name_line(args, "abalone", written=False) is None
