@@ -32,7 +32,7 @@ from pathlib import Path
 
 from pipeline.costs.prices import PriceBook
 from pipeline.local import inference_steps, lambda_steps, register_step, tuning_step
-from pipeline.local.dag import caching, interpreter, preflight, stubs
+from pipeline.local.dag import caching, interpreter, preflight, stubs, training_kinds
 from pipeline.local.dag import scheduler as scheduler_module
 from pipeline.local.dag.interpreter import (
     STEP_CONDITION,
@@ -62,6 +62,7 @@ from pipeline.local.execution import (
 from pipeline.local.hosts.launch_settings import usable_cpus
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.job_steps import JOB_NAME_LIMIT, JobSteps, job_name, matching_policy  # noqa: F401 (importers')
+from pipeline.local.jobs.environments import sdk_v3_environment
 from pipeline.local.jobs.lifecycle import account_of
 from pipeline.local.jobs.tuning.hyperparameter_tuning import cpu_slots
 from pipeline.local.jobs.v3.sdk_v3 import check_launch, code_for_image_check
@@ -180,6 +181,9 @@ class PipelineRunner(JobSteps):
         # How each training job launches (a distribution that cannot run here names itself
         # first), then each job's imports against its image's record: one line, before any step.
         preflight.check_launches(runs, self.ctx, self.storage, partial(check_launch, say=self.say))
+        # An SDK v3 @step job's Python holds the client's v3 SDK: made now, as a job is offline.
+        sdk_v3_environment.prepare([(n.name, training_kinds.container_arguments(preflight.known_request(n, self.ctx)))
+                                    for n in runs if training_kinds.is_function_step(n)], self.say)
         preflight.check_images(runs, self.ctx, self.storage, self.say,
                                code_of=partial(preflight.job_code, v3_code=code_for_image_check))
         tuning_step.check(self.nodes, self.ctx)

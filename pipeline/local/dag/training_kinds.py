@@ -9,7 +9,9 @@ not later with advice about a ``sagemaker_program`` they never had.
   writes the result there itself. It runs locally (``jobs/function_step.py``) under the runner's
   Python: refused here when that is not the client's Python minor version, or lacks a
   requirement the SDK wrote (a job installs nothing offline), or the function has
-  pre-execution commands or a conda environment.
+  pre-execution commands or a conda environment. SDK v3's job runs in the v3 SDK's environment
+  at the client's version instead, which the runner makes before any step
+  (``jobs/environments/sdk_v3_environment.py``).
 - A built-in algorithm: the image is one of SageMaker's algorithm images (XGBoost in algorithm
   mode, Linear Learner, k-means, ...) and the request names no code of the user's
   (no ``sagemaker_program`` hyperparameter, no ``ContainerEntrypoint``). XGBoost runs locally
@@ -95,6 +97,13 @@ def python_refusal(arguments: list[str]) -> str:
     return ""
 
 
+def sdk_v3(arguments: list[str]) -> bool:
+    """Whether the @step was built with SDK v3 or later (its job runs in that SDK's environment,
+    ``jobs/environments/sdk_v3_environment.py``, made by the runner before any step)."""
+    major = str(option(arguments, "client_sagemaker_pysdk_version") or "").split(".", 1)[0]
+    return major.isdigit() and int(major) >= 3
+
+
 def function_step_refusal(request: Mapping, storage) -> str:
     """Why this @step job cannot run under this runner's Python ("" when it can): its requirements
     and pre-execution files, read from the store (``storage``) before any step."""
@@ -116,7 +125,9 @@ def function_step_refusal(request: Mapping, storage) -> str:
         dependency_file = settings.get("dependency_file")
         if dependency_file and dependency_file.endswith((".yml", ".yaml")):
             return f"an @step function whose dependencies are a conda environment ({dependency_file})"
-        if dependency_file and dependency_file in names:
+        # SDK v3's job runs in the v3 SDK's environment, not this runner's Python (whose
+        # packages the check below reads): its bootstrap's offline pip judges them there.
+        if dependency_file and dependency_file in names and not sdk_v3(arguments):
             text = storage.read_bytes(deps.rstrip("/") + "/" + dependency_file).decode()
             lines = [line.split("#", 1)[0].strip() for line in text.splitlines()]
             missing = [why for why in (_installed(line) for line in lines if line and not line.startswith("-")) if why]

@@ -1,4 +1,7 @@
-"""An ``@step`` function's Training job, run locally (SDK v2 ``sagemaker.workflow.function_step``).
+"""An ``@step`` function's Training job, run locally (SDK v2 ``sagemaker.workflow.function_step``;
+SDK v3 ``sagemaker.mlops.workflow.function_step``, whose job runs ``sagemaker.core.remote_function``
+in the v3 SDK's environment, ``environments/sdk_v3_environment.py``, and whose results lie under the
+step's own folder, ``<s3_base_uri>/<step>/<func_step_s3_dir>/<execution>/results``).
 
 SageMaker runs the job's ContainerEntrypoint, ``/bin/bash /opt/ml/input/data/
 sagemaker_remote_function_bootstrap/job_driver.sh``, with its ContainerArguments: the driver
@@ -39,6 +42,7 @@ from pathlib import Path
 from evaluation.report import MODEL_ARCHIVE
 from pipeline.local.hosts import namespaces
 from pipeline.local.jobs.environments import environment as job_environment
+from pipeline.local.jobs.environments import sdk_v3_environment
 from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.lifecycle import JobResult, JobStopped
 from pipeline.local.jobs.packing import pack_directory
@@ -46,8 +50,10 @@ from pipeline.local.jobs.training import TrainingJob
 from pipeline.local.store.storage import S3Uri, Storage
 
 DUMMY_KEY = "trainpipe-local"  # moto accepts any credentials; boto3 signs nothing without some
+# SageMaker: job_driver.sh's invoke_function, v2's (sagemaker.remote_function) or v3's
+# (sagemaker.core.remote_function, sagemaker-core), with the failure file in the job's folder.
 INVOKE = ("import sys\n"
-          "from sagemaker.remote_function import errors, invoke_function\n"
+          "from {package} import errors, invoke_function\n"
           "errors.FAILURE_REASON_PATH = sys.argv[1]\n"
           "invoke_function.main(sys.argv[2:])\n")
 SERVER_START_LIMIT = 60.0  # seconds for moto's server to answer (a loaded machine is slow)
@@ -136,14 +142,17 @@ def copy_in(storage: Storage, client, prefixes: list[str]) -> dict[str, bytes]:
     return sent
 
 
-def copy_back(storage: Storage, client, base: str, sent: dict[str, bytes]) -> None:
-    """What the job wrote under ``base`` (its results, its exception) into the run's store."""
-    root = S3Uri.parse(base)
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=root.key):
-        for item in page.get("Contents", []):
-            data = client.get_object(Bucket=root.bucket, Key=item["Key"])["Body"].read()
-            if sent.get(item["Key"]) != data:
-                storage.put_bytes(data, f"s3://{root.bucket}/{item['Key']}")
+def copy_back(storage: Storage, client, prefixes: list[str], sent: dict[str, bytes]) -> None:
+    """What the job wrote (its results, its exception) into the run's store: under the
+    execution's folder (v2's results, either SDK's exception) and the step's own (v3's results,
+    ``<base>/<step>/<func_step_s3_dir>/<execution>/results``)."""
+    for base in dict.fromkeys([prefixes[0], prefixes[-1]]):
+        root = S3Uri.parse(base)
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=root.bucket, Prefix=root.key):
+            for item in page.get("Contents", []):
+                data = client.get_object(Bucket=root.bucket, Key=item["Key"])["Body"].read()
+                if sent.get(item["Key"]) != data:
+                    storage.put_bytes(data, f"s3://{root.bucket}/{item['Key']}")
 
 
 def s3_variables(url: str, region: str) -> dict[str, str]:
@@ -213,7 +222,7 @@ class DirectInvokeJob:
             client = server.client(self.region)
             sent = copy_in(self.storage, client, prefixes)
             code = self._invoke(server.url, arguments)
-            copy_back(self.storage, client, prefixes[-1], sent)
+            copy_back(self.storage, client, prefixes, sent)
         finally:
             server.close()
         if code is None:
@@ -241,7 +250,13 @@ class DirectInvokeJob:
         # SageMaker: job_driver.sh's last line, ``python -m sagemaker.remote_function.invoke_function "$@"``,
         # with the failure file (the container's /opt/ml/output/failure) in the job's folder: where
         # it cannot be written, handle_error raises inside main's finally, which exits 0.
-        command = [sys.executable, "-c", INVOKE, str(self.failure_file), *arguments]
+        sdk = sdk_v3_environment.client_sdk(arguments)
+        if sdk:  # the SDK v3's environment (made before any step): v3's invoke_function
+            made = sdk_v3_environment.interpreter(sdk, option(arguments, "client_python_version") or "")
+            python, package = str(made.seed / "bin" / "python"), "sagemaker.core.remote_function"
+        else:
+            python, package = sys.executable, "sagemaker.remote_function"
+        command = [python, "-c", INVOKE.format(package=package), str(self.failure_file), *arguments]
         self.failure_file.parent.mkdir(parents=True, exist_ok=True)
         workdir = self.job_dir / "workdir"
         workdir.mkdir(exist_ok=True)
@@ -325,7 +340,16 @@ class DriverJob(TrainingJob):
         # SageMaker's does), in a layer of the job's own: what the bootstrap installs dies with the
         # job. No image guard:
         # the function's imports are known only from the pickle, which needs this SDK.
-        self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir)
+        sdk = sdk_v3_environment.client_sdk(self.arguments)
+        # SDK v3: the image holds the client's SDK (v3 writes no requirement for it), so the
+        # job's Python is the v3 environment the runner made before any step.
+        try:
+            made = sdk_v3_environment.interpreter(sdk, option(self.arguments, "client_python_version") or "") \
+                if sdk else None
+        except sdk_v3_environment.Unbuildable as why:  # made before any step: gone since
+            raise JobFailure(f"training job {self.name}: an SDK v3 @step function: {why}", CLIENT_ERROR) from None
+        self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir,
+                                                  interpreter=made)
         self.note(f"python: {self.python_env.python} (Python {self.python_env.interpreter.version}; "
                   f"job_driver.sh's pip installs land in {self.python_env.root})")
 
@@ -378,7 +402,7 @@ class DriverJob(TrainingJob):
         try:
             if self.client is not None:
                 # Also after a failure: the exception the SDK serialized is what a client reads.
-                copy_back(self.storage, self.client, self.prefixes[-1], self.sent)
+                copy_back(self.storage, self.client, self.prefixes, self.sent)
         finally:
             if self.server is not None:
                 self.server.close()

@@ -298,14 +298,17 @@ def explain_install_failure(log_text: str, environment: JobEnvironment | None) -
 
 def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
             environ: Mapping[str, str] = os.environ, *, job_dir: Path | None = None,
-            guard: Guard | None = None, code: CodeFacts | None = None) -> JobEnvironment:
+            guard: Guard | None = None, code: CodeFacts | None = None,
+            interpreter: Interpreter | None = None) -> JobEnvironment:
     """The cached job environment for ``image_uri`` (and these requirements), made when
     missing or changed since it was sealed; with ``job_dir``, the job's own layer over it
     (holding ``guard`` where given). ``code`` (``facts``) lets the image's Python be chosen
-    (``choose``). Safe against another trainpipe making the same one at the same time."""
-    interpreter = choose(image_uri, code, environ) if code is not None else interpreter_for(image_uri, environ)
-    if interpreter.seed is not None:
-        seeded(interpreter, code)
+    (``choose``); ``interpreter`` is one whose seed the caller made (the SDK v3's,
+    ``sdk_v3_environment.py``). Safe against another trainpipe making the same one at the same time."""
+    if interpreter is None:
+        interpreter = choose(image_uri, code, environ) if code is not None else interpreter_for(image_uri, environ)
+        if interpreter.seed is not None:
+            seeded(interpreter, code)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     root = directory / f"{_slug(image_uri)}-{_key(interpreter, image_uri, requirements)}"

@@ -251,9 +251,13 @@ def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
 def _seed_root(python: str, record, code: CodeFacts) -> Path:
     wanted, constraints = _pins(record, code)
     digest = hashlib.sha256("\0".join([python, record.name, *wanted, "--", *constraints]).encode()).hexdigest()[:12]
-    base = Path(os.environ.get(IMAGE_ENVIRONMENTS_ENV) or
+    return image_environments() / f"{record.name}-py{record.python}-{digest}"
+
+
+def image_environments() -> Path:
+    """Where environments made once per machine live (seeded image environments, the SDK v3's)."""
+    return Path(os.environ.get(IMAGE_ENVIRONMENTS_ENV) or
                 Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "trainpipe" / "image-environments")
-    return base / f"{record.name}-py{record.python}-{digest}"
 
 
 
