@@ -193,8 +193,8 @@ def test_an_sdk_v3_at_step_whose_sdk_cannot_be_installed_here_is_refused_before_
     assert line.startswith("trainpipe run: error: the local runner cannot run step Look (Type Training: an SDK v3 "
                            f"@step function: its job needs SageMaker SDK 3.999.0 on Python {PYTHON}, whose "
                            "environment pip could not make here (ERROR: "), line
-    assert line.endswith(f"); make the package registry reachable for one run (the environment is kept in "
-                         f"{tmp_path / 'envs'}))"), line
+    assert line.endswith(f"); make the package registry reachable for one run, with sagemaker 3.999.0 on it "
+                         f"(the environment is kept in {tmp_path / 'envs'}))"), line
     assert not list((tmp_path / "work").glob("runs/*/jobs/*"))
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -116,10 +117,11 @@ def _build(built: Interpreter, sdk: str, where: str, say=None) -> None:
         if done.returncode != 0:
             lines = log.read_text(errors="replace").strip().splitlines() or ["?"]
             last = next((x for x in lines if x.startswith("ERROR: ")), lines[-1])
+            last = re.sub(r" \(from versions: [^)]*\)", "", last)  # every version the registry has: one line
             shutil.rmtree(root, ignore_errors=True)
             raise Unbuildable(f"its job needs {where}, whose environment pip could not make here "
-                              f"({last.strip()}); make the package registry reachable for one run "
-                              f"(the environment is kept in {root.parent})")
+                              f"({last.strip()}); make the package registry reachable for one run, "
+                              f"with sagemaker {sdk} on it (the environment is kept in {root.parent})")
         (root / environment.READY_FILE).write_text(built.python + "\n")
         environment.seal(root)
 
