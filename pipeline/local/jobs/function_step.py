@@ -213,10 +213,11 @@ class DirectInvokeJob:
             return self._result("Failed", start, "ContainerArguments name no --s3_base_uri", CLIENT_ERROR)
         prefixes = reads(arguments, base)
         # One line, first in the job's log: this job skips the bootstrap SageMaker runs.
+        python = "SDK v3 environment's Python" if sdk_v3_environment.client_sdk(arguments) else "runner's Python"
         with (self.job_dir / "job.log").open("a") as log:
             log.write(f"[{self.name}] no private {namespaces.CONTAINER_BASE} here "
                       f"({namespaces.unavailable_reason()}): invoke_function runs directly under the "
-                      f"runner's Python, without job_driver.sh (no workspace, no dependencies channel)\n")
+                      f"{python}, without job_driver.sh (no workspace, no dependencies channel)\n")
         server = S3Server(self.job_dir / "s3-server.log")
         try:
             client = server.client(self.region)
