@@ -36,6 +36,13 @@ times (``harness.interleave``: ddp horovod, horovod ddp, ...). Figure:
 
 - ``ddp_vs_horovod_cnn``: best-of-n (``harness.best``) images/s of ddp over horovod's, the
   same run (target >= 0.9). The medians' ratio is printed beside it.
+- ``ddp_vs_horovod_cnn_single_process``: the floor under that ratio, no distribution at all. The
+  same two networks, batch ``--batch``, Adam, on synthetic 32x32 images already in memory, ONE
+  process with one intra-op thread (one rank's share of the 2-core machine), PyTorch eager
+  (one Python iteration per step) vs Keras compiled (``fit``, ``steps_per_execution`` 16, as the
+  room runs it): best-of-n images/s of PyTorch over Keras', the two interleaved ``--repeats``
+  times in the same run. Where this is at or under ``ddp_vs_horovod_cnn``, the 2-rank gap is the
+  frameworks' single-process step (PyTorch's CPU convolutions against TensorFlow's), not DDP.
 
 Measured time: about 100 s on the 2-core machine (3 repeats, 5 epochs; 2026-11-28).
 
@@ -108,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--batch", type=int, default=32, help="per rank")
+    parser.add_argument("--single", choices=("torch", "keras"), help="(internal) one process, no distribution")
+    parser.add_argument("--threads", type=int, default=1, help="(internal, --single) intra-op threads")
+    parser.add_argument("--no-mkldnn", action="store_true", help="(internal, --single torch) oneDNN off")
     args = parser.parse_args(argv)
+    if args.single:
+        return single_worker(args)
     started = time.perf_counter()
     splits = h.preprocess_images(h.work_dir("ddp_vs_horovod"), RANKS)
     records = h.records_of(splits["manifest"], "train")
@@ -135,7 +147,94 @@ def main(argv: list[str] | None = None) -> int:
     h.say(f"medians' ratio ddp/horovod {h.median(rates['ddp']) / h.median(rates['horovod']):.3f}; "
           f"{time.perf_counter() - started:.0f} s")
     h.result("ddp_vs_horovod_cnn", h.best(rates["ddp"]) / h.best(rates["horovod"]), 0.9)
+    single = h.interleave({name: _single(name, args.batch) for name in ("torch", "keras")}, args.repeats)
+    for name, values in single.items():
+        h.say(f"one process, {name}: images/s {h.spread(values)}")
+    h.result("ddp_vs_horovod_cnn_single_process", h.best(single["torch"]) / h.best(single["keras"]), "-")
     return 0
+
+
+SINGLE_STEPS = 64  # per timed block: 4 of Keras' 16-step calls
+SINGLE_RE = re.compile(r"single images_per_sec=([0-9.]+)")
+
+
+def _single(name: str, batch: int):
+    """A candidate for ``harness.interleave``: one ``--single`` process, its best block's images/s."""
+    import subprocess
+
+    def run() -> float:
+        # One intra-op thread, as each of the two ranks gets on this machine (torchrun's
+        # OMP_NUM_THREADS=1; the local runner's threads per rank).
+        env = h.quiet_env({"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"})
+        done = subprocess.run([h.PYTHON, "-m", "benchmarks.training.ddp_vs_horovod", "--single", name,
+                               "--batch", str(batch)], cwd=h.REPO, env=env, text=True, capture_output=True,
+                              timeout=600)
+        found = SINGLE_RE.findall(done.stdout)
+        if done.returncode != 0 or not found:
+            h.say(f"  one process, {name}: FAILED rc {done.returncode} {done.stderr[-500:]}")
+            return float("nan")
+        h.say(f"  one process, {name:5s} {float(found[-1]):7.0f} images/s")
+        return float(found[-1])
+    return run
+
+
+def single_worker(args) -> int:
+    """One process, no distribution: best of 3 blocks of SINGLE_STEPS steps after a warm-up block."""
+    import numpy as np
+
+    rng = np.random.default_rng(SEED)
+    x = rng.integers(0, 256, (SINGLE_STEPS * args.batch, IMAGE_SIZE, IMAGE_SIZE, 3)).astype("float32")
+    y = rng.integers(0, 10, len(x))
+    seconds = (_torch_blocks if args.single == "torch" else _keras_blocks)(x, y, args)
+    print(f"single images_per_sec={len(x) / min(seconds[1:]):.1f}", flush=True)
+    return 0
+
+
+def _torch_blocks(x, y, args) -> list[float]:
+    import torch
+
+    from training_torch import networks
+
+    torch.set_num_threads(args.threads)
+    torch.backends.mkldnn.enabled = not args.no_mkldnn
+    torch.manual_seed(SEED)
+    model = networks.small_cnn(10)
+    optimizer = torch.optim.Adam(model.parameters(), lr=BASE_LR)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    seconds = []
+    for _ in range(4):
+        started = time.perf_counter()
+        for i in range(0, len(xs), args.batch):
+            optimizer.zero_grad(set_to_none=True)
+            loss_fn(model(xs[i:i + args.batch]), ys[i:i + args.batch]).backward()
+            optimizer.step()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def _keras_blocks(x, y, args) -> list[float]:
+    import tensorflow as tf
+
+    from training_entry import contract
+    from training_entry.model import architectures
+
+    tf.keras.utils.set_random_seed(SEED)
+    model = architectures.small_cnn(IMAGE_SIZE, 10)
+    model.compile(optimizer=tf.keras.optimizers.legacy.Adam(learning_rate=BASE_LR),
+                  loss="sparse_categorical_crossentropy", steps_per_execution=contract.DEFAULT_STEPS_PER_EXECUTION)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(args.batch, drop_remainder=True).cache().repeat()
+    seconds = []
+
+    class Clock(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds.append(time.perf_counter() - self.started)
+
+    model.fit(data, epochs=4, steps_per_epoch=SINGLE_STEPS, verbose=0, callbacks=[Clock()])
+    return seconds
 
 
 if __name__ == "__main__":

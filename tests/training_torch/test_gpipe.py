@@ -10,6 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torch import nn  # noqa: E402
+
 from tests.training_torch.test_train import run_torchrun  # noqa: E402
 from training_torch import networks  # noqa: E402
 from training_torch.strategies import gpipe  # noqa: E402
@@ -34,6 +36,33 @@ def test_gpipe_refuses_a_model_with_fewer_layers_than_stages():
     assert [len(list(p.parameters())) > 0 for p in gpipe.split(model, 3)] == [True] * 3
     with pytest.raises(ValueError, match=r"cannot be split into 4 stages .*run fewer processes per host or use ddp"):
         gpipe.split(model, 4)
+
+
+def test_stages_balance_the_given_costs_not_the_parameter_counts():
+    model = nn.Sequential(*[nn.Linear(8, 8) for _ in range(4)])  # equal parameters
+    assert [len(s) for s in networks.stages(model, 2)] == [2, 2]
+    # The last layer costs as much as the other three: it is a stage of its own.
+    assert [len(s) for s in networks.stages(model, 2, [1.0, 1.0, 1.0, 3.0])] == [3, 1]
+    five = nn.Sequential(*[nn.Linear(8, 8) for _ in range(5)])
+    assert [len(s) for s in networks.stages(five, 3, [1.0, 1.0, 4.0, 1.0, 1.0])] == [2, 1, 2]
+
+
+def test_small_cnn_is_cut_by_measured_time_with_a_convolution_in_each_stage():
+    # By parameter counts (the cut before), all three convolutions were stage 0 and the dense
+    # layer alone stage 1: no overlap to pipeline.
+    model = networks.small_cnn(10)
+    costs = networks.layer_costs(model, networks.sample_input(model, 8, 32))
+    assert len(costs) == len(model) and all(c > 0 for c in costs)
+    for stage in networks.stages(model, 2, costs):
+        assert any(isinstance(layer, nn.Conv2d) for layer in stage), [type(layer).__name__ for layer in stage]
+
+
+def test_layer_costs_leave_no_gradients_and_no_moved_statistics():
+    model = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    networks.layer_costs(model, torch.randn(16, 6))
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def test_idle_share_is_the_window_minus_the_busy_time_and_matches_gpipe_for_an_ideal_schedule():

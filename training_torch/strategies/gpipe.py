@@ -1,6 +1,6 @@
 """GPipe (Huang et al. 2019) through ``torch.distributed.pipelining``: the model cut into as many
-stages as ranks per host (``networks.stages``: consecutive layers, about equal parameter
-counts), each mini-batch into ``MicroBatches`` micro-batches run fill-drain by
+stages as ranks per host (``networks.stages``: consecutive layers balanced by their measured
+forward + backward time on one micro-batch, rank 0's measurement for every rank), each mini-batch into ``MicroBatches`` micro-batches run fill-drain by
 ``ScheduleGPipe`` (every forward, then every backward), data parallel across hosts: the same
 stage on every host is one process group that averages its gradients after the schedule.
 
@@ -50,10 +50,10 @@ def expected_idle_share(stages: int, micro_batches: int) -> float:
 check = plan.check_gpipe
 
 
-def split(model: nn.Sequential, count: int) -> list[nn.Sequential]:
+def split(model: nn.Sequential, count: int, costs: list[float] | None = None) -> list[nn.Sequential]:
     """``networks.stages``, its refusal in one line with the fix."""
     try:
-        return networks.stages(model, count)
+        return networks.stages(model, count, costs)
     except ValueError as error:
         raise ValueError(f"strategy {NAME}: {error} (one per rank of a host): run fewer processes per host "
                          "or use ddp") from None
@@ -126,13 +126,14 @@ class GPipe(Strategy):
 
     def configure(self, args, local_size: int) -> None:
         self.micro_batches, self.batch_size = args.micro_batches, args.batch_size
+        self.image_size = getattr(args, "image_size", None)  # the shape of the micro-batch the cut is timed on
         check(local_size, self.batch_size, self.micro_batches)
         self.ranks_per_replica = local_size
 
     def wrap(self, model, make_optimizer):
         rank, world, k = dist.get_rank(), dist.get_world_size(), self.ranks_per_replica
         self._hosts, self._index = world // k, rank % k
-        self._parts = split(model, k)  # the parts share their layers with ``model``
+        self._parts = split(model, k, self._costs(model))  # the parts share their layers with ``model``
         self._part = self._parts[self._index]
         # GPipe: every rank creates every group, in the same order (new_group is collective):
         # one pipeline per host (its stages' point-to-point sends), one group per stage across hosts.
@@ -151,6 +152,19 @@ class GPipe(Strategy):
         # The whole model goes back: train.py's model.train()/eval() then reach every layer,
         # the evaluation copy's dropout included. The optimizer holds this stage's parameters only.
         return model, make_optimizer(self._part.parameters())
+
+    def _costs(self, model) -> list[float] | None:
+        """GPipe: each layer's forward + backward seconds on one micro-batch, measured by rank 0 for
+        every rank (the stages' cut must be the same on every host, and timings differ between
+        ranks); None (parameter counts) where the model's input shape is unknown."""
+        costs = [None]
+        if dist.get_rank() == 0:
+            # Its own random draws: the profile must not move the training's dropout masks.
+            with torch.random.fork_rng(devices=[]):
+                sample = networks.sample_input(model, max(1, self.batch_size // self.micro_batches), self.image_size)
+                costs = [networks.layer_costs(model, sample) if sample is not None else None]
+        dist.broadcast_object_list(costs, src=0)
+        return costs[0]
 
     def step(self, model, optimizer, x, y, loss_fn):
         if self._schedule is None:
