@@ -22,9 +22,19 @@ One torchrun job; within it the three M are interleaved in blocks of ``--steps``
   other users, as ``harness.best`` picks a rate; a disturbance moves a share either way: a stage
   preempted mid-computation counts the pause as busy, its peer as idle); the shares over every
   block are printed beside them (``gpipe.idle_shares`` within a block);
-- ``gpipe_m8_vs_m1``: best-of-n (``harness.best``) examples/s at M=8 over M=1, the same batch.
+- ``gpipe_m8_vs_m1``: best-of-n (``harness.best``) examples/s at M=8 over M=1, the same batch;
+- how far the run is from the formula's two assumptions, from the same fastest blocks' timelines
+  (worst over M): ``gpipe_stage_imbalance``, the slowest stage's CPU seconds per micro-batch
+  over the fastest's (1 for equal stages: here the first stage computes no gradient for the model's
+  input, its first layer's backward is 2 of a Linear's 3 matrix products, and the last stage
+  computes the loss, so the even cut is about 11 : 12, whatever the cut's measure), and
+  ``gpipe_bubble_error_from_stage_costs``, the error those measured costs alone imply (the floor
+  under ``gpipe_bubble_error`` on any machine, for this model's cut); and
+  ``gpipe_overhead_share``, the share of the step's window beyond a fill-drain schedule of the
+  measured stage times with free sends ((M-1) x slowest + the sum of the stages, GPipe's M+K-1
+  slots for equal stages): the sends, receives and per-micro-batch bookkeeping.
 
-    .venv/bin/python -m benchmarks.training.gpipe_bubble [--repeats 4] [--steps 6] [--batch 512]
+    .venv/bin/python -m benchmarks.training.gpipe_bubble [--repeats 4] [--steps 3] [--batch 2048]
 """
 
 from __future__ import annotations
@@ -48,8 +58,9 @@ LAYERS = 8  # 4 per stage
 def _args(argv):
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--steps", type=int, default=6)
-    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=2048)
+    parser.add_argument("--layers", type=int, default=LAYERS, help="Linear layers in all (the cut is at a layer)")
     parser.add_argument("--worker", action="store_true", help="(internal) one rank under torchrun")
     return parser.parse_args(argv)
 
@@ -65,7 +76,7 @@ def worker(args) -> int:
     rank = dist.get_rank()
     torch.manual_seed(0)
     # Equal layers and no narrower head (its parameters would move the cut): WIDTH classes.
-    layers = [module for _ in range(LAYERS) for module in (nn.Linear(WIDTH, WIDTH), nn.ReLU())][:-1]
+    layers = [module for _ in range(args.layers) for module in (nn.Linear(WIDTH, WIDTH), nn.ReLU())][:-1]
     x = torch.randn(args.batch, WIDTH)
     y = torch.randint(0, WIDTH, (args.batch,))
     loss_fn = nn.CrossEntropyLoss()
@@ -77,6 +88,8 @@ def worker(args) -> int:
         strategy.configure(SimpleNamespace(micro_batches=m, batch_size=args.batch), STAGES)
         model, optimizer = strategy.wrap(model, lambda params: torch.optim.SGD(params, lr=1e-4))
         runs[m] = (strategy, model, optimizer)
+        if rank == 0:  # the cut, by rank 0's measured layer times (gpipe.GPipe._costs)
+            h.say(f"M={m}: layers per stage {[len(part) for part in strategy._parts]}")
         strategy.step(model, optimizer, x, y, loss_fn)  # shape inference, first touch
         strategy.report()
     rates = {m: [] for m in MICRO_BATCHES}
@@ -95,29 +108,58 @@ def worker(args) -> int:
             rates[m].append(args.steps * args.batch / (time.perf_counter() - started))
             shares[m].append(strategy.report())
     if rank == 0:
-        worst = 0.0
-        for m in MICRO_BATCHES:
-            expected = gpipe.expected_idle_share(STAGES, m)
-            # The fastest block is the least disturbed by the machine's other users (harness.best).
-            fastest = max(range(len(rates[m])), key=lambda i: rates[m][i])
-            for stage in range(STAGES):
-                measured = _field(shares[m][fastest][stage], "idle_share")
-                busy = sum(_field(lines[stage], "busy") for lines in shares[m])
-                cpu = sum(_field(lines[stage], "busy_cpu") for lines in shares[m])
-                window = sum(_field(lines[stage], "window") for lines in shares[m])
-                worst = max(worst, abs(measured - expected))
-                # CPU / wall of the busy intervals: under 1 where the stage waited for a core mid-computation.
-                h.say(f"M={m} stage={stage}: idle share {measured:.3f} in the fastest block vs GPipe's "
-                      f"{expected:.3f}; {1 - busy / window:.3f} over every block (busy {busy:.3f} s of {window:.3f} s, "
-                      f"on a core {cpu / busy:.0%} of it)")
-            h.say(f"M={m}: examples/s {h.spread(rates[m])}; the fastest block's timelines:")
-            for line in shares[m][fastest]:
-                h.say(f"  {line}")
-        h.result("gpipe_bubble_error", worst, "<=0.05")
-        h.result("gpipe_m8_vs_m1", h.best(rates[8]) / h.best(rates[1]), 1.3)
+        _summarise(rates, shares)
     dist.barrier()
     dist.destroy_process_group()
     return 0
+
+
+def _summarise(rates: dict, shares: dict) -> None:
+    from training_torch.strategies import gpipe
+
+    worst = imbalance = implied = overhead = 0.0
+    for m in MICRO_BATCHES:
+        expected = gpipe.expected_idle_share(STAGES, m)
+        # The fastest block is the least disturbed by the machine's other users (harness.best).
+        fastest = max(range(len(rates[m])), key=lambda i: rates[m][i])
+        for stage in range(STAGES):
+            measured = _field(shares[m][fastest][stage], "idle_share")
+            busy = sum(_field(lines[stage], "busy") for lines in shares[m])
+            cpu = sum(_field(lines[stage], "busy_cpu") for lines in shares[m])
+            window = sum(_field(lines[stage], "window") for lines in shares[m])
+            worst = max(worst, abs(measured - expected))
+            # CPU / wall of the busy intervals: under 1 where the stage waited for a core mid-computation.
+            h.say(f"M={m} stage={stage}: idle share {measured:.3f} in the fastest block vs GPipe's "
+                  f"{expected:.3f}; {1 - busy / window:.3f} over every block (busy {busy:.3f} s of {window:.3f} s, "
+                  f"on a core {cpu / busy:.0%} of it)")
+        ratio, error, lost = _assumptions(shares[m][fastest], m)
+        imbalance, implied, overhead = max(imbalance, ratio), max(implied, error), max(overhead, lost)
+        h.say(f"M={m}: examples/s {h.spread(rates[m])}; stage CPU per micro-batch slowest/fastest {ratio:.3f} "
+              f"(alone: idle-share error {error:.3f}), window beyond the measured stages' fill-drain {lost:.3f}; "
+              "the fastest block's timelines:")
+        for line in shares[m][fastest]:
+            h.say(f"  {line}")
+    h.result("gpipe_bubble_error", worst, "<=0.05")
+    h.result("gpipe_m8_vs_m1", h.best(rates[8]) / h.best(rates[1]), 1.3)
+    # How far this machine is from the formula's two assumptions (module docstring).
+    h.result("gpipe_stage_imbalance", imbalance, "-")
+    h.result("gpipe_bubble_error_from_stage_costs", implied, "-")
+    h.result("gpipe_overhead_share", overhead, "-")
+
+
+def _assumptions(lines: list[str], m: int) -> tuple[float, float, float]:
+    """From one block's timelines, the formula's two assumptions measured: (1) the slowest over
+    the fastest stage's CPU seconds per micro-batch (CPU, not wall: a stage preempted by the
+    machine's other users is not a costlier stage), and the worst |idle share - GPipe's| that
+    those costs alone imply, fill-drain with free sends ((M-1) x slowest + the sum of the stages,
+    GPipe's M+K-1 slots for equal stages); (2) the share of the step's window beyond that
+    schedule of the stages' busy wall time: sends, receives, bookkeeping, waiting for a core."""
+    steps = _field(lines[0], "steps")
+    cpu = [_field(line, "busy_cpu") / (steps * m) for line in lines]
+    implied = max(abs(c * m / ((m - 1) * max(cpu) + sum(cpu)) - (m / (m + len(cpu) - 1))) for c in cpu)
+    wall = [_field(line, "busy") / (steps * m) for line in lines]
+    window = _field(lines[0], "window") / steps
+    return max(cpu) / min(cpu), implied, 1 - ((m - 1) * max(wall) + sum(wall)) / window
 
 
 def _copy(layer):
@@ -136,11 +178,12 @@ def main(argv: list[str] | None = None) -> int:
         return worker(args)
     from pipeline.local.hosts.torchrun import free_port
 
-    h.say(f"GPipe bubble: K={STAGES}, M in {MICRO_BATCHES}, batch {args.batch}, {LAYERS} x Linear({WIDTH}), "
+    h.say(f"GPipe bubble: K={STAGES}, M in {MICRO_BATCHES}, batch {args.batch}, {args.layers} x Linear({WIDTH}), "
           f"{args.repeats} interleaved blocks of {args.steps} steps per M; nproc {os.cpu_count()}")
     command = [h.PYTHON, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={STAGES}",
                "--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "benchmarks.training.gpipe_bubble",
-               "--worker", "--repeats", str(args.repeats), "--steps", str(args.steps), "--batch", str(args.batch)]
+               "--worker", "--repeats", str(args.repeats), "--steps", str(args.steps), "--batch", str(args.batch),
+               "--layers", str(args.layers)]
     # One thread per rank: the two stages are meant to run side by side, one core each.
     done = subprocess.run(command, cwd=h.REPO, env=h.quiet_env({"OMP_NUM_THREADS": "1"}), text=True,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
