@@ -44,7 +44,8 @@ times (``harness.interleave``: ddp horovod, horovod ddp, ...). Figure:
   times in the same run. Where this is at or under ``ddp_vs_horovod_cnn``, the 2-rank gap is the
   frameworks' single-process step (PyTorch's CPU convolutions against TensorFlow's), not DDP.
 
-Measured time: about 100 s on the 2-core machine (3 repeats, 5 epochs; 2026-11-28).
+Measured time: about 100 s on the 2-core machine (3 repeats, 5 epochs; 2026-11-28); 153 s with the
+one-process figure, at a load average of 4.5 from other sessions' jobs.
 
     .venv/bin/python -m benchmarks.training.ddp_vs_horovod [--repeats 3] [--epochs 5] [--batch 32]
 """

@@ -4,14 +4,17 @@ throughput with 8 micro-batches vs 1, K = 2 stages (2 ranks of one host, torchru
 The strategy is the entrypoint's own (``training_torch.strategies.gpipe.GPipe``: configure, wrap,
 step, report, as ``training_torch/train.py`` calls them); the model is not the digits MLP but a
 stack of equal ``Linear(WIDTH, WIDTH)`` + ReLU layers on synthetic rows, so the two stages are
-equal (``networks.stages`` cuts it in the middle) and a micro-batch's compute is milliseconds,
+as equal as a cut at a layer allows (``networks.stages`` by rank 0's measured layer times: 4
+Linear layers each) and a micro-batch's compute is milliseconds,
 not the tens of microseconds of the digits' 8-row micro-batches, where gloo's per-message latency
 is the step (the digits' timelines in a job's log show that: idle shares near 0.8 at M=4).
 GPipe's formula assumes equal stages and free communication; what remains here is the last
-stage's loss, the sends and Python's per-micro-batch bookkeeping. The batch is 512 so that M=8's
-micro-batches have 64 rows: on this machine's CPU a Linear(1024)'s forward and backward cost
-1.6x the CPU per row at 32 rows than at 256, 1.3x at 64 (measured single-threaded, 2026-11-28),
-a loss the formula does not count. The formula also assumes each stage its own core: where the
+stage's loss, the sends and Python's per-micro-batch bookkeeping. The batch is 2048 so that
+M=8's micro-batches have 256 rows, as GPipe's account assumes a micro-batch's compute dominates
+its overheads: on this machine's CPU a Linear(1024)'s forward and backward cost 1.6x the CPU per
+row at 32 rows than at 256, 1.3x at 64 (measured single-threaded, 2026-11-28). The batch was 512
+(64-row micro-batches at M=8): M=8 then paid ~1.3x M=1's compute for the same batch, a loss the
+formula does not count, and ``gpipe_m8_vs_m1`` read 0.86 where batch 2048 read 1.56 (notes.md). The formula also assumes each stage its own core: where the
 machine's other users take the cores, a stage waits for a core mid-computation, which the
 timelines show as busy wall time the stage did not run (the ``on a core`` share printed).
 
