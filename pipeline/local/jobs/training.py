@@ -21,7 +21,7 @@ from pipeline.definition.bundles import SOURCEDIR_ARCHIVE
 from pipeline.images import catalog
 from pipeline.local.hosts import launch_settings, mpi, shared_memory, tf_tasks, torchrun
 from pipeline.local.hosts.processes import describe_exit, signal_group
-from pipeline.local.jobs import contract, launchers
+from pipeline.local.jobs import contract, launchers, requirement_paths
 from pipeline.local.jobs.failures import (
     ALGORITHM_ERROR,
     CLIENT_ERROR,
@@ -188,7 +188,8 @@ class TrainingJob(LocalJob):
 
     def requirements(self) -> bytes | None:
         path = self.host_dir(self.hosts[0]) / "code" / REQUIREMENTS
-        return path.read_bytes() if path.is_file() else None
+        # pip installs it from the runner, outside the namespaces: only files of the code.
+        return requirement_paths.checked_bytes(path, path.parent) if path.is_file() else None
 
     def ready(self) -> None:
         super().ready()

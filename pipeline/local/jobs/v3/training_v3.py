@@ -14,7 +14,7 @@ from pathlib import Path
 from pipeline.definition.instances import gpus_per_instance
 from pipeline.images import catalog
 from pipeline.local.hosts import mpi
-from pipeline.local.jobs import contract, launchers
+from pipeline.local.jobs import contract, launchers, requirement_paths
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
 from pipeline.local.jobs.lifecycle import arn
 from pipeline.local.jobs.training import TrainingJob, extract_sourcedir
@@ -140,7 +140,8 @@ class TrainingJobV3(TrainingJob):
             raise JobFailure(f"sourcecode.json's requirements {self.v3.requirements}: no such file in "
                              f"the {CODE_CHANNEL} channel (SageMaker's install would fail the same way)",
                              CLIENT_ERROR)
-        return path.read_bytes()
+        # pip installs it from the runner, outside the namespaces: only files of the code.
+        return requirement_paths.checked_bytes(path, self.code_dir(self.hosts[0]))
 
     def ready(self) -> None:
         super(TrainingJob, self).ready()  # the job's Python; v2's requirements.txt rule is not v3's

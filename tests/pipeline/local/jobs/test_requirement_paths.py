@@ -1,0 +1,103 @@
+"""A job's requirements file names files of its code only (``pipeline/local/jobs/requirement_paths.py``):
+the runner's pip, outside the job's namespaces, would otherwise read a file of this machine
+(``-r ~/.aws/credentials``) and echo its lines into the job's log. Through ``run --local`` and
+on the checker itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.local.jobs.requirement_paths import OutsideCode, check
+from pipeline.local.store.storage import LocalStorage
+from tests import readme_record
+from tests.pipeline.local.helpers import put_code, training_request
+
+REPO = Path(__file__).resolve().parents[4]
+SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"
+CODE_URI = "s3://bucket/code/train/sourcedir.tar.gz"
+
+
+@pytest.fixture
+def code(tmp_path):
+    folder = tmp_path / "code"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "more.txt").write_text("numpy\n")
+    (folder / "pkg").mkdir()
+    return folder
+
+
+@pytest.mark.parametrize("text", [
+    "numpy==1.26.4\ntensorflow>=2.14 ; python_version >= '3.9'  # a comment\n",
+    "-r sub/more.txt\n--requirement=sub/more.txt\n-c sub/more.txt\n",
+    "-e ./pkg\n./pkg\nmypkg @ https://example.com/mypkg-1.0.tar.gz\ngit+https://github.com/o/r.git#egg=r\n",
+    "--index-url https://pypi.org/simple\n--extra-index-url=https://example.com/simple\n--pre\n",
+])
+def test_names_inside_the_code_and_network_urls_pass(code, text):
+    (code / "requirements.txt").write_text(text)
+    check(code / "requirements.txt", code)
+
+
+@pytest.mark.parametrize("text", [
+    "-r /home/me/.aws/credentials\n",
+    "-r../../secret\n",
+    "--requirement=~/.netrc\n",
+    "numpy\n-c ${HOME}/.aws/credentials\n",
+    "-e /home/me/project\n",
+    "mypkg @ file:///etc/passwd\n",
+    "../outside\n",
+    "--find-links /root/wheels\n",
+    "-i file:///srv/index\n",
+    "--pre \\\n  -r /etc/shadow\n",
+])
+def test_a_path_out_of_the_code_is_refused_in_one_line(code, text):
+    (code / "requirements.txt").write_text(text)
+    with pytest.raises(OutsideCode, match=r"^requirements.txt, line \d: .*outside the job's code"):
+        check(code / "requirements.txt", code)
+
+
+def test_links_out_of_the_code_are_refused_wherever_they_are_named(code, tmp_path):
+    secret = tmp_path / "credentials"
+    secret.write_text(SECRET + "\n")
+    (code / "sub" / "link.txt").symlink_to(secret)
+    (code / "requirements.txt").write_text("-r sub/nested.txt\n")
+    (code / "sub" / "nested.txt").write_text("-r link.txt\n")
+    with pytest.raises(OutsideCode, match=r"^sub/nested.txt, line 1: 'link.txt' is a link out of the job's code$"):
+        check(code / "requirements.txt", code)
+    (code / "requirements.txt").unlink()
+    (code / "requirements.txt").symlink_to(secret)
+    with pytest.raises(OutsideCode, match="^requirements file requirements.txt is a link out of the job's code$"):
+        check(code / "requirements.txt", code)
+
+
+def test_run_local_refuses_a_requirements_file_naming_a_credentials_file_and_pip_never_reads_it(tmp_path):
+    """The old code ran pip install -r on it, and pip's log held the credential line (pip
+    echoes the first line it cannot parse: a token file's, or this one's)."""
+    secret = tmp_path / "credentials"
+    secret.write_text(f"{SECRET}\n")
+    workdir = tmp_path / "work"
+    put_code(LocalStorage(workdir / "store"), CODE_URI,
+             {"train.py": "print('trained')\n", "requirements.txt": f"-r {secret}\n"})
+    definition = tmp_path / "pipeline.json"
+    definition.write_text(json.dumps({"Version": "2020-12-01", "Parameters": [], "Steps": [
+        {"Name": "Train", "Type": "Training", "Arguments": training_request(CODE_URI, program="train.py")}]}))
+    env = {**os.environ, "TRAINPIPE_TRACKING": "off"}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir)], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output[-3000:]
+    last = output.strip().splitlines()[-1]
+    readme_record.record(last)
+    assert last.endswith(f"requirements.txt, line 1: -r '{secret}' names a path outside the job's code; name "
+                         f"files of the code by relative paths without '..', '~' or '$' (pip runs on this "
+                         f"machine, outside the job's namespaces: it would read that file and echo its lines "
+                         f"into the job's log)"), last
+    written = [p for p in workdir.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert "wJalrXUtnFEMI" not in output
+    assert not [p for p in written if b"wJalrXUtnFEMI" in p.read_bytes()]
