@@ -62,25 +62,19 @@ CONTAINER_BASE = "/opt/ml"
 SWITCH_ENV = "TRAINPIPE_NAMESPACES"
 LAUNCHER = os.path.abspath(__file__)
 
-_CLONE_NEWNS = 0x00020000
-_CLONE_NEWUTS = 0x04000000
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWPID = 0x20000000
-_MS_RDONLY = 1
-_MS_NOSUID = 2
-_MS_NODEV = 4
-_MS_NOEXEC = 8
-_MS_REMOUNT = 32
-_MS_BIND = 4096
-_MS_REC = 16384
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x04000000, 0x10000000, 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_BIND, _MS_REC = 4096, 16384
 _MS_PRIVATE = 1 << 18
 _PR_SET_PDEATHSIG = 1
 # The runner's and the user's credentials: hidden from a host's processes (an empty, read-only
-# folder or file mounted over each one that exists), relative to the home folder; also the
-# files AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE name.
-CREDENTIAL_PATHS = (".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".ssh", ".netrc",
-                    ".git-credentials", ".pypirc", ".databrickscfg", ".mlflow", ".config/sagemaker")
-CREDENTIAL_FILE_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE")
+# folder or file mounted over each one that exists, a link's target), relative to the home
+# folder; also the files the variables below name (the AWS SDK's, Google's, a web identity token).
+CREDENTIAL_PATHS = (".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".ssh", ".netrc", ".git-credentials",
+                    ".pypirc", ".databrickscfg", ".mlflow", ".config/sagemaker", ".config/gh", ".huggingface",
+                    ".cache/huggingface/token", ".vault-token", ".boto", ".s3cfg")
+CREDENTIAL_FILE_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                             "GOOGLE_APPLICATION_CREDENTIALS", "KUBECONFIG", "DOCKER_CONFIG", "NETRC")
 
 
 class NamespaceError(OSError):
@@ -176,7 +170,10 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     paths += [environ[name] for name in CREDENTIAL_FILE_VARIABLES if environ.get(name)]
     from pipeline.local.hosts.shared_memory import cache_root  # the runner's, never the launcher's
 
-    found = [path for path in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(path)]
+    # A link is hidden where it points (~/.aws -> a dotfiles folder): its target is readable by
+    # that path too. Never a target that holds the home (a link to / would hide everything).
+    real, home = (os.path.realpath(p) for p in paths if p and os.path.lexists(p)), os.path.realpath(home) + "/"
+    found = [p for p in dict.fromkeys(real) if os.path.exists(p) and not home.startswith(p.rstrip("/") + "/")]
     return found + [f"ro:{cache_root(environ)}"]
 
 

@@ -208,6 +208,35 @@ def test_a_job_reading_proc_environ_and_credential_files_finds_no_runner_secret(
     assert int(line.split()[1]) <= 4  # its namespace's first process, itself, and nothing of the runner's
 
 
+@pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
+def test_credentials_behind_links_and_named_by_variables_are_empty_for_a_host(tmp_path, monkeypatch):
+    """~/.aws a link to a dotfiles folder (hidden where it points: that path reads it too), the
+    files GOOGLE_APPLICATION_CREDENTIALS and AWS_WEB_IDENTITY_TOKEN_FILE name, the GitHub CLI's
+    token; a link to a folder holding the home is never hidden. The old code hid none of these."""
+    home, dotfiles = tmp_path / "home", tmp_path / "dotfiles"
+    (dotfiles / "aws").mkdir(parents=True)
+    (dotfiles / "aws" / "credentials").write_text(FILE_SECRET)
+    (home / ".config" / "gh").mkdir(parents=True)
+    (home / ".config" / "gh" / "hosts.yml").write_text(FILE_SECRET)
+    (home / ".aws").symlink_to(dotfiles / "aws")
+    (home / ".mlflow").symlink_to(tmp_path)  # holds the home: hiding it would hide everything
+    for name in ("gcp.json", "token"):
+        (tmp_path / name).write_text(FILE_SECRET)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "gcp.json"))
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "token"))
+    paths = [home / ".aws" / "credentials", dotfiles / "aws" / "credentials", home / ".config" / "gh" / "hosts.yml",
+             tmp_path / "gcp.json", tmp_path / "token"]
+    script = ("import sys\ndef read(p):\n    try:\n        return open(p).read()\n    except OSError:\n"
+              "        return ''\nprint([read(p) for p in sys.argv[1:]])")  # a hidden folder is empty
+    (tmp_path / "algo-1").mkdir()
+    done = subprocess.run(namespaces.command("algo-1", tmp_path / "algo-1", "/", [sys.executable, "-c", script,
+                                             *map(str, paths)], pid=True), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([""] * len(paths))
+    assert all(path.read_text() == FILE_SECRET for path in paths)  # the runner's own view is untouched
+
+
 def test_where_pid_namespaces_are_not_allowed_one_line_says_what_a_job_can_see(monkeypatch):
     monkeypatch.setattr(namespaces, "unavailable_reason", lambda environ=None: None)
     monkeypatch.setattr(namespaces, "pid_probe", lambda: "unshare: Operation not permitted")
