@@ -167,7 +167,7 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     (its HOME; a job's environment is not the runner's) and handed to the launcher."""
     home = os.path.expanduser("~")
     paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
-    paths += [environ[name] for name in CREDENTIAL_FILE_VARIABLES if environ.get(name)]
+    paths += [p for name in CREDENTIAL_FILE_VARIABLES for p in (environ.get(name) or "").split(os.pathsep)]  # KUBECONFIG: a list
     from pipeline.local.hosts.shared_memory import cache_root  # the runner's, never the launcher's
 
     # A link is hidden where it points (~/.aws -> a dotfiles folder): its target is readable by
