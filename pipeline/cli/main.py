@@ -18,6 +18,7 @@ import traceback
 
 from pipeline.errors import UserError
 from pipeline.workdir import resolve_workdir
+from training_entry.contract import redact
 
 # Each module defines register(subparsers) and sets a handler with set_defaults(func=...).
 COMMAND_MODULES = ("pipeline.cli.definition", "pipeline.cli.cloud", "pipeline.cli.local.commands",
@@ -49,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
             args.workdir = args.workdir_chosen.path
         return int(args.func(args) or 0)
     except UserError as error:
-        print(f"trainpipe {args.command}: error: {error}", file=sys.stderr)
+        # A URI's password never reaches the terminal, whichever message echoes the URI.
+        print(f"trainpipe {args.command}: error: {redact(str(error))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"trainpipe {args.command}: interrupted", file=sys.stderr)

@@ -96,3 +96,18 @@ def test_parameters_named_as_secrets_are_logged_as_stars_and_uris_without_creden
     assert R.parent_run(record).params == {
         "db_password": "***", "api_token": "***", "ApiToken": "***", "aws-secret-access-key": "***",
         "Epochs": "3", "DbUrl": "postgres://***@db.example/prod"}
+
+
+def test_a_refusal_that_echoes_the_tracking_uri_shows_no_password(tmp_path):
+    """Every one-line refusal the CLI prints goes through redact: `train --local --tracking-uri`
+    echoed the URI as given (the old code printed the password)."""
+    script = tmp_path / "train.py"
+    script.write_text("print('trained')\n")
+    done = subprocess.run([sys.executable, "-m", "pipeline", "train", "--local", "--entry-point", str(script),
+                           "--workdir", str(tmp_path / "work"), "--tracking-uri", URI],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "hunter2" not in done.stdout + done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    readme_record.record(last)
+    assert last.startswith(f"trainpipe train: error: --tracking-uri {SHOWN}: `trainpipe train --local` runs one job "
+                           f"outside any pipeline and logs nothing to MLflow"), last
