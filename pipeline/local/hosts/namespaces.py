@@ -66,17 +66,7 @@ _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWUSER, _CLONE_NEWPID = 0x00020000, 0x04000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_BIND, _MS_REC = 4096, 16384
 _MS_PRIVATE = 1 << 18
-_PR_SET_PDEATHSIG = 1
-# The runner's and the user's credentials: hidden from a host's processes (an empty, read-only
-# folder or file mounted over each one that exists, a link's target), relative to the home
-# folder; also the files the variables below name (the AWS SDK's, Google's, a web identity token).
-CREDENTIAL_PATHS = (".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".ssh", ".netrc", ".git-credentials",
-                    ".pypirc", ".databrickscfg", ".mlflow", ".config/sagemaker", ".config/gh", ".huggingface",
-                    ".cache/huggingface/token", ".vault-token", ".boto", ".s3cfg")
-CREDENTIAL_FILE_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
-                             "GOOGLE_APPLICATION_CREDENTIALS", "KUBECONFIG", "DOCKER_CONFIG", "NETRC")
-
-
+_PR_SET_PDEATHSIG, _PR_GET_DUMPABLE, _PR_SET_DUMPABLE = 1, 3, 4
 class NamespaceError(OSError):
     pass
 
@@ -114,7 +104,7 @@ def enter(host: str, tree: str, hosts: str = "", target: str = CONTAINER_BASE, p
     """Make this process (and what it execs) see ``tree`` at ``target`` (/opt/ml), hostname
     ``host``, and ``hosts`` (when given) at /etc/hosts. The mount point must exist (``probe``).
     ``pid``: this process's next child is the first process of a new PID namespace (``run_as_init``
-    does the rest); ``hide``: credential files and folders (``credential_paths``) made empty."""
+    does the rest); ``hide``: credential files and folders (``credentials.credential_paths``) made empty."""
     if not os.path.isdir(target):
         raise NamespaceError(2, f"{target} does not exist: {missing_mount_point_fix()}")
     libc = _libc()
@@ -158,23 +148,14 @@ def pid_only_command(argv: list[str], python: str = sys.executable) -> list[str]
     is: one Open MPI daemon's, whose ranks share it (apart, shared memory crashes: pids collide)."""
     if pid_probe() is not None:
         return list(argv)
-    hide = [arg for path in credential_paths() for arg in ("--hide", path)]
+    hide = [arg for path in _credential_paths() for arg in ("--hide", path)]
     return [python, "-S", "-I", LAUNCHER, "--pid-only", *hide, "--", *argv]
 
 
-def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
-    """The usual credential files and folders of this user that exist: found by the runner
-    (its HOME; a job's environment is not the runner's) and handed to the launcher."""
-    home = os.path.expanduser("~")
-    paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
-    paths += [p for name in CREDENTIAL_FILE_VARIABLES for p in (environ.get(name) or "").split(os.pathsep)]  # KUBECONFIG: a list
-    from pipeline.local.hosts.shared_memory import cache_root  # the runner's, never the launcher's
+def _credential_paths() -> list[str]:
+    from pipeline.local.hosts.credentials import credential_paths  # the runner's side only
 
-    # A link is hidden where it points (~/.aws -> a dotfiles folder): its target is readable by
-    # that path too. Never a target that holds the home (a link to / would hide everything).
-    real, home = (os.path.realpath(p) for p in paths if p and os.path.lexists(p)), os.path.realpath(home) + "/"
-    found = [p for p in dict.fromkeys(real) if os.path.exists(p) and not home.startswith(p.rstrip("/") + "/")]
-    return found + [f"ro:{cache_root(environ)}"]
+    return credential_paths()
 
 
 def hide_credentials(libc, paths) -> None:
@@ -298,7 +279,7 @@ def command(host: str, tree, cwd: str, argv: list[str], python: str = sys.execut
     if pid is None:
         pid = pid_probe() is None
     if pid:
-        hide = [arg for path in credential_paths() for arg in ("--hide", path)]
+        hide = [arg for path in _credential_paths() for arg in ("--hide", path)]
         daemonizes = ["--wait-all"] if daemon else []  # the namespace outlives argv (orted --daemonize)
         return [python, "-S", "-I", LAUNCHER, "--pid", *daemonizes, *hide, host, str(tree), cwd, hosts or "", target,
                 "--", *argv]
@@ -350,7 +331,21 @@ def probe() -> str | None:
 def pid_probe() -> str | None:
     """None when hosts can also have a PID namespace of their own with its /proc (a job then
     sees its host's processes only, none of the runner's), else why not. Tried once per
-    runner process, after ``probe``."""
+    runner process, after ``probe``. Where not, the runner is made not dumpable (``_not_dumpable``)."""
+    reason = _pid_probe()
+    return _not_dumpable(reason) if reason is not None else None
+
+
+def _not_dumpable(reason: str) -> str:
+    """Before any job, where jobs see this runner's processes: a process that is not dumpable
+    has its /proc/PID/environ and mem owned by root, so a job of its user reads neither (a
+    job's execve makes the job dumpable again; a job run as root reads them anyway)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    return reason
+
+
+def _pid_probe() -> str | None:
     reason = unavailable_reason()
     if reason is not None:
         return reason
@@ -374,10 +369,12 @@ def pid_probe() -> str | None:
 
 def pid_notice(reason: str) -> str:
     """What a job can see where hosts get no PID namespace: said once at the start of a run."""
+    hidden = os.geteuid() != 0 and ctypes.CDLL(None).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0  # pid_probe
     return (f"note: no PID namespace per host here ({reason}): a job sees every process of this machine, "
             f"and can read the environment (/proc/PID/environ) of those running as its user, this "
-            f"runner's included, and this user's credential files (~/.aws, ...): keep credentials "
-            f"out of the environment you run trainpipe from, or run where Linux namespaces work")
+            f"runner's {'excepted (it is not dumpable)' if hidden else 'included'}, and this user's credential "
+            f"files (~/.aws, ...): keep credentials out of the environment you run trainpipe from, or run "
+            f"where Linux namespaces work")
 
 
 def missing_mount_point_fix() -> str:
@@ -387,9 +384,8 @@ def missing_mount_point_fix() -> str:
 
 def unavailable_reason(environ=os.environ) -> str | None:
     """None when jobs run in namespaces; otherwise the reason (switched off, or the probe's)."""
-    if not enabled_by_user(environ):
-        return f"{SWITCH_ENV}=0"
-    return probe()
+    reason = probe() if enabled_by_user(environ) else f"{SWITCH_ENV}=0"
+    return _not_dumpable(reason) if reason is not None and environ is os.environ else reason
 
 
 def fallback_notice(reason: str) -> str:
@@ -410,7 +406,7 @@ def mode_line(environ: Mapping[str, str] = os.environ) -> str:
                 f"(Linux namespaces); {pid_notice(pid_probe()).removeprefix('note: ')}")
     return (f"hosts: NO private {CONTAINER_BASE} per host ({reason}): container paths are moved "
             f"under each host's directory (SAGEMAKER_BASE_DIR, SM_*), jobs whose code names "
-            f"{CONTAINER_BASE} are refused")
+            f"{CONTAINER_BASE} are refused; {pid_notice(reason).removeprefix('note: ')}")
 
 
 _MISSING = ("No such file", "FileNotFound", "not found", "does not exist")

@@ -237,6 +237,51 @@ def test_credentials_behind_links_and_named_by_variables_are_empty_for_a_host(tm
     assert all(path.read_text() == FILE_SECRET for path in paths)  # the runner's own view is untouched
 
 
+# A runner where no host gets a PID namespace (TRAINPIPE_NAMESPACES=0): it learns so, then a job
+# of its user reads its /proc/PID/environ. namespaces.py is loaded by path (it is stdlib-only).
+UNDUMPABLE_RUNNER = """
+import importlib.util, os, subprocess, sys
+spec = importlib.util.spec_from_file_location("namespaces", sys.argv[1])
+namespaces = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(namespaces)
+print(namespaces.mode_line())
+job = ("import os\\ntry:\\n    print(os.environ['NEEDLE'] in open(f'/proc/{os.getppid()}/environ').read())\\n"
+       "except OSError as error:\\n    print(type(error).__name__)")
+env = {"NEEDLE": os.environ["AWS_SECRET_ACCESS_KEY"], "PATH": os.defpath}  # a job's own, scrubbed
+print(subprocess.run([sys.executable, "-c", job], env=env, capture_output=True, text=True).stdout.strip())
+"""
+
+
+def _not_root() -> tuple[str, object]:
+    """A Python and a way to run it as a user who is not root (root reads every process's environ)."""
+    import os
+
+    if os.geteuid() != 0:
+        return sys.executable, None
+    python = "/usr/bin/python3"
+    if not Path(python).exists():
+        pytest.skip("as root, this needs /usr/bin/python3 to run as nobody")
+    return python, lambda: (os.setgid(65534), os.setuid(65534))
+
+
+def test_where_jobs_see_the_runners_processes_its_environment_is_not_theirs_to_read(tmp_path):
+    """The runner is made not dumpable once it knows that jobs get no PID namespace: its
+    /proc/PID/environ is root's, and a job of its user cannot read it (the old code: it read the
+    runner's AWS secret); the mode line says so."""
+    python, demote = _not_root()
+    env = {"TRAINPIPE_NAMESPACES": "0", "AWS_SECRET_ACCESS_KEY": SECRET, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([python, "-S", "-c", UNDUMPABLE_RUNNER, namespaces.LAUNCHER], env=env, cwd="/",
+                          capture_output=True, text=True, timeout=60, preexec_fn=demote)
+    assert done.returncode == 0, done.stderr
+    mode, job = done.stdout.strip().splitlines()
+    assert job == "PermissionError"
+    assert mode.endswith("and can read the environment (/proc/PID/environ) of those running as its user, this "
+                         "runner's excepted (it is not dumpable), and this user's credential files (~/.aws, ...): "
+                         "keep credentials out of the environment you run trainpipe from, or run where Linux "
+                         "namespaces work"), mode
+    assert mode.startswith("hosts: NO private /opt/ml per host (TRAINPIPE_NAMESPACES=0): "), mode
+
+
 def test_where_pid_namespaces_are_not_allowed_one_line_says_what_a_job_can_see(monkeypatch):
     monkeypatch.setattr(namespaces, "unavailable_reason", lambda environ=None: None)
     monkeypatch.setattr(namespaces, "pid_probe", lambda: "unshare: Operation not permitted")

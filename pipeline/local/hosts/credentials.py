@@ -1,0 +1,35 @@
+"""The runner user's credential files and folders a simulated host's processes must not read:
+found by the runner (its HOME and environment; a job's are not the runner's) and handed to the
+host's launcher, which mounts an empty read-only folder or /dev/null over each
+(``namespaces.hide_credentials``), and trainpipe's cache, which it makes read-only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from pipeline.local.hosts.shared_memory import cache_root
+
+# The runner's and the user's credentials: hidden from a host's processes (an empty, read-only
+# folder or file mounted over each one that exists, a link's target), relative to the home
+# folder; also the files the variables below name (the AWS SDK's, Google's, a web identity token).
+CREDENTIAL_PATHS = (".aws", ".config/gcloud", ".azure", ".kube", ".docker", ".ssh", ".netrc", ".git-credentials",
+                    ".pypirc", ".databrickscfg", ".mlflow", ".config/sagemaker", ".config/gh", ".huggingface",
+                    ".cache/huggingface/token", ".vault-token", ".boto", ".s3cfg")
+CREDENTIAL_FILE_VARIABLES = ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                             "GOOGLE_APPLICATION_CREDENTIALS", "KUBECONFIG", "DOCKER_CONFIG", "NETRC")
+
+
+def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The usual credential files and folders of this user that exist: found by the runner
+    (its HOME; a job's environment is not the runner's) and handed to the launcher."""
+    home = os.path.expanduser("~")
+    paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
+    # KUBECONFIG is a list of files.
+    paths += [p for name in CREDENTIAL_FILE_VARIABLES for p in (environ.get(name) or "").split(os.pathsep)]
+    # A link is hidden where it points (~/.aws -> a dotfiles folder): its target is readable by
+    # that path too. Never a target that holds the home (a link to / would hide everything).
+    real, home = (os.path.realpath(p) for p in paths if p and os.path.lexists(p)), os.path.realpath(home) + "/"
+    found = [p for p in dict.fromkeys(real) if os.path.exists(p) and not home.startswith(p.rstrip("/") + "/")]
+    return found + [f"ro:{cache_root(environ)}"]
