@@ -101,3 +101,20 @@ def test_run_local_refuses_a_requirements_file_naming_a_credentials_file_and_pip
     written = [p for p in workdir.rglob("*") if p.is_file() and not p.is_symlink()]
     assert "wJalrXUtnFEMI" not in output
     assert not [p for p in written if b"wJalrXUtnFEMI" in p.read_bytes()]
+
+
+def test_an_sdk_v3_jobs_requirements_are_checked_the_same_way(code, tmp_path):
+    """v3's SourceCode(requirements=...) file is read by the same check before pip sees it."""
+    from types import SimpleNamespace
+
+    from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
+    from pipeline.local.jobs.v3.training_v3 import TrainingJobV3
+
+    (code / "reqs.txt").write_text(f"-c {tmp_path / 'credentials'}\n")
+    job = object.__new__(TrainingJobV3)
+    job.v3, job.hosts = SimpleNamespace(requirements="reqs.txt"), ["algo-1"]
+    job.code_dir = lambda host: code
+    with pytest.raises(JobFailure) as refused:
+        job.requirements()
+    assert refused.value.failure_type == CLIENT_ERROR
+    assert str(refused.value).startswith(f"reqs.txt, line 1: -c '{tmp_path / 'credentials'}' names a path outside")
