@@ -129,8 +129,8 @@ def _local_path(value: str, option: str) -> bool:
         return False  # http(s), git+https, ...: the network, pip's to judge
     if option in FILE_OPTIONS or option in ("-e", "--editable", "-f", "--find-links"):
         return True
-    if option:  # an index URL that is no URL: pip would take it as a path
-        return True
+    if option:  # an index URL that is no URL is a folder to pip; ${VAR} is most likely a URL
+        return not value.startswith("$")
     # A requirement line: a path when it looks like one (pip's rule: a separator, or a dot start).
     return value.startswith((".", "/", "~", "$")) or "/" in value or "\\" in value
 

@@ -37,6 +37,7 @@ def code(tmp_path):
     "-r sub/more.txt\n--requirement=sub/more.txt\n-c sub/more.txt\n",
     "-e ./pkg\n./pkg\nmypkg @ https://example.com/mypkg-1.0.tar.gz\ngit+https://github.com/o/r.git#egg=r\n",
     "--index-url https://pypi.org/simple\n--extra-index-url=https://example.com/simple\n--pre\n",
+    "--extra-index-url ${PRIVATE_INDEX_URL}\nnumpy==1.26.4 --hash=sha256:0123abcd\n",
 ])
 def test_names_inside_the_code_and_network_urls_pass(code, text):
     (code / "requirements.txt").write_text(text)
