@@ -44,9 +44,10 @@ from pipeline.local.hosts import namespaces
 from pipeline.local.jobs.environments import environment as job_environment
 from pipeline.local.jobs.environments import sdk_v3_environment
 from pipeline.local.jobs.failures import ALGORITHM_ERROR, CLIENT_ERROR, JobFailure
-from pipeline.local.jobs.lifecycle import JobResult, JobStopped
+from pipeline.local.jobs.lifecycle import JobResult, JobStopped, base_environment
 from pipeline.local.jobs.packing import pack_directory
 from pipeline.local.jobs.training import TrainingJob
+from pipeline.local.store.private import private_dir
 from pipeline.local.store.storage import S3Uri, Storage
 
 DUMMY_KEY = "trainpipe-local"  # moto accepts any credentials; boto3 signs nothing without some
@@ -84,8 +85,11 @@ class S3Server:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log.open("ab")
+        # Started with what every job gets, not the runner's secrets: where jobs get no PID
+        # namespace, they read the environment of this process of their user.
         self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
-                                         str(self.port)], stdout=self.log, stderr=subprocess.STDOUT)
+                                         str(self.port)], stdout=self.log, stderr=subprocess.STDOUT,
+                                        env=base_environment(dict(os.environ)))
         deadline = time.monotonic() + SERVER_START_LIMIT
         while True:
             try:
@@ -235,7 +239,12 @@ class DirectInvokeJob:
         return self._result("Completed", start)
 
     def _environment(self, url: str) -> dict[str, str]:
-        environment = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
+        # What every job starts from (no credential, a HOME of its own), not the runner's whole
+        # environment: MLFLOW_TRACKING_TOKEN, GITHUB_TOKEN, ... reached the function. PYTHONPATH
+        # too: run directly, invoke_function finds the user's modules by the runner's.
+        environment = base_environment(dict(os.environ), home=private_dir(self.job_dir / "home"))
+        if os.environ.get("PYTHONPATH"):
+            environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
         environment.update({str(k): str(v) for k, v in (self.request.get("Environment") or {}).items()})
         environment.update(s3_variables(url, self.region))
         environment.update({
