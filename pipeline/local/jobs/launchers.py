@@ -24,11 +24,13 @@ import torch.
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import subprocess
 from collections.abc import Mapping
 
 from pipeline.definition.instances import gpus_per_instance
+from pipeline.environment import scrubbed
 
 # SageMaker: the framework hyperparameters the SDK's estimators write (sagemaker/estimator.py,
 # sagemaker/pytorch/estimator.py) and the toolkits read.
@@ -120,9 +122,11 @@ def torch_importable(python: str) -> bool:
 
     if python == sys.executable:
         return importlib.util.find_spec("torch") is not None
+    # The job's Python runs what its installed requirements put at its start (a .pth file):
+    # never with the runner's environment.
     done = subprocess.run([python, "-c", "import importlib.util, sys; "
                            "sys.exit(importlib.util.find_spec('torch') is None)"],
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, env=scrubbed(os.environ))
     return done.returncode == 0
 
 

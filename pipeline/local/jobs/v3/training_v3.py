@@ -6,6 +6,7 @@ simulated hosts (``hosts/mpi.py``), as many as v3's MPI driver would start.
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from pipeline.images import catalog
 from pipeline.local.hosts import mpi
 from pipeline.local.jobs import contract, launchers, requirement_paths
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
-from pipeline.local.jobs.lifecycle import arn
+from pipeline.local.jobs.lifecycle import arn, base_environment
 from pipeline.local.jobs.training import TrainingJob, extract_sourcedir
 from pipeline.local.jobs.v3.sdk_v3 import (
     CODE_CHANNEL,
@@ -42,9 +43,11 @@ from training_entry.contract import BASE_DIR_ENV
 
 
 def mpi4py_importable(python: str) -> bool:
+    # The job's Python runs what its installed requirements put at its start (a .pth file):
+    # never with the runner's environment, only what every job gets.
     done = subprocess.run([python, "-c", "import importlib.util, sys; "
                            "sys.exit(importlib.util.find_spec('mpi4py') is None)"],
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, env=base_environment(dict(os.environ)))
     return done.returncode == 0
 
 

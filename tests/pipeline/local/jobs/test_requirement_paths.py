@@ -1,7 +1,8 @@
 """A job's requirements file names files of its code only (``pipeline/local/jobs/requirement_paths.py``):
 the runner's pip, outside the job's namespaces, would otherwise read a file of this machine
 (``-r ~/.aws/credentials``) and echo its lines into the job's log. Through ``run --local`` and
-on the checker itself."""
+on the checker itself. And what the requirements install runs at the job's Python's start never
+sees the runner's environment when the runner probes that Python."""
 
 from __future__ import annotations
 
@@ -119,3 +120,20 @@ def test_an_sdk_v3_jobs_requirements_are_checked_the_same_way(code, tmp_path):
         job.requirements()
     assert refused.value.failure_type == CLIENT_ERROR
     assert str(refused.value).startswith(f"reqs.txt, line 1: -c '{tmp_path / 'credentials'}' names a path outside")
+
+
+def test_the_probes_of_a_jobs_python_never_get_the_runners_environment(tmp_path, monkeypatch):
+    """The job's Python runs what its installed requirements put at its start (a .pth file):
+    the runner's probes of it (mpi4py, torch) start it with what every job gets. The old code
+    passed the runner's whole environment, its secrets included."""
+    from pipeline.local.jobs.launchers import torch_importable
+    from pipeline.local.jobs.v3.training_v3 import mpi4py_importable
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "runner-secret-55e1")
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "runner-token-55e1")
+    seen = tmp_path / "environ"
+    python = tmp_path / "python"  # a job's Python whose start writes out what it was given
+    python.write_text(f"#!/bin/sh\nenv >> {seen}\nexit 0\n")
+    python.chmod(0o755)
+    assert mpi4py_importable(str(python)) and torch_importable(str(python))
+    assert seen.read_text().count("PATH=") >= 2 and "55e1" not in seen.read_text()
