@@ -1,16 +1,16 @@
-"""What a job's requirements file may name: files of the job's own code, and nothing of this machine.
+"""What a job's requirements file may name as requirements files: files of the job's own code.
 
 The runner, not the job, runs ``pip install -r`` on a training job's requirements
 (``environments/environment.py``), outside the host's namespaces, where the runner user's
-credential files are not hidden (``hosts/namespaces.py``). pip follows what the file names:
-``-r /home/me/.aws/credentials`` makes it read that file and echo each line it cannot parse
-into the job's log. So the file and every file it names (``-r``/``-c``, an editable or local
-path, a ``file:`` URL, ``--find-links``) must lie inside the code, named by relative paths
-without ``..``, ``~`` or ``$VAR`` (pip expands environment variables in these files); links
-are followed before that is judged. Checked before pip runs and before any file outside the
-code is read; a package name or an http(s) URL is pip's to judge, as before.
+credential files are not hidden (``hosts/namespaces.py``). pip reads what the file names with
+``-r``/``-c`` as requirements text and echoes each line it cannot parse into the job's log:
+``-r /home/me/.aws/credentials`` printed the secret. So those files must lie inside the code,
+named by relative paths without ``..``, ``~`` or ``$VAR`` (pip expands environment variables
+in these files), and no link may lead out; checked before pip runs and before any file outside
+the code is read. A package, a wheel or folder path, an index or an http(s) URL is pip's to
+judge, as before: pip does not print their contents (a wheel path out of the code works here
+and fails on SageMaker, as it always did).
 """
-
 from __future__ import annotations
 
 import os
@@ -20,11 +20,11 @@ from pathlib import Path, PurePosixPath
 
 from pipeline.local.jobs.failures import CLIENT_ERROR, JobFailure
 
-# pip's options that take a path (or a file: URL), as written in a requirements file.
-FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")  # files pip reads as requirements
+# pip's options that name a file it reads as requirements text; the others that take a value
+# (skipped with it, so that a value is never taken for an option).
+FILE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
 PATH_OPTIONS = ("-e", "--editable", "-f", "--find-links", "-i", "--index-url", "--extra-index-url")
 _URL = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
-_AT_URL = re.compile(r"@\s*(\S+)")  # name @ url (PEP 508)
 MAX_FILES = 100  # nested -r files: more is no real project's
 
 
@@ -65,7 +65,7 @@ def check(requirements: Path, code: Path) -> None:
             raise OutsideCode(f"requirements file {_shown(path, code)}: more than {MAX_FILES} nested files")
         for number, option, value in _references(real.read_text(errors="replace")):
             shown = _shown(path, code)
-            if not _local_path(value, option):
+            if option not in FILE_OPTIONS or not _local_path(value):
                 continue
             if not _relative_inside(value):
                 raise OutsideCode(f"{shown}, line {number}: {option + ' ' if option else ''}{value!r} names "
@@ -113,26 +113,13 @@ def _words(number: int, words: list[str]):
                 value = word[len(option):].lstrip("=")
             yield number, option, value
         elif index == 0 and not word.startswith("-"):
-            at = _AT_URL.search(" ".join(words))
-            yield number, "", at.group(1) if at else word
-            return
+            return  # a requirement: its per-requirement options name no file pip reads as text
         index += 1
 
 
-def _local_path(value: str, option: str) -> bool:
-    """Whether pip would take ``value`` as a file or folder of this machine."""
-    if not value:
-        return False
-    if value.lower().startswith("file:"):
-        return True
-    if _URL.match(value):
-        return False  # http(s), git+https, ...: the network, pip's to judge
-    if option in FILE_OPTIONS or option in ("-e", "--editable", "-f", "--find-links"):
-        return True
-    if option:  # an index URL that is no URL is a folder to pip; ${VAR} is most likely a URL
-        return not value.startswith("$")
-    # A requirement line: a path when it looks like one (pip's rule: a separator, or a dot start).
-    return value.startswith((".", "/", "~", "$")) or "/" in value or "\\" in value
+def _local_path(value: str) -> bool:
+    """Whether pip would read ``value`` (a -r/-c argument) from this machine's files."""
+    return bool(value) and (value.lower().startswith("file:") or not _URL.match(value))
 
 
 def _relative_inside(value: str) -> bool:

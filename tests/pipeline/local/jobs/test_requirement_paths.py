@@ -39,6 +39,10 @@ def code(tmp_path):
     "-e ./pkg\n./pkg\nmypkg @ https://example.com/mypkg-1.0.tar.gz\ngit+https://github.com/o/r.git#egg=r\n",
     "--index-url https://pypi.org/simple\n--extra-index-url=https://example.com/simple\n--pre\n",
     "--extra-index-url ${PRIVATE_INDEX_URL}\nnumpy==1.26.4 --hash=sha256:0123abcd\n",
+    # Packages pip installs from a path: it reads no text of them into the log (and a wheel path
+    # out of the code is how a test installs a wheel it built).
+    "-e /home/me/project\nmypkg @ file:///opt/wheels/mypkg-1.0.tar.gz\n../wheels/w-1.0-py3-none-any.whl\n"
+    "--find-links /root/wheels\n-i file:///srv/index\n-r https://example.com/requirements.txt\n",
 ])
 def test_names_inside_the_code_and_network_urls_pass(code, text):
     (code / "requirements.txt").write_text(text)
@@ -50,11 +54,8 @@ def test_names_inside_the_code_and_network_urls_pass(code, text):
     "-r../../secret\n",
     "--requirement=~/.netrc\n",
     "numpy\n-c ${HOME}/.aws/credentials\n",
-    "-e /home/me/project\n",
-    "mypkg @ file:///etc/passwd\n",
-    "../outside\n",
-    "--find-links /root/wheels\n",
-    "-i file:///srv/index\n",
+    "-r file:///etc/passwd\n",
+    "--constraint=../../constraints.txt\n",
     "--pre \\\n  -r /etc/shadow\n",
 ])
 def test_a_path_out_of_the_code_is_refused_in_one_line(code, text):
