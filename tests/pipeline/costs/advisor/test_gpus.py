@@ -115,3 +115,18 @@ def test_efficientnet_lite0_flops_match_the_benchmark_count():
     counted = json.loads(out.strip().splitlines()[-1])
     assert counted["training"] == pytest.approx(G.FLOPS_224["efficientnet_lite0"], rel=1e-3)
     assert counted["parameters"] == 4_652_008
+
+
+def test_an_efficientnet_lite0_job_at_the_default_image_size_is_advised_at_224_px():
+    """Issue 50: what advise reads from a job with ModelArchitecture=efficientnet_lite0 and
+    ImageSize=0 (the default: the architecture's own) is a 224-px image workload in either
+    room, and its ceiling counts Lite0's own FLOPs there."""
+    from pipeline.costs.advisor.observations import WorkloadId, resolve_workload
+
+    tf_job = resolve_workload({"model-architecture": '"efficientnet_lite0"', "image-size": "0"}, None)
+    assert tf_job == WorkloadId("efficientnet_lite0", "image", "224x224x3")
+    torch_job = resolve_workload({"model-architecture": '"efficientnet_lite0"', "image-size": "0",
+                                  "strategy": '"ddp"'}, None)
+    assert torch_job == WorkloadId("efficientnet_lite0", "image", "224x224x3", "pytorch ddp")
+    rate, source = G.compute_ceiling(tf_job.architecture, 224, "A100", G.AMP)
+    assert rate > 0 and source.startswith("2.31 GFLOP/image")
