@@ -46,9 +46,11 @@ Measured time on the 2-core machine (2026-11-28; benchmarks/notes.md): 57 s, 87 
 ``--framework pytorch`` trains in the PyTorch room (``-p Framework=pytorch``) and prints
 ``lite0_crops_pytorch_accuracy``; ``--framework both`` runs each room on the same tree and init
 weights, a RESULT line each. ``--image-size 0 --epochs 0`` passes neither parameter: the issue's
-setting, the defaults plus ``-p ModelArchitecture=efficientnet_lite0`` (224 px, 10 epochs).
+setting, the defaults plus ``-p ModelArchitecture=efficientnet_lite0`` (224 px, 10 epochs);
+``--no-init`` drops init-weights and ``--init-model-uri`` too, so each job reads the installed
+package's weights itself (both rooms can).
 
-    .venv/bin/python -m benchmarks.photos.lite0_crops [--framework tensorflow|pytorch|both] [--image-size 96] [--epochs 6] [--per-class 120] [--baseline]
+    .venv/bin/python -m benchmarks.photos.lite0_crops [--framework tensorflow|pytorch|both] [--image-size 96] [--epochs 6] [--per-class 120] [--no-init] [--baseline]
 """
 
 from __future__ import annotations
@@ -180,14 +182,16 @@ FRAMEWORKS = ("tensorflow", "pytorch")  # = training_entry.contract.FRAMEWORKS (
 RESULT_NAMES = {"tensorflow": "lite0_crops_accuracy", "pytorch": "lite0_crops_pytorch_accuracy"}
 
 
-def run_framework(framework: str, workdir: Path, tree: Path, init: Path, image_size: int, epochs: int) -> float:
-    """One ``trainpipe run --local`` of Lite0 on ``tree`` from the init channel, in the room
-    ``framework``, then predict on the raw photos; returns the test accuracy. ``image_size`` or
-    ``epochs`` 0: that parameter is not passed (the pipeline's default: 224 px, 10 epochs)."""
-    trainpipe("store", "cp", str(init) + "/", INIT_URI, "--workdir", str(workdir))
+def run_framework(framework: str, workdir: Path, tree: Path, init: Path | None, image_size: int, epochs: int) -> float:
+    """One ``trainpipe run --local`` of Lite0 on ``tree`` from the init channel (``init`` None:
+    no --init-model-uri, the job reads the installed package), in the room ``framework``, then
+    predict on the raw photos; returns the test accuracy. ``image_size`` or ``epochs`` 0: that
+    parameter is not passed (the pipeline's default: 224 px, 10 epochs)."""
+    if init is not None:
+        trainpipe("store", "cp", str(init) + "/", INIT_URI, "--workdir", str(workdir))
     cut = [*(["-p", f"ImageSize={image_size}"] if image_size else []), *(["-p", f"Epochs={epochs}"] if epochs else [])]
     run, wall = trainpipe(
-        "run", "--local", "--workdir", str(workdir), "--init-model-uri", INIT_URI,
+        "run", "--local", "--workdir", str(workdir), *(["--init-model-uri", INIT_URI] if init is not None else []),
         "-p", f"InputDataUri={tree}", "-p", f"Framework={framework}", "-p", "ModelArchitecture=efficientnet_lite0",
         *cut, failed_ok=True)
     for line in (run.stdout + run.stderr).splitlines():
@@ -209,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--framework", choices=(*FRAMEWORKS, "both"), default="tensorflow",
                         help="-p Framework: the room that trains (both: one run each, a RESULT line each)")
     parser.add_argument("--per-class", type=int, default=120, help="training images per class (validation and test: a third each)")
+    parser.add_argument("--no-init", action="store_true",
+                        help="no init-weights, no --init-model-uri: each job reads the installed package's weights")
     parser.add_argument("--baseline", action="store_true",
                         help="also the defaults (small CNN, 32 px, 10 epochs) on the same tree, for comparison")
     args = parser.parse_args(argv)
@@ -225,11 +231,14 @@ def main(argv: list[str] | None = None) -> int:
     written = write_tree(tree, {"train": args.per_class, "val": third, "test": third})
     h.say(f"lite0_crops: {written} images ({CROP_SIZE}px crops, classes living/made) in {tree}")
 
-    made, _ = trainpipe("init-weights", "--architecture", "efficientnet_lite0", "--image-size",
-                        str(args.image_size or 224), "--output", str(init))
-    for line in made.stdout.splitlines():
-        if "weights" in line or "efficientnet" in line.lower():
-            h.say(f"    {line}")
+    if args.no_init:
+        init = None
+    else:
+        made, _ = trainpipe("init-weights", "--architecture", "efficientnet_lite0", "--image-size",
+                            str(args.image_size or 224), "--output", str(init))
+        for line in made.stdout.splitlines():
+            if "weights" in line or "efficientnet" in line.lower():
+                h.say(f"    {line}")
     accuracies = {f: run_framework(f, workdirs[f], tree, init, args.image_size, args.epochs) for f in frameworks}
     h.say(f"whole benchmark {time.perf_counter() - started:.0f}s")
     if args.baseline:

@@ -57,3 +57,14 @@ def test_image_size_0_and_epochs_0_pass_neither_parameter(stubbed, capsys):
     init = next(c for c in calls if c[0] == "init-weights")
     assert init[init.index("--image-size") + 1] == "224"  # init-weights' .h5 needs a size
     assert capsys.readouterr().out.count("RESULT ") == 1
+
+
+def test_no_init_makes_no_init_folder_and_passes_no_init_model_uri(stubbed, capsys):
+    """The issue's check word for word: the defaults plus ModelArchitecture, the job reading the
+    installed package's weights in either room."""
+    lite0_crops, calls = stubbed
+    assert lite0_crops.main(["--framework", "both", "--no-init", "--per-class", "3"]) == 0
+    assert not [c for c in calls if c[0] in ("init-weights", "store")]
+    runs = _runs(calls)
+    assert len(runs) == 2 and not [r for r in runs if "--init-model-uri" in r]
+    assert capsys.readouterr().out.count("RESULT ") == 2
