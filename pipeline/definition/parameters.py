@@ -341,13 +341,13 @@ def pretrained_note(overrides: Mapping[str, object], init_model_uri: str | None)
     architecture = str(overrides.get(MODEL_ARCHITECTURE, ""))
     if architecture not in training.PRETRAINED_ARCHITECTURES or init_model_uri:
         return None
-    if overrides.get(FRAMEWORK) == training.FRAMEWORK_PYTORCH and architecture in torch_plan.PRETRAINED_ARCHITECTURES:
-        return None  # the PyTorch job installs the weights' package (its requirements.txt)
+    if architecture in torch_plan.PRETRAINED_ARCHITECTURES:
+        # EfficientNet-Lite0: its weights' package is in both rooms' jobs (the PyTorch bundle's
+        # requirements.txt; the TensorFlow room's training image, infra/training-image/Dockerfile).
+        return None
     return (f"note: {MODEL_ARCHITECTURE}={architecture} without --init-model-uri: no pretrained weights, so "
             f"the whole network trains from random weights; for ImageNet weights run trainpipe "
-            f"init-weights --architecture {architecture} "
-            f"{'(its weights come with the installed package)' if architecture == 'efficientnet_lite0' else 'where there is internet'}"
-            f", then pass "
+            f"init-weights --architecture {architecture} where there is internet, then pass "
             f"--init-model-uri (docs/model.md)")
 
 

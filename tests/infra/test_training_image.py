@@ -36,3 +36,11 @@ def test_hadolint_flags_build_variables_pip_never_sees(tmp_path):
     done = hadolint(dockerfile)
     assert done.returncode == 1
     assert "SC2034" in done.stdout and "HOROVOD_WITH_TENSORFLOW appears unused" in done.stdout
+
+
+def test_the_image_pins_the_lite0_weights_package_as_the_pytorch_room_does():
+    # One pin for EfficientNet-Lite0's weights in both rooms: the TensorFlow job reads the
+    # package the image installs, the PyTorch job the one its requirements.txt names.
+    from training_torch.plan import LITE0_REQUIREMENT
+
+    assert f'"{LITE0_REQUIREMENT}"' in DOCKERFILE.read_text()

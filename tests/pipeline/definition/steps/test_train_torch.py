@@ -142,10 +142,13 @@ def test_efficientnet_lite0_gets_its_weights_from_the_requirements_or_the_init_c
     assert init["S3Uri"] == "s3://b/init/efficientnet_lite0/" and init["S3DataDistributionType"] == "FullyReplicated"
 
 
-def test_the_random_weights_note_is_not_printed_where_the_pytorch_job_installs_the_weights():
+def test_the_random_weights_note_is_not_printed_where_the_job_has_the_weights_package():
+    # Lite0's package is in both rooms (the PyTorch bundle's requirements, the TensorFlow room's
+    # image); MobileNetV2's TensorFlow job without an init channel still trains from random weights.
     lite0 = {P.MODEL_ARCHITECTURE: "efficientnet_lite0"}
     assert P.pretrained_note({**lite0, P.FRAMEWORK: "pytorch"}, None) is None
-    assert "no pretrained weights" in P.pretrained_note(lite0, None)  # the TensorFlow room without an init channel
+    assert P.pretrained_note(lite0, None) is None
+    assert "no pretrained weights" in P.pretrained_note({P.MODEL_ARCHITECTURE: "mobilenet_v2"}, None)
 
 
 def test_efficientnet_lite0_on_a_table_is_refused_before_any_job(tmp_path):
