@@ -62,7 +62,7 @@ from pipeline.local.execution import (
 from pipeline.local.hosts.launch_settings import usable_cpus
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.job_steps import JOB_NAME_LIMIT, JobSteps, job_name, matching_policy  # noqa: F401 (importers')
-from pipeline.local.jobs.environments import before_run, sdk_v3_environment
+from pipeline.local.jobs.environments import sdk_v3_environment
 from pipeline.local.jobs.lifecycle import account_of
 from pipeline.local.jobs.tuning.hyperparameter_tuning import cpu_slots
 from pipeline.local.jobs.v3.sdk_v3 import check_launch, code_for_image_check
@@ -185,8 +185,7 @@ class PipelineRunner(JobSteps):
         sdk_v3_environment.prepare([(n.name, training_kinds.container_arguments(preflight.known_request(n, self.ctx)))
                                     for n in runs if training_kinds.is_function_step(n)], self.say)
         preflight.check_images(runs, self.ctx, self.storage, self.say,
-                               code_of=partial(preflight.job_code, v3_code=code_for_image_check),
-                               note=before_run.note)
+                               code_of=partial(preflight.job_code, v3_code=code_for_image_check))
         tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------
