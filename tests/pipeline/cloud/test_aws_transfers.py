@@ -3,7 +3,7 @@ size (TRAINPIPE_AWS_DEADLINE_S plus the bytes at TRAINPIPE_AWS_MIN_RATE_KIB_S), 
 half-written.
 
 Driven as a user meets it: ``trainpipe store cp`` against moto on 127.0.0.1, straight (the
-transfer completes well within its deadline) and behind a proxy whose headers pass at once and
+transfer completes whole, under a floor far above any scheduling stall) and behind a proxy whose headers pass at once and
 whose bodies trickle one byte every 0.2 s, so every call's headers answer in time, every socket
 read succeeds, and only the transfer's own deadline can end it.
 """
@@ -44,6 +44,16 @@ def s3(aws, monkeypatch):
     return client
 
 
+@contextlib.contextmanager
+def _unhurried():
+    """Straight to moto, a transfer completes in ms on an idle machine but may not within the 1 s
+    floor on a loaded one (CI read 1 s for a 64 KiB GetObject). The straight calls show the path
+    works whole, not that it is fast, so they run with a floor far above any scheduling stall."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(aws_clients.DEADLINE_ENV, str(GENEROUS_S))
+        yield
+
+
 def _deadline_message(operation: str, endpoint: str) -> str:
     return (f"{operation} of s3://{BUCKET}/model.bin (64.0 KiB, s3 at {endpoint}) did not complete within 2 s: "
             "TRAINPIPE_AWS_DEADLINE_S (1 s) plus 64.0 KiB at 64 KiB/s (TRAINPIPE_AWS_MIN_RATE_KIB_S): check the "
@@ -54,8 +64,10 @@ def _deadline_message(operation: str, endpoint: str) -> str:
 def test_a_trickled_download_ends_by_its_deadline_and_leaves_the_old_file_alone(s3, aws, tmp_path, capsys):
     data = os.urandom(SIZE)
     s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data)
-    # Straight to moto the same deadline lets the download through, whole.
-    assert main(["store", "cp", f"s3://{BUCKET}/model.bin", str(tmp_path / "fresh.bin"), "--s3-endpoint", aws]) == 0
+    # Straight to moto the download comes through, whole.
+    with _unhurried():
+        assert main(["store", "cp", f"s3://{BUCKET}/model.bin", str(tmp_path / "fresh.bin"),
+                     "--s3-endpoint", aws]) == 0
     assert (tmp_path / "fresh.bin").read_bytes() == data
     umask = os.umask(0)
     os.umask(umask)
@@ -101,8 +113,10 @@ def test_a_trickled_upload_ends_by_its_deadline_and_writes_no_object(s3, aws, tm
     assert elapsed < GENEROUS_S
     # S3 (and moto) keep an object only once its PUT is whole.
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
-    # Straight to moto the same deadline lets it through.
-    assert main(["store", "cp", str(tmp_path / "model.bin"), f"s3://{BUCKET}/model.bin", "--s3-endpoint", aws]) == 0
+    # Straight to moto it comes through.
+    with _unhurried():
+        assert main(["store", "cp", str(tmp_path / "model.bin"), f"s3://{BUCKET}/model.bin",
+                     "--s3-endpoint", aws]) == 0
     assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == (tmp_path / "model.bin").read_bytes()
 
 
@@ -124,7 +138,8 @@ def test_a_multipart_upload_that_misses_its_deadline_is_aborted(s3, aws, tmp_pat
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     assert "Contents" not in s3.list_objects_v2(Bucket=BUCKET)
     # Straight to moto: two parts, one object, whole.
-    endpoint_client(aws, REGION).upload_file(str(path), BUCKET, "model.bin")
+    with _unhurried():
+        endpoint_client(aws, REGION).upload_file(str(path), BUCKET, "model.bin")
     assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == path.read_bytes()
 
 
@@ -177,7 +192,8 @@ def test_a_download_whose_body_breaks_off_goes_on_from_where_it_stopped(s3, aws,
     s3.put_object(Bucket=BUCKET, Key="model.bin", Body=data)
     proxy = _cut_once_proxy(aws, after=SIZE)  # about a quarter of the body, then the connection closes
     try:
-        endpoint_client(proxy.url, REGION).download_file(BUCKET, "model.bin", str(tmp_path / "model.bin"))
+        with _unhurried():  # what is shown is the resume, not a deadline
+            endpoint_client(proxy.url, REGION).download_file(BUCKET, "model.bin", str(tmp_path / "model.bin"))
     finally:
         proxy.close()
     assert (tmp_path / "model.bin").read_bytes() == data
@@ -217,8 +233,9 @@ def test_a_server_side_copy_ends_by_the_deadline_of_its_sources_size(s3, aws, ca
     readme_record.record(str(raised.value))
     assert str(raised.value) == _copy_deadline_message("CopyObject", proxy.url)
     assert elapsed < GENEROUS_S  # the answer's ~230 bytes alone take ~46 s through the proxy
-    # Straight to moto the same deadline lets it through.
-    copy(endpoint_client(aws, REGION))
+    # Straight to moto it comes through.
+    with _unhurried():
+        copy(endpoint_client(aws, REGION))
     assert s3.get_object(Bucket=BUCKET, Key="copy.bin")["Body"].read() == data
 
 
@@ -248,7 +265,8 @@ def test_a_part_copy_is_bounded_by_its_range_and_a_multipart_copy_that_misses_is
     assert s3.list_multipart_uploads(Bucket=BUCKET).get("Uploads", []) == []
     assert [item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET)["Contents"]] == ["model.bin"]
     # Straight to moto: two parts, one object, whole, with the source's metadata.
-    endpoint_client(aws, REGION).copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
+    with _unhurried():
+        endpoint_client(aws, REGION).copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
     copied = s3.get_object(Bucket=BUCKET, Key="copy.bin")
     assert copied["Body"].read() == data
     assert copied["ContentType"] == "application/x-model"
@@ -260,7 +278,8 @@ def test_fileobj_transfers_are_trainpipes_own_and_bounded(s3, aws):
     import io
 
     data = os.urandom(SIZE)
-    endpoint_client(aws, REGION).upload_fileobj(io.BytesIO(data), BUCKET, "model.bin")
+    with _unhurried():
+        endpoint_client(aws, REGION).upload_fileobj(io.BytesIO(data), BUCKET, "model.bin")
     assert s3.get_object(Bucket=BUCKET, Key="model.bin")["Body"].read() == data
     proxy = trickle_proxy(aws, bodies_only=True)
     try:
@@ -277,5 +296,6 @@ def test_fileobj_transfers_are_trainpipes_own_and_bounded(s3, aws):
         proxy.close()
     assert str(raised.value) == _deadline_message("PutObject", proxy.url)  # its size known: 2 s, not the floor
     out = io.BytesIO()
-    endpoint_client(aws, REGION).download_fileobj(BUCKET, "model.bin", out)
+    with _unhurried():
+        endpoint_client(aws, REGION).download_fileobj(BUCKET, "model.bin", out)
     assert out.getvalue() == data
