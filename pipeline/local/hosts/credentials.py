@@ -7,6 +7,7 @@ host's launcher, which mounts an empty read-only folder or /dev/null over each
 from __future__ import annotations
 
 import os
+import pwd
 from collections.abc import Mapping
 
 from pipeline.local.hosts.shared_memory import cache_root
@@ -25,7 +26,10 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     """The usual credential files and folders of this user that exist: found by the runner
     (its HOME; a job's environment is not the runner's) and handed to the launcher."""
     home = os.path.expanduser("~")
-    paths = [os.path.join(home, relative) for relative in CREDENTIAL_PATHS]
+    # And the user's home by the password database: what ~ is to a process given no HOME (the
+    # runner's pip) or by absolute path, where the runner's HOME is another folder.
+    homes = dict.fromkeys(h for h in (home, _account_home()) if h)
+    paths = [os.path.join(h, relative) for h in homes for relative in CREDENTIAL_PATHS]
     # KUBECONFIG is a list of files.
     paths += [p for name in CREDENTIAL_FILE_VARIABLES for p in (environ.get(name) or "").split(os.pathsep)]
     # A link is hidden where it points (~/.aws -> a dotfiles folder): its target is readable by
@@ -33,3 +37,10 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     real, home = (os.path.realpath(p) for p in paths if p and os.path.lexists(p)), os.path.realpath(home) + "/"
     found = [p for p in dict.fromkeys(real) if os.path.exists(p) and not home.startswith(p.rstrip("/") + "/")]
     return found + [f"ro:{cache_root(environ)}"]
+
+
+def _account_home() -> str | None:
+    try:
+        return pwd.getpwuid(os.getuid()).pw_dir or None
+    except KeyError:
+        return None

@@ -66,6 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.errors import UserError
+from pipeline.local.hosts import namespaces
 
 # Which Python a job runs, and what its code tells before it runs: interpreters.py (re-exported
 # here, where the jobs and the tests have always found them).
@@ -265,9 +266,13 @@ class JobEnvironment:
         Here the runner installs them into the cached environment (the job's layer reads it),
         then seals it."""
         python = str(self.cached / "bin" / "python")
+        # A requirement built from source runs its author's setup.py: the job's code, in all but
+        # name. So pip runs as a job does: the jobs' allowlist of variables, and, where hosts get
+        # a PID namespace, in one of its own, with the runner user's credential files empty and
+        # trainpipe's state read-only (hosts/namespaces.py); not the runner's processes to read.
+        argv = namespaces.pid_only_command([python, "-m", "pip", "install", "-r", str(requirements)])
         with open(log, "a") as out:
-            done = subprocess.run([python, "-m", "pip", "install", "-r", str(requirements)],
-                                  stdout=out, stderr=subprocess.STDOUT, env=self._pip_env(), timeout=3600)
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.STDOUT, env=self._pip_env(), timeout=3600)
         seal(self.cached)
         if done.returncode != 0:
             text = log.read_text(errors="replace")

@@ -363,3 +363,61 @@ def test_the_hosts_of_a_shared_memory_mpi_job_share_a_pid_namespace_that_holds_n
     said = sorted({line.split("snoop ", 1)[1] for line in output.splitlines() if "snoop algo-" in line})
     assert said == ["algo-1 sees hosts algo-1,algo-2 found nothing",
                     "algo-2 sees hosts algo-1,algo-2 found nothing"], output[-3000:]
+
+
+# A requirement built from source: its setup.py is the job author's code, run by the runner's pip.
+SETUP_SNOOP = """
+import glob, os
+seen = [repr(dict(os.environ))]
+for path in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        seen.append(open(path, "rb").read().decode("latin-1"))
+    except OSError:
+        pass
+for path in ({home!r} + "/.aws/credentials", os.path.expanduser("~/.aws/credentials")):
+    try:
+        seen.append(open(path).read())
+    except OSError:
+        pass
+with open({out!r}, "a") as out:
+    out.write("\\\\n".join(seen) + "\\\\n")
+from setuptools import setup
+setup(name="snoop", version="0.1", py_modules=[])
+"""
+
+
+@pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
+def test_a_requirement_built_from_source_reads_no_runner_secret(tmp_path):
+    """train --local whose requirements.txt names a local sdist: its setup.py (pip runs it to
+    build the wheel) reads its environment, every /proc/*/environ and the runner's credentials
+    file. The old code ran that pip beside the runner: it read the runner's /proc/PID/environ."""
+    import io
+    import os
+    import tarfile
+
+    home = tmp_path / "home"
+    (home / ".aws").mkdir(parents=True)
+    (home / ".aws" / "credentials").write_text(f"[default]\naws_secret_access_key = {FILE_SECRET}\n")
+    seen = tmp_path / "seen.txt"
+    sdist = tmp_path / "snoop-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name, text in {"setup.py": SETUP_SNOOP.format(home=str(home), out=str(seen)),
+                           "PKG-INFO": "Metadata-Version: 2.1\nName: snoop\nVersion: 0.1\n"}.items():
+            info = tarfile.TarInfo(f"snoop-0.1/{name}")
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('trained')\n")
+    (code / "requirements.txt").write_text(f"{sdist}\n")
+    (tmp_path / "cache").mkdir()
+    env = {**os.environ, "HOME": str(home), "AWS_SECRET_ACCESS_KEY": SECRET, "MLFLOW_TRACKING_TOKEN": TOKEN,
+           "TRAINPIPE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(Path(__file__).resolve().parents[4])}
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli.main", "train", "--local", "--workdir",
+                           str(tmp_path / "work"), "--entry-point", "train.py", "--source-dir", str(code),
+                           "--job-name", "snoop"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    text = seen.read_text()  # setup.py ran
+    assert "'PATH'" in text
+    assert [s for s in (SECRET, TOKEN, FILE_SECRET) if s in text] == []
