@@ -10,7 +10,8 @@
   is 120 seconds with a maximum value of 10 minutes. If the Lambda function is running when
   the timeout is met, the Lambda step fails" (the definition does not carry the function's
   timeout, so 120 s here). A Lambda step with no handler given is refused before the run, or
-  stubbed (``stubs.py``).
+  stubbed (``stubs.py``). The handler's process gets what a job gets of the runner's
+  environment (no credential; ``handler_environment``) and a HOME of its own.
 - **Callback**: SageMaker sends the step's inputs and a token to an SQS queue and waits for
   ``SendPipelineExecutionStepSuccess`` / ``SendPipelineExecutionStepFailure``. Here the step
   writes that message (token, inputs) to ``<run dir>/callbacks/<step>.message.json`` and waits
@@ -31,6 +32,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from pipeline.environment import scrubbed
 from pipeline.local.dag import interpreter
 from pipeline.local.execution import FAILED, SUCCEEDED, StepRecord
 from pipeline.local.store.private import write_private
@@ -109,7 +111,8 @@ def run_lambda(runner, node, record: StepRecord, stop) -> bool:
         process = subprocess.Popen(
             [sys.executable, "-c", _DRIVER, str(path), function, str(folder / "event.json"), str(result_file),
              node.name, str(LAMBDA_TIMEOUT_SECONDS)],
-            cwd=path.parent, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=path.parent, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            env=handler_environment(folder))
     try:
         deadline = time.monotonic() + LAMBDA_TIMEOUT_SECONDS
         while process.poll() is None:
@@ -132,6 +135,17 @@ def run_lambda(runner, node, record: StepRecord, stop) -> bool:
         record.failure_reason = f"{answer['errorType']}: {answer['errorMessage']} (in {path.name}:{function}; see {log})"
         return False
     return _outputs(node, record, answer["result"], f"{path.name}:{function} returned")
+
+
+def handler_environment(folder: Path) -> dict[str, str]:
+    """What a handler's process gets: what a job gets of the runner's environment (the
+    allowlist, ``pipeline/environment.py``: no credential) and a HOME of its own. AWS: a
+    function has its own role's credentials, never the caller's."""
+    env = scrubbed(os.environ)
+    home = folder / "home"
+    home.mkdir(mode=0o700, exist_ok=True)
+    env["HOME"] = str(home)
+    return env
 
 
 def _outputs(node, record: StepRecord, values, source: str) -> bool:

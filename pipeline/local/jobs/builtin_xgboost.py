@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
+from pipeline.environment import scrubbed
 from pipeline.images import catalog
 from pipeline.local.jobs import contract
 from pipeline.local.jobs.builtin_xgboost_train import METRICS
@@ -106,8 +108,9 @@ class BuiltinXGBoostJob(TrainingJob):
         self.note(f"python: {self.python_env.python} (Python {interpreter.version}"
                   + (f": {interpreter.why}" if interpreter.why else "") + ")")
         # SageMaker: the algorithm runs the image's xgboost; another one trains another model.
+        # The job's Python runs what its environment's .pth files say: given what a job gets.
         probe = subprocess.run([self.python, "-c", "import xgboost; print(xgboost.__version__)"],
-                               capture_output=True, text=True, timeout=300)
+                               capture_output=True, text=True, timeout=300, env=scrubbed(os.environ))
         have = probe.stdout.strip() if probe.returncode == 0 else None
         if have != self.xgboost:
             record = catalog.find(self.image_uri)

@@ -162,3 +162,25 @@ def test_a_callback_failure_fails_its_step_and_no_answer_in_time_fails_it_too(tm
     late = runner(tmp_path, lambdas=handlers).run()
     assert late.failure_reason.startswith("step Score failed: the Lambda function handler.py:score ran past "
                                           "its timeout (1 s, AWS's default)")
+
+
+def test_a_handler_gets_none_of_the_runners_secrets(tmp_path):
+    """The handler's process starts from the jobs' allowlist of the runner's environment and a
+    HOME of its own; the old code gave it the runner's whole environment, secrets and HOME."""
+    import os
+
+    seen = tmp_path / "environ.json"
+    (tmp_path / "handler.py").write_text(
+        "import json, os\ndef score(event, context):\n"
+        f"    open({str(seen)!r}, 'w').write(json.dumps(dict(os.environ)))\n    return {{'unused': 1}}\n")
+    definition = tmp_path / "gated.json"
+    definition.write_text(gated_pipeline())
+    env = {**os.environ, "AWS_SECRET_ACCESS_KEY": "runner-secret-8d1c", "MLFLOW_TRACKING_TOKEN": "runner-token-8d1c",
+           "HOME": str(tmp_path)}
+    run = trainpipe("run", "--local", "--definition", str(definition), "--workdir", str(tmp_path / "work"),
+                    "--tracking-uri", "off", "--lambda", f"Score={tmp_path / 'handler.py'}:score", env=env)
+    run.communicate(timeout=120)
+    environ = json.loads(seen.read_text())
+    assert "PATH" in environ and "8d1c" not in json.dumps(environ)
+    assert not {"AWS_SECRET_ACCESS_KEY", "MLFLOW_TRACKING_TOKEN"} & set(environ)
+    assert environ["HOME"] != str(tmp_path)

@@ -404,7 +404,7 @@ def _venv(interpreter: Interpreter, root: Path, pip: bool = False) -> None:
     # sees the system's, passes them on.
     if (interpreter.mapped and interpreter.seed is None) or (not interpreter.mapped and _runner_sees_system_site()):
         command.insert(-1, "--system-site-packages")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_pip_base_env())
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         raise UserError(f"cannot make the job environment {root} from {interpreter.python}: {last}")
@@ -475,6 +475,7 @@ def _runner_site_packages() -> list[str]:
 @functools.lru_cache(maxsize=64)
 def _site_packages(python: str) -> str:
     """Where ``python`` (a venv's, kept for the process's life) installs pure packages."""
+    # A job environment's Python runs its installed .pth files at start: what a job gets, no more.
     done = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, timeout=60, check=True)
+                          capture_output=True, text=True, timeout=60, check=True, env=_pip_base_env())
     return done.stdout.strip()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
 
+from pipeline.environment import scrubbed
 from pipeline.errors import UserError
 
 IMAGE_PYTHON_ENV = "TRAINPIPE_IMAGE_PYTHON"
@@ -55,8 +56,9 @@ def parse_mapping(text: str) -> list[tuple[re.Pattern, str]]:
 
 
 def _version_of(python: str) -> str:
+    # Another Python (its site's .pth files run at its start): given what a job gets, no more.
     done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, env=scrubbed(os.environ))
     if done.returncode != 0:
         raise OSError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "exit "
                       f"{done.returncode}")
