@@ -59,10 +59,11 @@ from pipeline.local.execution import (
     reserve,
     timestamp,
 )
+from pipeline.local.hosts import credentials
 from pipeline.local.hosts.launch_settings import usable_cpus
 from pipeline.local.hosts.processes import interrupts_deferred, stop_reason
 from pipeline.local.job_steps import JOB_NAME_LIMIT, JobSteps, job_name, matching_policy  # noqa: F401 (importers')
-from pipeline.local.jobs.environments import sdk_v3_environment
+from pipeline.local.jobs.environments import before_run, sdk_v3_environment
 from pipeline.local.jobs.lifecycle import account_of
 from pipeline.local.jobs.tuning.hyperparameter_tuning import cpu_slots
 from pipeline.local.jobs.v3.sdk_v3 import check_launch, code_for_image_check
@@ -121,6 +122,8 @@ class PipelineRunner(JobSteps):
         # Taken (created) when the run starts: ``reserve`` refuses one that exists.
         self.run_dir = self.workdir / "runs" / self.execution_id
         self.registry = Registry(self.workdir / "registry.sqlite")
+        # Its jobs' hosts cannot write the registry, the tracking store or the cache (a PID namespace's).
+        credentials.protect_workdir(self.workdir)
         self.cache = caching.StepCache(self.workdir / "cache" / pipeline_name)
         self.account = account_of(self._first_request())
         self.execution = {
@@ -185,7 +188,8 @@ class PipelineRunner(JobSteps):
         sdk_v3_environment.prepare([(n.name, training_kinds.container_arguments(preflight.known_request(n, self.ctx)))
                                     for n in runs if training_kinds.is_function_step(n)], self.say)
         preflight.check_images(runs, self.ctx, self.storage, self.say,
-                               code_of=partial(preflight.job_code, v3_code=code_for_image_check))
+                               code_of=partial(preflight.job_code, v3_code=code_for_image_check),
+                               note=before_run.note)
         tuning_step.check(self.nodes, self.ctx)
 
     # --- the execution ---------------------------------------------------------------------

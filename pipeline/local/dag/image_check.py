@@ -244,11 +244,14 @@ def judge(job: JobCode) -> Verdict:
 
 
 def check(nodes: list[StepNode], ctx: Context, storage: Storage, say: Callable[[str], None] | None = None,
-          code_of: Callable[[StepNode, Context, Storage], JobCode | None] | None = None) -> list[Verdict]:
+          code_of: Callable[[StepNode, Context, Storage], JobCode | None] | None = None,
+          note: Callable[[JobCode], str | None] | None = None) -> list[Verdict]:
     """Refuse the run (``ImageCheckFailed``, one line) at the first step whose code imports
     what its image lacks or cannot be parsed by its Python; say each warning. ``code_of``
-    reads a step's code (SDK v3 jobs: pass a reader of their own contract)."""
-    verdicts = []
+    reads a step's code (SDK v3 jobs: pass a reader of their own contract); ``note`` says
+    what of a passed job will not be its image's (jobs/environments/before_run.py), one line
+    per difference naming its steps."""
+    verdicts, notes = [], {}
     # Before any verdict: one line per AWS image past its end of patch (or newer than the data
     # knows), naming every step that runs it: SageMaker runs it without a word.
     images: dict[str, list[str]] = {}
@@ -274,4 +277,10 @@ def check(nodes: list[StepNode], ctx: Context, storage: Storage, say: Callable[[
             raise ImageCheckFailed(verdict.refusal)
         if verdict.warning and say is not None:
             say(f"warning: {verdict.warning}")
+        line = note(job) if note is not None else None
+        if line:
+            notes.setdefault(line, []).append(job.step)
+    for line, steps in notes.items():
+        if say is not None:
+            say(f"warning: {'steps' if len(steps) > 1 else 'step'} {', '.join(steps)}: {line}")
     return verdicts

@@ -293,10 +293,10 @@ def place_local_parameters(definition: Mapping, nodes: list[StepNode], parameter
 
 
 # --- Each job's code against its image ---------------------------------------------------------
-def check_images(nodes: list[StepNode], ctx: Context, storage: Storage, say=None, code_of=None):
+def check_images(nodes: list[StepNode], ctx: Context, storage: Storage, say=None, code_of=None, note=None):
     """Refuse, in one line, a job whose code imports what its image lacks (and its
     requirements.txt does not install), or that the image's Python cannot parse; say one
     warning for an image with no record (``image_check.py``, ``pipeline/images/``)."""
     # An @step's code is a pickle under the runner's own Python (training_kinds.function_step_refusal).
     nodes = [node for node in nodes if not training_kinds.is_function_step(node)]
-    return image_check.check(nodes, ctx, storage, say, code_of)
+    return image_check.check(nodes, ctx, storage, say, code_of, note)

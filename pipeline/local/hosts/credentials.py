@@ -36,7 +36,29 @@ def credential_paths(environ: Mapping[str, str] = os.environ) -> list[str]:
     # that path too. Never a target that holds the home (a link to / would hide everything).
     real, home = (os.path.realpath(p) for p in paths if p and os.path.lexists(p)), os.path.realpath(home) + "/"
     found = [p for p in dict.fromkeys(real) if os.path.exists(p) and not home.startswith(p.rstrip("/") + "/")]
-    return found + [f"ro:{cache_root(environ)}"]
+    return found + [f"ro:{cache_root(environ)}"] + workdir_paths()
+
+
+# The workdir of the run whose jobs are launched (``protect_workdir``): read-only for a host's
+# processes, the model registry (registry.sqlite), the tracking store (mlflow.db, mlartifacts/),
+# the step cache and the object store with it (a read-only file alone would still let a job plant
+# the SQLite journal beside it that the runner's next open rolls into the file), except what
+# jobs write: the jobs' own folders (runs/, jobs/) and the job environments, where the runner's
+# pip, run as a job is, installs requirements. Set by run --local's runner.
+_WORKDIR: list[str] = []
+WORKDIR_WRITABLE = ("runs", "jobs", "job-environments")  # jobs/: train --local's
+
+
+def protect_workdir(workdir) -> None:
+    """The runner's, before its jobs: their hosts get ``workdir`` read-only (``workdir_paths``)."""
+    _WORKDIR[:] = [os.path.realpath(workdir)]
+
+
+def workdir_paths() -> list[str]:
+    """``ro:`` the protected workdir, then ``rw:`` each folder of it that jobs write (the launcher
+    applies them in this order)."""
+    return [entry for workdir in _WORKDIR
+            for entry in [f"ro:{workdir}", *(f"rw:{os.path.join(workdir, name)}" for name in WORKDIR_WRITABLE)]]
 
 
 def _account_home() -> str | None:

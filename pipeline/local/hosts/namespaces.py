@@ -161,16 +161,25 @@ def _credential_paths() -> list[str]:
 def hide_credentials(libc, paths) -> None:
     """An empty read-only folder over each credential folder, /dev/null over each file: a
     job reads none of them by path (its own are in its environment, as on SageMaker). ``ro:``
-    PATH (trainpipe's cache): read-only, so no job plants what a later run loads or believes."""
+    PATH (trainpipe's cache, the run's workdir): read-only, so no job plants what a later run
+    loads or believes, nor alters the registry; ``rw:`` PATH (jobs' folders): writable again."""
     for path in paths:
-        if path.startswith("ro:") and os.path.isdir(path[3:]):
-            _check(libc.mount(os.fsencode(path[3:]), os.fsencode(path[3:]), None, _MS_BIND | _MS_REC, None), path)
-            _check(libc.mount(None, os.fsencode(path[3:]), None, _MS_BIND | _MS_REMOUNT | _MS_RDONLY, None), path)
+        if path.startswith(("ro:", "rw:")):  # (not there yet: nothing to protect or keep writable)
+            if os.path.isdir(path[3:]):
+                _check(libc.mount(os.fsencode(path[3:]), os.fsencode(path[3:]), None, _MS_BIND | _MS_REC, None), path)
+                _check(libc.mount(None, os.fsencode(path[3:]), None, _MS_BIND | _MS_REMOUNT | _kept_flags(
+                    path[3:]) | (_MS_RDONLY if path.startswith("ro:") else 0), None), path)
         elif os.path.isdir(path) and not os.path.islink(path):
             _check(libc.mount(b"tmpfs", os.fsencode(path), b"tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
                               b"size=4k,mode=0500"), f"mount tmpfs over {path}")
         elif os.path.isfile(path):
             _check(libc.mount(b"/dev/null", os.fsencode(path), None, _MS_BIND, None), f"mount --bind /dev/null {path}")
+
+
+def _kept_flags(path: str) -> int:  # a user namespace locks these of its mounts: dropping one is EPERM
+    found = os.statvfs(path).f_flag  # statvfs's nosuid, nodev, noexec and atime flags -> mount(2)'s
+    return sum(ms for st, ms in ((os.ST_NOSUID, _MS_NOSUID), (os.ST_NODEV, _MS_NODEV), (os.ST_NOEXEC, _MS_NOEXEC),
+               (os.ST_NOATIME, 1024), (os.ST_NODIRATIME, 2048), (os.ST_RELATIME, 1 << 21)) if found & st)
 
 
 # Signals that end a job (the runner's killpg, Open MPI's): they reach the command from its
@@ -372,9 +381,9 @@ def pid_notice(reason: str) -> str:
     hidden = os.geteuid() != 0 and ctypes.CDLL(None).prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0  # pid_probe
     return (f"note: no PID namespace per host here ({reason}): a job sees every process of this machine, "
             f"and can read the environment (/proc/PID/environ) of those running as its user, this "
-            f"runner's {'excepted (it is not dumpable)' if hidden else 'included'}, and this user's credential "
-            f"files (~/.aws, ...): keep credentials out of the environment you run trainpipe from, or run "
-            f"where Linux namespaces work")
+            f"runner's {'excepted (it is not dumpable)' if hidden else 'included'}, and this user's credential files "
+            f"(~/.aws, ...), and can write the workdir's model registry and tracking store (registry.sqlite, "
+            f"mlflow.db): keep credentials out of the environment you run trainpipe from, or run where Linux namespaces work")
 
 
 def missing_mount_point_fix() -> str:
@@ -399,8 +408,10 @@ def mode_line(environ: Mapping[str, str] = os.environ) -> str:
     """How this run's jobs see /opt/ml: said at the start of a run and in its summary."""
     reason = unavailable_reason(environ)
     if reason is None and pid_probe() is None:
+        protected = (", and cannot write the workdir's model registry, tracking store or step cache"  # run --local's
+                     * any(path.startswith("rw:") for path in _credential_paths()))  # (credentials.workdir_paths)
         return (f"hosts: each simulated host has its own {CONTAINER_BASE}, hostname and processes "
-                f"(Linux namespaces; a job sees none of this runner's processes or credential files)")
+                f"(Linux namespaces; a job sees none of this runner's processes or credential files{protected})")
     if reason is None:
         return (f"hosts: each simulated host has its own {CONTAINER_BASE} and hostname "
                 f"(Linux namespaces); {pid_notice(pid_probe()).removeprefix('note: ')}")
@@ -455,11 +466,9 @@ def main(argv: list[str]) -> int:
     if argv[1:2] == ["--pid-only"]:
         return _main_pid_only(argv[2:])
     pid = argv[1:2] == ["--pid"]
-    if pid:
-        argv = argv[:1] + argv[2:]
+    argv = argv[:1] + argv[2:] if pid else argv
     wait_all = pid and argv[1:2] == ["--wait-all"]
-    if wait_all:
-        argv = argv[:1] + argv[2:]
+    argv = argv[:1] + argv[2:] if wait_all else argv
     hide = []
     while pid and argv[1:2] == ["--hide"] and len(argv) > 2:
         hide.append(argv[2])
@@ -468,8 +477,7 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 8 and argv[5] != "--" and argv[6] == "--":
         target, argv = argv[5], argv[:5] + argv[6:]
     if len(argv) < 7 or argv[5] != "--":
-        print("usage: namespaces.py HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]",
-              file=sys.stderr)
+        print("usage: namespaces.py HOST TREE CWD HOSTS_FILE [TARGET] -- COMMAND [ARG ...]", file=sys.stderr)
         return 2
     host, tree, cwd, hosts, program = argv[1], argv[2], argv[3], argv[4], argv[6:]
     try:

@@ -111,8 +111,6 @@ class CodeFacts:
 
 def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
     from pipeline.images import catalog
-    from pipeline.images.distributions import parse_requirements
-    from pipeline.images.imports import scan, stdlib
 
     record = catalog.find(image_uri)
     if record is None:
@@ -129,11 +127,17 @@ def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFact
             elif path.name.endswith(".tar.gz"):
                 # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
                 texts.extend(_archived_requirements(path))
-    scanned = scan(files, None, record.python)
+    return facts_of(record, files, texts)
+
+
+def facts_of(record, files: Mapping[str, str], texts: list[str], entry_points=None) -> CodeFacts:
+    """``facts`` of code already read: ``files`` (path -> text), ``texts`` (requirements)."""
+    from pipeline.images.distributions import modules_of, parse_requirements
+    from pipeline.images.imports import scan, stdlib
+
+    scanned = scan(files, entry_points, record.python)
     wanted = parse_requirements("\n".join([*texts, *scanned.pip_installs]))
     imports = frozenset(scanned.imports) - stdlib(record.python)
-    from pipeline.images.distributions import modules_of
-
     named = frozenset(m for d in wanted.distributions for m in modules_of(d).modules)
     return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
                      installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque),

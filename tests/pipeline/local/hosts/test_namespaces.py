@@ -276,7 +276,8 @@ def test_where_jobs_see_the_runners_processes_its_environment_is_not_theirs_to_r
     mode, job = done.stdout.strip().splitlines()
     assert job == "PermissionError"
     assert mode.endswith("and can read the environment (/proc/PID/environ) of those running as its user, this "
-                         "runner's excepted (it is not dumpable), and this user's credential files (~/.aws, ...): "
+                         "runner's excepted (it is not dumpable), and this user's credential files (~/.aws, ...), and "
+                         "can write the workdir's model registry and tracking store (registry.sqlite, mlflow.db): "
                          "keep credentials out of the environment you run trainpipe from, or run where Linux "
                          "namespaces work"), mode
     assert mode.startswith("hosts: NO private /opt/ml per host (TRAINPIPE_NAMESPACES=0): "), mode
@@ -290,7 +291,8 @@ def test_where_pid_namespaces_are_not_allowed_one_line_says_what_a_job_can_see(m
     assert line == ("hosts: each simulated host has its own /opt/ml and hostname (Linux namespaces); no PID "
                     "namespace per host here (unshare: Operation not permitted): a job sees every process of "
                     "this machine, and can read the environment (/proc/PID/environ) of those running as its "
-                    "user, this runner's included, and this user's credential files (~/.aws, ...): keep "
+                    "user, this runner's included, and this user's credential files (~/.aws, ...), and can write the "
+                    "workdir's model registry and tracking store (registry.sqlite, mlflow.db): keep "
                     "credentials out of the environment you run trainpipe from, or run where Linux namespaces work")
     assert "--pid" not in namespaces.command("algo-1", "/tmp", "/", ["true"])
 
@@ -421,3 +423,61 @@ def test_a_requirement_built_from_source_reads_no_runner_secret(tmp_path):
     text = seen.read_text()  # setup.py ran
     assert "'PATH'" in text
     assert [s for s in (SECRET, TOKEN, FILE_SECRET) if s in text] == []
+
+
+# A job that would alter what the runner keeps in its workdir: the model registry, the tracking
+# store, a SQLite journal the runner's next open would roll into the registry, the step cache.
+TAMPER = """
+import os, sys
+workdir = sys.argv[1]
+said = []
+for name in ("registry.sqlite", "mlflow.db", "registry.sqlite-journal", "cache/planted"):
+    try:
+        with open(os.path.join(workdir, name), "ab") as f:
+            f.write(b"tampered")
+        said.append(name + "=written")
+    except OSError as error:
+        said.append(name + "=" + type(error).__name__)
+os.makedirs("/opt/ml/processing/output", exist_ok=True)
+open("/opt/ml/processing/output/own.txt", "w").write("its own output")
+print("tamper", " ".join(said), flush=True)
+"""
+
+
+@pytest.mark.skipif(namespaces.pid_probe() is not None, reason=f"no PID namespaces here: {namespaces.pid_probe()}")
+def test_a_job_cannot_write_the_workdirs_registry_or_tracking_store(tmp_path):
+    """run --local through its process, whose one job opens the workdir's registry.sqlite and
+    mlflow.db for writing and plants a journal beside them: each is refused (a read-only file
+    system), its own output is kept. The old code let it write every one."""
+    import json
+    import os
+
+    from pipeline.local.store.storage import LocalStorage
+    from tests.pipeline.local.helpers import BUCKET, processing_request, put_script
+
+    workdir = tmp_path / "work"
+    (workdir / "cache").mkdir(parents=True)
+    (workdir / "mlflow.db").write_bytes(b"the tracking store")
+    code = f"s3://{BUCKET}/code/tamper/"
+    put_script(LocalStorage(workdir / "store"), code, "tamper.py", TAMPER)
+    step = processing_request(code, "tamper.py", arguments=[str(workdir)])
+    definition = tmp_path / "tamper.json"
+    definition.write_text(json.dumps({"Version": "2020-12-01", "Parameters": [], "Steps": [
+        {"Name": "Tamper", "Type": "Processing", "Arguments": step}]}))
+    env = {**os.environ, "TRAINPIPE_TRACKING": "off", "TRAINPIPE_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "run", "--local", "--definition", str(definition),
+                           "--workdir", str(workdir)], cwd=Path(__file__).resolve().parents[4], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    mode = next(line for line in (done.stderr + done.stdout).splitlines() if "hosts: each" in line)
+    readme_record.record(mode[mode.index("hosts: "):])
+    assert mode.endswith("(Linux namespaces; a job sees none of this runner's processes or credential files, and "
+                         "cannot write the workdir's model registry, tracking store or step cache)"), mode
+    said = {line.split("tamper ", 1)[1] for log in (workdir / "runs").rglob("*.log")
+            for line in log.read_text().splitlines() if "tamper " in line and "=" in line}
+    assert said == {"registry.sqlite=OSError mlflow.db=OSError registry.sqlite-journal=OSError "
+                    "cache/planted=OSError"}, said
+    assert (workdir / "mlflow.db").read_bytes() == b"the tracking store"
+    assert not (workdir / "registry.sqlite-journal").exists() and not (workdir / "cache" / "planted").exists()
+    registry = workdir / "registry.sqlite"
+    assert not registry.exists() or b"tampered" not in registry.read_bytes()
