@@ -1,6 +1,7 @@
 """GPipe (``training_torch/strategies/gpipe.py``): its refusals and bubble arithmetic (unit), and
 the entrypoint under torchrun with 2 ranks = 2 stages of one pipeline on the digits, against DDP
-on the same epochs (slow: two torchrun jobs, ~30 s on 2 shared cores)."""
+on the same epochs (slow: two torchrun jobs, ~30 s on 2 shared cores; the DDP one is
+conftest.ddp_digits, shared with test_train and test_zero)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ torch = pytest.importorskip("torch")
 
 from torch import nn  # noqa: E402
 
+from tests.training_torch.conftest import DDP_DIGITS  # noqa: E402
 from tests.training_torch.test_train import run_torchrun  # noqa: E402
 from training_torch import networks  # noqa: E402
 from training_torch.strategies import gpipe  # noqa: E402
@@ -82,14 +84,13 @@ def test_idle_share_is_the_window_minus_the_busy_time_and_matches_gpipe_for_an_i
 
 
 @pytest.mark.slow
-def test_gpipe_trains_the_digits_like_ddp_and_exports_a_model_that_scores_the_test_split(tmp_path):
+def test_gpipe_trains_the_digits_like_ddp_and_exports_a_model_that_scores_the_test_split(tmp_path, ddp_digits):
     from training_entry.contract import parse_metric_line
     from training_entry.input import records
     from training_torch import data, export
 
-    common = ["--epochs", "4", "--batch-size", "32", "--base-learning-rate", "0.002"]
-    ddp_out, _, _ = run_torchrun(tmp_path / "ddp", *common, "--strategy", "ddp")
-    out, model_dir, splits = run_torchrun(tmp_path / "gpipe", *common, "--strategy", "gpipe", "--micro-batches", "4")
+    ddp_out, _, _ = ddp_digits  # DDP with the same arguments (conftest.DDP_DIGITS)
+    out, model_dir, splits = run_torchrun(tmp_path / "gpipe", *DDP_DIGITS, "--strategy", "gpipe", "--micro-batches", "4")
     ddp = [parse_metric_line(line) for line in ddp_out.splitlines() if "trainpipe-metrics" in line]
     epochs = [parse_metric_line(line) for line in out.splitlines() if "trainpipe-metrics" in line]
     assert len(epochs) == 4 and epochs[-1]["loss"] < epochs[0]["loss"]

@@ -41,13 +41,13 @@ def run_torchrun(tmp_path: Path, *args: str, processes: int = 2, distribution: s
 
 
 @pytest.mark.slow
-def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_rows(tmp_path):
+def test_ddp_trains_the_digits_on_2_ranks_and_exports_a_model_that_answers_raw_rows(ddp_digits):
     from training_entry.contract import parse_metric_line
     from training_entry.input import records
     from training_torch import data, export
 
-    out, model_dir, splits = run_torchrun(tmp_path, "--epochs", "4", "--batch-size", "32",
-                                          "--base-learning-rate", "0.002", "--strategy", "ddp")
+    # --epochs 4 --batch-size 32 --base-learning-rate 0.002 --strategy ddp (conftest.ddp_digits)
+    out, model_dir, splits = ddp_digits
     epochs = [parse_metric_line(line) for line in out.splitlines() if "trainpipe-metrics" in line]
     assert len(epochs) == 4  # rank 0 alone prints the averaged metrics
     assert epochs[-1]["val_accuracy"] > 0.85 and epochs[-1]["loss"] < epochs[0]["loss"]

@@ -3,7 +3,8 @@ trains the digits as DDP does, each rank holds about half of DDP's model states 
 the tensors, the line train.py prints), and the whole model it exports scores the test split.
 
 Slow-marked: two torchrun jobs (~35 s on 2 shared cores once DeepSpeed's CPU communication op
-is built; the first use on a machine compiles it, ~90 s, cached in ~/.cache/torch_extensions).
+is built; the first use on a machine compiles it, ~90 s, cached in ~/.cache/torch_extensions);
+the DDP one is conftest.ddp_digits, shared with test_train and test_gpipe.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 import pytest
 
 torch = pytest.importorskip("torch")
-EPOCHS = ("--epochs", "4", "--batch-size", "32", "--base-learning-rate", "0.002", "--seed", "0")
+from tests.training_torch.conftest import DDP_DIGITS as EPOCHS  # noqa: E402
 
 
 def _last_val_accuracy(out: str) -> float:
@@ -29,13 +30,13 @@ def _state_bytes(out: str, strategy: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_zero3_on_2_ranks_trains_as_ddp_holds_half_its_state_and_exports_a_whole_model(tmp_path):
+def test_zero3_on_2_ranks_trains_as_ddp_holds_half_its_state_and_exports_a_whole_model(tmp_path, ddp_digits):
     pytest.importorskip("deepspeed")
     from tests.training_torch.test_train import run_torchrun
     from training_entry.input import records
     from training_torch import data, export
 
-    ddp_out, _, _ = run_torchrun(tmp_path / "ddp", *EPOCHS, "--strategy", "ddp")
+    ddp_out, _, _ = ddp_digits  # DDP with EPOCHS (conftest.DDP_DIGITS)
     zero_out, model_dir, splits = run_torchrun(tmp_path / "zero3", *EPOCHS, "--strategy", "zero3")
     gap = abs(_last_val_accuracy(zero_out) - _last_val_accuracy(ddp_out))
     assert gap <= 0.03, (gap, _last_val_accuracy(zero_out), _last_val_accuracy(ddp_out))
