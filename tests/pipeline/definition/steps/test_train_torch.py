@@ -192,8 +192,17 @@ def _rows(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory):
+    """The DDP run (2 hosts x 2 ranks, 3 epochs) that several tests read; it also transforms
+    3 CSV objects on 2 instances (BatchInputUri) once the model is registered, for
+    test_batch_transform_..., which ran a pipeline of its own before."""
+    from pipeline.local.store.storage import LocalStorage
+    from pipeline.settings import Settings as RunSettings
+    from tests.pipeline.local.test_batch_inference import put_new_data
+
     workdir = tmp_path_factory.mktemp("ddp") / "work"
-    return workdir, _run(workdir)
+    prefix = f"s3://{RunSettings().bucket}/new-data/"
+    put_new_data(LocalStorage(workdir / "store"), prefix)
+    return workdir, _run(workdir, "-p", f"BatchInputUri={prefix}", "-p", "BatchInstanceCount=2")
 
 
 @pytest.mark.slow
@@ -272,22 +281,17 @@ def test_tune_2_trains_two_pytorch_trials_and_registers_the_best(tmp_path):
 
 
 @pytest.mark.slow
-def test_batch_transform_of_a_pytorch_model_answers_every_row_of_every_object(tmp_path):
+def test_batch_transform_of_a_pytorch_model_answers_every_row_of_every_object(ddp_run):
     """Issue 45: BatchInputUri with Framework=pytorch. The registered model in AWS's PyTorch
     inference image (its code/inference.py) over 3 CSV objects on 2 instances: one .out per
     object, each request's answer one JSON line of {"probabilities", "classes"}, the header
-    line of the first object skipped. 1 host x 2 ranks, 3 epochs."""
+    line of the first object skipped. The DDP run's transform (ddp_run)."""
     from pipeline.local.store.storage import LocalStorage
-    from pipeline.settings import Settings as RunSettings
-    from tests.pipeline.local.test_batch_inference import FILES, put_new_data
+    from tests.pipeline.local.test_batch_inference import FILES
     from tests.pipeline.local.test_sdk_pipelines import steps_of
 
-    workdir = tmp_path / "work"
+    workdir, _ = ddp_run
     store = LocalStorage(workdir / "store")
-    prefix = f"s3://{RunSettings().bucket}/new-data/"
-    put_new_data(store, prefix)
-    _run(workdir, "-p", "TrainingInstanceCount=1", "-p", "AccuracyThreshold=0.5",
-         "-p", f"BatchInputUri={prefix}", "-p", "BatchInstanceCount=2")
     transform = steps_of(workdir)["BatchTransformTable"]
     assert transform["status"] == "Succeeded", transform
     assert "3 object(s) on 2 instance(s): [2, 1]" in (Path(transform["job_dir"]) / "job.log").read_text()
