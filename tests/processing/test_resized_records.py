@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -38,18 +39,25 @@ def test_image_size_0_stores_for_the_largest_size_training_can_pick():
     assert stored_side(0, contract.IMAGE_RECORDS_ORIGINAL) is None
 
 
-def _preprocess(base: Path, raw: Path, *args: str) -> dict[str, Path]:
+def _start_preprocess(base: Path, raw: Path, *args: str) -> subprocess.Popen:
     from pipeline.local.jobs.contract import relocate
 
     target = Path(relocate(contract.RAW_DATA_DIR, base))
     target.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(raw, target)
-    done = subprocess.run([sys.executable, "-m", "processing.preprocess", "--instance-count", "1",
-                           "--processes-per-host", "1", *args], cwd=REPO, capture_output=True, text=True,
-                          env={**os.environ, "SAGEMAKER_BASE_DIR": str(base), "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr[-3000:]
+    return subprocess.Popen([sys.executable, "-m", "processing.preprocess", "--instance-count", "1",
+                             "--processes-per-host", "1", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "SAGEMAKER_BASE_DIR": str(base), "PYTHONPATH": str(REPO)})
+
+
+def _preprocessed(base: Path, proc: subprocess.Popen) -> dict[str, Path]:
+    from pipeline.local.jobs.contract import relocate
+
+    stdout, stderr = proc.communicate(timeout=600)
+    assert proc.returncode == 0, stderr[-3000:]
     splits = {name: Path(relocate(path, base)) for name, path in contract.OUTPUT_DIRS.items()}
-    splits["log"] = done.stdout
+    splits["log"] = stdout
     return splits
 
 
@@ -85,9 +93,11 @@ def test_photos_processed_both_ways_train_and_the_resized_model_serves_originals
     raw = tmp_path / "photos"
     write_photos(raw, per_class=8)
     side = math.ceil(SIZE * contract.RESIZE_MARGIN)
-    resized = _preprocess(tmp_path / "resized", raw, contract.ARG_IMAGE_SIZE, str(SIZE))
-    original = _preprocess(tmp_path / "original", raw, contract.ARG_IMAGE_SIZE, str(SIZE),
-                           contract.ARG_IMAGE_RECORDS, contract.IMAGE_RECORDS_ORIGINAL)
+    # Both ways at once (independent processes: their start-ups overlap on the 2 cores).
+    started = {"resized": _start_preprocess(tmp_path / "resized", raw, contract.ARG_IMAGE_SIZE, str(SIZE)),
+               "original": _start_preprocess(tmp_path / "original", raw, contract.ARG_IMAGE_SIZE, str(SIZE),
+                                             contract.ARG_IMAGE_RECORDS, contract.IMAGE_RECORDS_ORIGINAL)}
+    resized, original = (_preprocessed(tmp_path / name, proc) for name, proc in started.items())
     assert f"16 image(s) larger than the training size resized to a {side} px short side (JPEG q90" in resized["log"]
     assert "as they are (--image-records original)" in original["log"]
 
@@ -100,18 +110,25 @@ def test_photos_processed_both_ways_train_and_the_resized_model_serves_originals
     assert {r["image"] for r in kept} <= files and {(int(r["height"]), int(r["width"])) for r in kept} == {(375, 500)}
     assert sum(len(r["image"]) for r in stored) < sum(len(r["image"]) for r in kept) / 5
 
-    # Two epochs of the training entrypoint on each: both train, and both models load.
-    accuracy = {}
+    # Two epochs of the training entrypoint on each, both jobs at once (one rank each, unbound):
+    # both train, and both models load.
+    accuracy, jobs = {}, {}
     for name, splits in (("resized", resized), ("original", original)):
         job = helpers.make_job(tmp_path / f"job-{name}", {k: v for k, v in splits.items() if k != "log"},
                                hosts=1, ranks_per_host=1, epochs=2, model_architecture="small_cnn",
                                image_size=SIZE, warmup_epochs=0, batch_size=8)
-        result = helpers.run_job(job, timeout=600)
-        assert result.returncode == 0, result.output[-4000:]
-        assert f"model small_cnn on {SIZE}x{SIZE} images" in result.output
-        accuracy[name] = _accuracy(job.model_dir(), splits["test"])
-        if name == "resized":
-            resized_model = job.model_dir()
+        log = tmp_path / f"job-{name}.log"
+        jobs[name] = (job, splits, log, helpers.start_job(job, log))
+    try:
+        for name, (job, splits, log, proc) in jobs.items():
+            assert proc.wait(timeout=600) == 0, log.read_text()[-4000:]
+            assert f"model small_cnn on {SIZE}x{SIZE} images" in log.read_text()
+            accuracy[name] = _accuracy(job.model_dir(), splits["test"])
+    finally:
+        for _, _, _, proc in jobs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # start_job's own session: mpirun and its rank
+    resized_model = jobs["resized"][0].model_dir()
     print(f"test accuracy after 2 epochs: resized {accuracy['resized']:.3f}, original {accuracy['original']:.3f}")
 
     # Serving gets the photographer's file, training and evaluation the stored record: both are
