@@ -151,6 +151,14 @@ def test_serve_and_predict_the_registered_model_end_to_end(tmp_path):
     server = start([*trainpipe, "serve", "--workdir", str(work), "--port", str(port)], port)
     answer = requests.post(server.url + "/invocations", data=rows.read_text(), headers={"Content-Type": "text/csv"}, timeout=30)
     assert [p["classes"] for p in answer.json()["predictions"]] == [line["class"] for line in lines]
+    # Issue 49: a row's number is the same in an answer and in an error, from predict and from the
+    # server: the header is no row, so the broken second row is row 2 (the body's line 3) in both.
+    rows.write_text(rows.read_text().replace("6.7,3.0", "6.7,x"))
+    refused = subprocess.run([*trainpipe, "predict", "--workdir", str(work), str(rows)],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and f"{rows}: CSV row 2 (line 3 of the body) holds a value" in refused.stderr
+    answer = requests.post(server.url + "/invocations", data=rows.read_text(), headers={"Content-Type": "text/csv"}, timeout=30)
+    assert answer.status_code == 400 and answer.json()["error"].startswith("CSV row 2 (line 3 of the body) holds a value")
     code, out = stop(server)
     assert code == 0, out
     assert "trainpipe serve: model package arn:aws:sagemaker:us-east-1:000000000000:model-package/digits/1" in out
