@@ -39,13 +39,31 @@ def relocate(value, base_dir: Path | str):
 
 # --- Encoding (the toolkit's mapping.py rules) --------------------------------------------
 def request_string(value) -> str:
-    """A ``HyperParameters`` value as the request carries it: a string. A field the definition
-    fills with a pipeline parameter directly (``{"Get": "Parameters.Shuffle"}``, as SDK v3's
-    ``ModelTrainer`` writes one: its ``safe_serialize`` passes a PipelineVariable through
-    untouched) holds the parameter's value, which the pipeline must spell as a string the way
-    ``Std:Join`` spells it (SDK v2 wraps the same variable in ``Join(on="", values=[v])``,
-    ``to_string()``): a Boolean as ``true``/``false``, never Python's ``True``, so that the
-    toolkit's json.loads reads it back as a boolean, as it reads SDK v2's ``json.dumps(True)``."""
+    """A ``HyperParameters`` value as the request carries it: a string.
+
+    The SDK writes most values as strings itself, and they are kept as written (sources at
+    aws/sagemaker-python-sdk, v2.257.6 = fc582aaa and master a2481266):
+
+    - SDK v2 framework estimators (and ``Estimator`` with ``source_dir``): ``json.dumps`` of
+      each value (``True`` -> ``"true"``, a dict -> ``'{"a": 1}'``), a pipeline variable as
+      its ``to_string()`` (src/sagemaker/estimator.py, ``EstimatorBase._json_encode_hyperparameters``);
+    - SDK v2 ``Estimator`` without ``source_dir``: ``str(v)`` (``True`` -> ``"True"``), a
+      pipeline variable as its ``to_string()`` (estimator.py ``_TrainingJob._get_train_args``,
+      src/sagemaker/utils.py ``to_string``);
+    - a pipeline variable's ``to_string()``: ``ParameterString`` itself, any other
+      ``Join(on="", values=[v])`` (src/sagemaker/workflow/entities.py
+      ``PipelineVariable.to_string``, workflow/parameters.py ``ParameterString.to_string``);
+    - SDK v3 ``ModelTrainer``: a string as is, a ``PipelineVariable`` untouched (the definition
+      holds ``{"Get": "Parameters.X"}``), anything else ``json.dumps`` (sagemaker-train/src/
+      sagemaker/train/model_trainer.py ``_create_training_job_args`` -> train/utils.py
+      ``safe_serialize``).
+
+    What is not a string here came from such a ``Get``: the pipeline fills it in when it runs,
+    which no SDK source shows. It is spelled as this runner's ``Std:Join`` spells the value
+    (``pipeline.local.dag.interpreter.to_string``: a Boolean ``true``/``false``, so that the
+    toolkit's ``json.loads`` reads it back as a boolean, as it reads the framework estimators'
+    ``json.dumps(True)``). SDK v2's own local mode differs: its ``_evaluate_join_function``
+    (src/sagemaker/local/pipeline.py) joins ``str()`` of each value, ``True``."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -94,9 +112,10 @@ def to_cmd_args(mapping: Mapping[str, object]) -> list[str]:
     """Sorted ``--key value`` pairs; one-letter keys get one dash; dicts become k=v,k2=v2;
     everything else goes through str(). SageMaker: sagemaker-training-toolkit's
     ``mapping.to_cmd_args``/``_decode`` (aws/sagemaker-training-toolkit@33839372, mapping.py
-    lines 65-122) after ``environment.read_hyperparameters`` json-decoded each value, so SDK v2's
-    ``json.dumps(True)`` (``"true"``, estimator.py ``_json_encode_hyperparameters``) arrives as
-    ``True``, a list as its Python repr, null as an empty argument."""
+    lines 65-122) after ``environment.read_hyperparameters`` json-decoded each value, so a
+    framework estimator's ``json.dumps(True)`` (``"true"``, ``request_string`` says which SDK
+    function writes what) arrives as ``True``, a list as its Python repr, null as an empty
+    argument; a generic ``Estimator``'s ``"True"`` is no JSON and arrives as the string ``True``."""
     args = []
     for key in sorted(mapping):
         name = _decode(key)

@@ -108,3 +108,41 @@ def test_a_v3_boolean_parameter_in_hyperparameters_arrives_as_its_join_spells_it
     saw = what_the_script_saw(workdir)
     assert saw["argv"] == ["--epochs", "2", "--shuffle", "true"]
     assert saw["hp"]["SM_HP_SHUFFLE"] == "true"
+
+
+def test_each_sdk_path_writes_the_strings_its_source_says_and_the_runner_keeps_them(tmp_path):
+    """What ``contract.request_string`` cites, held against the installed SDK: a framework
+    estimator json.dumps (``true``), a generic ``Estimator`` without source_dir str()s
+    (``True``), a pipeline parameter becomes a Join; strings reach the job as written."""
+    from sagemaker.estimator import Estimator
+    from sagemaker.sklearn.estimator import SKLearn
+    from sagemaker.workflow.parameters import ParameterBoolean
+    from sagemaker.workflow.pipeline import Pipeline
+    from sagemaker.workflow.steps import TrainingStep
+
+    from pipeline.local.jobs.contract import request_hyperparameters
+    from pipeline.local.store.session import LocalStoreSession
+
+    (tmp_path / "train.py").write_text(SAW)
+    session = LocalStoreSession(workdir=tmp_path / "work", bucket="hyper-bucket")
+    shuffle = ParameterBoolean(name="Shuffle", default_value=True)
+    common = dict(role=ROLE, instance_type="ml.m5.large", instance_count=1, sagemaker_session=session)
+    generic = Estimator(image_uri=SKLEARN_URI, hyperparameters={"flag": True, "d": {"a": 1}, "shuffle": shuffle},
+                        **common)
+    framework = SKLearn(entry_point="train.py", source_dir=str(tmp_path), framework_version="1.2-1",
+                        hyperparameters={"flag": True, "d": {"a": 1}}, **common)
+    pipeline = Pipeline(name="hyper", parameters=[shuffle], sagemaker_session=session,
+                        steps=[TrainingStep(name="Generic", step_args=generic.fit()),
+                               TrainingStep(name="Framework", step_args=framework.fit())])
+    generic_hp, framework_hp = (step["Arguments"]["HyperParameters"]
+                                for step in json.loads(pipeline.definition())["Steps"])
+    assert (generic_hp["flag"], generic_hp["d"]) == ("True", "{'a': 1}")  # utils.to_string: str()
+    assert generic_hp["shuffle"] == {"Std:Join": {"On": "", "Values": [{"Get": "Parameters.Shuffle"}]}}
+    assert (framework_hp["flag"], framework_hp["d"]) == ("true", '{"a": 1}')  # json.dumps
+    kept = {k: v for k, v in generic_hp.items() if isinstance(v, str)}
+    assert request_hyperparameters(kept) == kept
+    assert request_hyperparameters({"shuffle": True, "n": 3, "none": None}) == {
+        "shuffle": "true", "n": "3", "none": ""}
+
+
+SKLEARN_URI = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
