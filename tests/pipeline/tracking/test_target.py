@@ -76,3 +76,21 @@ def test_a_v3_mlflow_config_this_machine_cannot_log_to_is_refused_in_one_line(tm
     assert "a pipeline variable" in str(refused.value)
     with pytest.raises(UserError, match="is not a SageMaker MLflow tracking server ARN"):
         T.resolve(None, tmp_path, {}, {"MlflowConfig": {**V3_CONFIG, "MlflowResourceArn": "http://x"}})
+
+
+def test_the_links_are_routes_of_the_installed_mlflow_ui():
+    """Issue 49: MLflow 3's UI opened on its GenAI view ("Traces: 0"), where no run of ours shows.
+    The links printed are routes of the installed UI itself (its hash router's table): an
+    experiment's runs tab, a run's page, and the workflowType value that picks the
+    machine-learning view, read from the link before the UI's remembered (GenAI) default."""
+    import mlflow
+
+    bundle = Path(mlflow.__file__).parent / "server" / "js" / "build" / "static" / "js"
+    text = "".join(p.read_text(errors="replace") for p in bundle.glob("*.js"))
+    assert "createHashRouter" in text  # hence the links' '/#/'
+    assert '"/experiments/:experimentId/runs"' in text and '"/experiments/:experimentId/runs/:runUuid"' in text
+    key, value = T.UI_RUNS_VIEW.split("=")
+    assert f'e.MACHINE_LEARNING="{value}"' in text and f'get("{key}")' in text
+    target = T.resolve(None, Path("w"), {})
+    assert target.experiment_link("7") == f"{T.UI_DEFAULT}/#/experiments/7/runs?{T.UI_RUNS_VIEW}"
+    assert target.run_link("7", "abc") == f"{T.UI_DEFAULT}/#/experiments/7/runs/abc"
