@@ -1,8 +1,10 @@
 """What a job's requirements file may name as requirements files: files of the job's own code.
 
 The runner, not the job, runs ``pip install -r`` on a training job's requirements
-(``environments/environment.py``), outside the host's namespaces, where the runner user's
-credential files are not hidden (``hosts/namespaces.py``). pip reads what the file names with
+(``environments/environment.py``), on this machine's filesystem: inside a PID namespace of its
+own with the credential files hidden where hosts get one, beside the runner where they do not
+(``hosts/namespaces.py``). Either way a file outside the code may exist here and not in the
+job's container, and ``-r`` of it would work here only. pip reads what the file names with
 ``-r``/``-c`` as requirements text and echoes each line it cannot parse into the job's log:
 ``-r /home/me/.aws/credentials`` printed the secret. So those files must lie inside the code,
 named by relative paths without ``..``, ``~`` or ``$VAR`` (pip expands environment variables
@@ -32,8 +34,8 @@ class OutsideCode(Exception):
     """The one-line reason a requirements file is refused."""
 
 
-WHY = ("pip runs on this machine, outside the job's namespaces: it would read that file and "
-       "echo its lines into the job's log")
+WHY = ("pip runs on this machine, where that file may exist though the job's container has no "
+       "such file: pip would read it and echo its lines into the job's log")
 
 
 def checked_bytes(requirements: Path, code: Path) -> bytes:

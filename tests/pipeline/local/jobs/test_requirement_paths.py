@@ -1,5 +1,5 @@
 """A job's requirements file names files of its code only (``pipeline/local/jobs/requirement_paths.py``):
-the runner's pip, outside the job's namespaces, would otherwise read a file of this machine
+the runner's pip, on this machine's filesystem, would otherwise read a file of this machine
 (``-r ~/.aws/credentials``) and echo its lines into the job's log. Through ``run --local`` and
 on the checker itself. And what the requirements install runs at the job's Python's start never
 sees the runner's environment when the runner probes that Python."""
@@ -99,8 +99,8 @@ def test_run_local_refuses_a_requirements_file_naming_a_credentials_file_and_pip
     readme_record.record(last)
     assert last.endswith(f"requirements.txt, line 1: -r '{secret}' names a path outside the job's code; name "
                          f"files of the code by relative paths without '..', '~' or '$' (pip runs on this "
-                         f"machine, outside the job's namespaces: it would read that file and echo its lines "
-                         f"into the job's log)"), last
+                         f"machine, where that file may exist though the job's container has no such file: pip "
+                         f"would read it and echo its lines into the job's log)"), last
     written = [p for p in workdir.rglob("*") if p.is_file() and not p.is_symlink()]
     assert "wJalrXUtnFEMI" not in output
     assert not [p for p in written if b"wJalrXUtnFEMI" in p.read_bytes()]
