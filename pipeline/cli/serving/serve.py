@@ -234,7 +234,10 @@ def _extracted(workdir: Path, where: str, what: str) -> tuple[Path, str]:
             archives.extract(str(archive), str(partial))
             os.rename(partial, target)
         except (OSError, EOFError, ValueError, tarfile.TarError, archives.UnsafeArchiveError) as e:
-            raise UserError(f"cannot extract the model archive {archive}: {e}") from None
+            # predict and serve started at once both extract: the rename loses to the first one's
+            # whole folder (a rename only ever places a whole one), which is as good as its own.
+            if not (isinstance(e, OSError) and target.is_dir()):
+                raise UserError(f"cannot extract the model archive {archive}: {e}") from None
         finally:
             shutil.rmtree(partial, ignore_errors=True)
     if not any(target.glob(f"*/{SAVED_MODEL_FILE}")) and not (target / SAVED_MODEL_FILE).is_file() \

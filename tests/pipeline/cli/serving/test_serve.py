@@ -62,6 +62,28 @@ def test_every_way_to_name_a_model(tmp_path):
     assert resolve_model(work, run="exec-1")[0] == latest
 
 
+def test_two_commands_extracting_the_same_archive_at_once_both_get_the_model(tmp_path, monkeypatch):
+    """predict and serve started together both extract a model the first time: the one whose
+    rename comes second finds the first one's whole folder there and uses it (it said "cannot
+    extract the model archive" before)."""
+    from training_entry import archives
+
+    work = tmp_path / "w"
+    archive = _archive(tmp_path / "model.tar.gz")
+    extract = archives.extract
+
+    def the_other_command_finishes_first(source: str, into: str) -> None:
+        extract(source, into)
+        monkeypatch.setattr(archives, "extract", extract)
+        done, _ = serve.resolve_model(work, str(archive))  # the other command, whole, while this one waits
+        assert (done / "1" / "saved_model.pb").is_file()
+
+    monkeypatch.setattr(archives, "extract", the_other_command_finishes_first)
+    folder, what = resolve_model(work, str(archive))
+    assert (folder / "1" / "saved_model.pb").is_file() and what == f"archive {archive}"
+    assert sorted(p.name for p in (work / serve.EXTRACTED_DIR).iterdir()) == [folder.name]  # no partial left
+
+
 @pytest.mark.parametrize("spec, words", [
     ("7", "no such model package"),
     ("what", "is not a file, folder, s3:// URI, model package ARN or registry version"),
