@@ -17,7 +17,6 @@ libsvm, more than one instance.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import re
@@ -94,13 +93,10 @@ class BuiltinXGBoostJob(TrainingJob):
         return None  # the image's own xgboost, from its record (seeded), not a requirements.txt
 
     def ready(self) -> None:
-        """The job's Python: always the image's (where this machine has it), seeded with the
-        image's pinned xgboost and numpy. ``LocalJob.ready`` picks it only when the job installs
-        something or imports a package pinned at another version than the runner's, and this
-        runner has no xgboost to compare: the record of image 1.0-1 pins no numpy, so it would
-        get the runner's Python, without xgboost. So the program counts as one that installs
-        (``installs``: what sends ``choose`` to the image's Python); nothing else differs."""
-        code = dataclasses.replace(job_environment.facts(self.image_uri, None, self.code_paths()), installs=True)
+        """The job's Python: the image's (where this machine has it), as every job's
+        (``interpreters.choose``), seeded with the image's pinned xgboost and numpy; then the
+        check that its xgboost is the image's."""
+        code = job_environment.facts(self.image_uri, None, self.code_paths())
         guard = job_environment.guard_for(self.image_uri, code)
         self.python_env = job_environment.prepare(self.environments, self.image_uri, None, job_dir=self.job_dir,
                                                   guard=guard, code=code)

@@ -7,8 +7,8 @@ Two cases keep the runner's interpreter (``interpreters.choose``):
 - the job imports a framework of its image that this machine holds (TensorFlow, torch,
   Horovod): it is not installed again for the image's Python (TensorFlow 2.14 for Python
   3.10 is 588 MB), so the job runs this machine's Python and its copy of the framework;
-- the image's Python is not on this machine, and the job imports a distribution its image
-  pins at another version than this machine's.
+- the image's Python is not on this machine (the line names each distribution the job
+  imports that its image pins at another version than this machine's).
 
 ``note`` is handed to the image check (``pipeline/local/dag/image_check.check``), which
 cannot import the jobs' side itself (the import contracts in pyproject.toml).
@@ -37,7 +37,7 @@ _EXACT = re.compile(r"(?:==)?\s*([0-9][0-9A-Za-z.*+!-]*)")
 def note(job, environ: Mapping[str, str] = os.environ) -> str | None:
     """The one line (without its step) saying that ``job`` (``image_check.JobCode``) runs this
     machine's Python rather than its image's, and what of its versions differ; None where it
-    runs the image's Python, or where that difference changes nothing the code imports."""
+    runs the image's Python (or the one ``TRAINPIPE_IMAGE_PYTHON`` maps the image to)."""
     from pipeline.images import catalog
 
     record = catalog.find(job.image_uri)  # as the job finds it (interpreters.facts)
@@ -56,11 +56,12 @@ def note(job, environ: Mapping[str, str] = os.environ) -> str | None:
                 f"{' and ' + ', '.join(theirs) if theirs else ''} (record {record.name}): a framework is not "
                 f"installed again for the image's Python ({IMAGE_PYTHON_ENV} maps the image to an "
                 f"interpreter that has it)")
-    differ = versions_differ(record, code)
-    if not differ or find_python(record.python) is not None:
+    if find_python(record.python) is not None:
         return None
+    differ = versions_differ(record, code)
     return (f"runs this machine's Python {chosen.version}, not {image} (record {record.name}), which is "
-            f"not on this machine: {'; '.join(differ)} ({IMAGE_PYTHON_ENV} maps the image to one)")
+            f"not on this machine{': ' + '; '.join(differ) if differ else ''} ({IMAGE_PYTHON_ENV} maps the "
+            f"image to one)")
 
 
 @functools.cache

@@ -15,11 +15,11 @@ every later job and trainpipe itself use. So each job runs in a venv of its own:
   runner's copy alone. ``pip``/``pip3`` by name on the job's PATH are the venv's;
 - cached under the workdir per interpreter, image URI and requirements (what a job installs
   itself goes into its own layer, below, never into this cache);
-- its interpreter (``choose``): the image's Python (from the image's record) where the job
-  installs packages and this machine has that interpreter, over an environment of the image's
-  pinned versions of what the code imports, made once per machine (``seeded``); else the
-  runner's, where the job uses the image's TensorFlow or Horovod (this machine's, at the image's
-  version) or installs nothing;
+- its interpreter (``choose``): the image's Python (from the image's record) where this
+  machine has that interpreter, whether the job installs anything or not, over an environment
+  of the image's pinned versions of what the code imports, made once per machine (``seeded``);
+  else the runner's, where the job uses the image's TensorFlow or Horovod (this machine's, at
+  the image's version) or this machine lacks the image's Python;
 - ``TRAINPIPE_IMAGE_PYTHON`` maps image URIs to interpreters, so that a job can run the image's
   real versions (TensorFlow 2.11 on Python 3.10, say) where this machine's Python cannot:
 
@@ -42,10 +42,10 @@ Two layers, so that a job's changes die with the job (SageMaker throws the conta
   a job's own layer, never from the shared ones.
 
 And the job sees only what its image holds (``pipeline/images/``): where the image has a
-record, an import hook in the job's layer refuses a top-level module that would come from the
-runner's site-packages unless the image's record, the requirements or the code's own ``pip
-install`` provide it; ``ModuleNotFoundError`` names the image, as SageMaker's Python would
-fail. What the job installs itself, its own modules and the standard library are never held,
+record, an import hook in the job's layer (``guard.py``) refuses a top-level module that would
+come from the runner's site-packages unless the image's record, the requirements or the code's
+own ``pip install`` provide it, and on the image's Python a module found nowhere;
+``ModuleNotFoundError`` names the image, as SageMaker's Python would fail. What the job installs itself, its own modules and the standard library are never held,
 nor a library's own imports (this machine's versions of its dependencies); a probe
 (``importlib.util.find_spec``) finds a held module missing, as in the image.
 """
@@ -70,6 +70,8 @@ from pipeline.local.hosts import namespaces
 
 # Which Python a job runs, and what its code tells before it runs: interpreters.py (re-exported
 # here, where the jobs and the tests have always found them).
+# What a job may import from site-packages it does not own: guard.py (re-exported likewise).
+from pipeline.local.jobs.environments.guard import GUARD_MODULE, GUARD_PTH, Guard, guard_for  # noqa: F401
 from pipeline.local.jobs.environments.interpreters import (  # noqa: F401
     HEAVY_FRAMEWORKS,
     IMAGE_ENVIRONMENTS_ENV,
@@ -94,8 +96,6 @@ SEALED_FILE = "trainpipe-sealed"
 # A job's own layer, in its job folder: its site-packages names the shared ones.
 JOB_LAYER = "python-env"
 LAYERS_PTH = "trainpipe-layers.pth"
-GUARD_MODULE = "trainpipe_image_guard"
-GUARD_PTH = "trainpipe-image-guard.pth"
 _PIP_WRAPPER = '#!/bin/sh\n# trainpipe: pip of this job environment (never the runner\'s)\nexec "$(dirname "$0")/python" -m pip "$@"\n'
 # pip's last words when nothing matches the requirement on this Python.
 _NO_MATCH = re.compile(r"No matching distribution found for (\S+)")
@@ -113,97 +113,6 @@ def _key(interpreter: Interpreter, image_uri: str, requirements: bytes | None) -
 def _slug(image_uri: str) -> str:
     name = str(image_uri or "local").rsplit("/", 1)[-1]
     return re.sub(r"[^A-Za-z0-9.]+", "-", name).strip("-")[:40] or "image"
-
-
-# What every image's Python has whatever its record says: pip runs the job's installs.
-_ALWAYS = ("pip", "setuptools", "pkg_resources")
-_GUARD_SOURCE = '''"""trainpipe: this job imports what its image holds, not trainpipe's own packages.
-
-Written by trainpipe (pipeline/local/jobs/environments/environment.py) into this job's own environment and
-run by the .pth next to it at start-up: a top-level module that would come from trainpipe's
-site-packages, and that the image's record, the requirements or the code's own pip install
-do not provide, fails as it would in the image.
-"""
-import importlib
-import importlib.machinery
-import os
-import sys
-
-_CONFIG = {config}
-_HELD = tuple(os.path.join(os.path.realpath(p), "") for p in _CONFIG["held"])
-_ALLOWED = frozenset(_CONFIG["allowed"])
-_IMPORTLIB = os.path.join(os.path.dirname(os.path.realpath(importlib.__file__)), "")
-
-
-def _importer():
-    """(the file whose code asked for the module, past importlib's own frames; whether it
-    asked through importlib.util.find_spec, a probe that expects None for a missing module)."""
-    frame, probe = sys._getframe(2), False
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not (name.startswith("<") or os.path.realpath(name).startswith(_IMPORTLIB)):
-            return os.path.realpath(name), probe
-        # importlib.util is frozen in 3.11 ("<frozen importlib.util>"), a file in others.
-        probe = probe or (frame.f_code.co_name == "find_spec" and name.endswith(("util.py", "importlib.util>")))
-        frame = frame.f_back
-    return "", probe
-
-
-class TrainpipeImageGuard(importlib.machinery.PathFinder):
-    """The path finder of this job: PathFinder, less the top-level modules held back. It takes
-    PathFinder's place in sys.meta_path, so a held module is missing (None to a probe), not
-    found by a finder after it."""
-
-    @classmethod
-    def find_spec(cls, name, path=None, target=None):
-        spec = super().find_spec(name, path, target)
-        if spec is None or path is not None or name in _ALLOWED or name.startswith("_"):
-            return spec
-        where = spec.origin if spec.origin not in (None, "namespace") else \\
-            next(iter(spec.submodule_search_locations or []), None)
-        if not (where and os.path.realpath(where).startswith(_HELD)):
-            return spec
-        importer, probe = _importer()
-        # A library's own imports are its (this machine's versions); the job's code is judged.
-        if importer.startswith(_HELD):
-            return spec
-        if probe:
-            return None
-        raise ModuleNotFoundError(_CONFIG["message"].format(name=name), name=name)
-
-
-sys.meta_path[:] = [TrainpipeImageGuard if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
-'''
-
-
-@dataclass(frozen=True)
-class Guard:
-    """What a job may import from the runner's site-packages: its image's record's modules,
-    its requirements' and what its code pip-installs (``guard_for``)."""
-    image_uri: str
-    record: str
-    allowed: frozenset[str]
-
-    def message(self) -> str:
-        return (f"No module named '{{name}}': the image {self.image_uri} (record {self.record}, "
-                f"pipeline/images/records/) does not have it and the job's requirements.txt does not "
-                f"install it (trainpipe runs a job with what its image holds, not with trainpipe's own "
-                f"packages); add it to requirements.txt, or name an image that has it")
-
-    def install(self, site: Path, held: list[str]) -> None:
-        config = {"held": list(held), "allowed": sorted(self.allowed | set(_ALWAYS)),
-                  "message": self.message(), "image": self.image_uri}
-        (site / f"{GUARD_MODULE}.py").write_text(_GUARD_SOURCE.replace("{config}", repr(config)))
-        (site / GUARD_PTH).write_text(f"import {GUARD_MODULE}\n")
-
-
-def guard_for(image_uri: str, code: CodeFacts) -> Guard | None:
-    """The guard for a job of ``image_uri``: None where the image has no record (the job
-    sees every package of this machine, as before; the pre-run check warned) or where the code
-    pip-installs what cannot be known before it runs."""
-    if code.record is None or code.opaque:
-        return None
-    return Guard(str(image_uri), code.record.name, frozenset(code.record.modules | code.wanted))
 
 
 @dataclass(frozen=True)
@@ -328,7 +237,7 @@ def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
     if job_dir is None:
         return environment
     layer = JobEnvironment(Path(job_dir) / JOB_LAYER, interpreter, str(image_uri or ""), base=root,
-                           guard=None if interpreter.mapped else guard)
+                           guard=None if interpreter.mapped and interpreter.seed is None else guard)
     _create_layer(layer)
     return layer
 
@@ -372,7 +281,7 @@ def _create_layer(layer: JobEnvironment) -> None:
     (site / LAYERS_PTH).write_text("".join(f"{p}\n" for p in [cached,
                                                                 *below]))
     if layer.guard is not None:
-        layer.guard.install(site, below)
+        layer.guard.install(site, below, [str(site), cached] if interpreter.seed is not None else None)
     _pip_wrappers(layer)
 
 

@@ -1,6 +1,6 @@
 """Which Python a local job runs (``choose``), and what its code tells before it runs
-(``facts``): the runner's, ``TRAINPIPE_IMAGE_PYTHON``'s, or the image's own where the job
-installs packages (the reasons are in ``choose`` and in ``environment.py``'s docstring)."""
+(``facts``): the image's own where this machine has it, ``TRAINPIPE_IMAGE_PYTHON``'s, or the
+runner's (the reasons are in ``choose`` and in ``environment.py``'s docstring)."""
 
 from __future__ import annotations
 
@@ -97,7 +97,6 @@ class CodeFacts:
     imports: frozenset[str]  # top-level modules the code imports (not its own, not stdlib)
     wanted: frozenset[str]  # modules its requirements and its own pip installs provide
     opaque: bool  # it pip-installs what cannot be known before it runs
-    installs: bool = False  # it pip-installs anything (requirements.txt, or its own pip install)
     # The modules of the distributions its requirements name themselves (``wanted`` adds what
     # those pull in): deepspeed's requirements name torch, which pip finds installed on a
     # PyTorch image and leaves alone.
@@ -140,7 +139,6 @@ def facts_of(record, files: Mapping[str, str], texts: list[str], entry_points=No
     imports = frozenset(scanned.imports) - stdlib(record.python)
     named = frozenset(m for d in wanted.distributions for m in modules_of(d).modules)
     return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
-                     installs=bool(wanted.distributions or wanted.opaque or scanned.pip_installs or scanned.pip_opaque),
                      named=named)
 
 
@@ -163,13 +161,15 @@ def find_python(version: str) -> str | None:
 
 def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = os.environ) -> Interpreter:
     """The job's interpreter: ``TRAINPIPE_IMAGE_PYTHON``'s where it maps the image; else the
-    image's Python where the job installs packages (what resolves depends on the Python:
-    ``pip install tensorflow==2.11.0`` exists for 3.9, not 3.11), this machine has that
-    interpreter, and the job imports no framework of its image that the runner holds; else
-    the runner's, with the image guard and the pre-run parse check under the image's version.
-    Why not always the image's Python: its packages would be installed again for it, per
-    machine (measured on this 2-core machine: 84 s for numpy alone, 141 s for SKLearn
-    1.2-1's pandas/scikit-learn/numpy/scipy; TensorFlow and Horovod far more)."""
+    image's Python where this machine has that interpreter and the job imports no framework
+    of its image that the runner holds, over an environment of the image's pinned versions of
+    what the code imports (``seeded``: made once per machine; what resolves depends on the
+    Python too, ``pip install tensorflow==2.11.0`` exists for 3.9, not 3.11); else the
+    runner's, with the image guard and the pre-run parse check under the image's version.
+    Why not the image's Python for its TensorFlow or torch: the framework would be installed
+    again for it, per machine (TensorFlow 2.14 for Python 3.10 is 588 MB); the smaller
+    packages are (measured on this 2-core machine: 84 s for numpy alone, 141 s for SKLearn
+    1.2-1's pandas/scikit-learn/numpy/scipy, once per machine)."""
     mapped = interpreter_for(image_uri, environ)
     record = code.record if code is not None else None
     if mapped.mapped or record is None:
@@ -184,15 +184,13 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's {' and '.join(from_image)} "
                                f"{'is' if len(from_image) == 1 else 'are'} this machine's; {judged}")
-    # A job that installs nothing still imports the image's versions: scikit-learn 1.2.1 on
-    # SKLearn 1.2-1, where this machine's 1.9 has APIs (root_mean_squared_error) it lacks.
-    differ = [] if code.installs else versions_differ(record, code)
-    if not code.installs and not differ:
-        return Interpreter(mapped.python, False, runner,
-                           why=f"the job installs nothing and imports nothing its image holds at another "
-                               f"version; {judged}")
+    # Every other job runs the image's Python, whether it installs anything or not: a job that
+    # installs nothing still imports the image's versions (scikit-learn 1.2.1 on SKLearn 1.2-1,
+    # where this machine's 1.9 has root_mean_squared_error) and the image's standard library
+    # (``from datetime import UTC`` is 3.11's, an ImportError on the image's 3.9).
     found = find_python(record.python)
     if found is None:
+        differ = versions_differ(record, code)
         versions = f"; it runs this machine's {', '.join(differ)}" if differ else ""
         return Interpreter(mapped.python, False, runner,
                            why=f"the image's Python {record.python} is not on this machine "

@@ -63,6 +63,10 @@ def test_the_images_python_missing_names_each_version_that_differs(monkeypatch):
         f"runs this machine's Python {RUNNER}, not the image's Python 3.9 (record aws-sklearn-1.2-1), which is "
         f"not on this machine: scikit-learn {version('scikit-learn')}, the image's 1.2.1 "
         f"(TRAINPIPE_IMAGE_PYTHON maps the image to one)")
+    # Nothing it imports differs: its standard library still does (the line says which Python).
+    plain = before_run.note(JobCode("Evaluate", SKLEARN_IMAGE, {"evaluate.py": "import json\n"}, ["evaluate.py"]))
+    assert plain == (f"runs this machine's Python {RUNNER}, not the image's Python 3.9 (record aws-sklearn-1.2-1), "
+                     f"which is not on this machine (TRAINPIPE_IMAGE_PYTHON maps the image to one)")
 
 
 def test_a_job_on_its_images_python_or_its_versions_says_nothing():

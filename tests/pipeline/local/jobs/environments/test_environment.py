@@ -193,6 +193,8 @@ def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_stora
     readme_record.record(result.failure_reason)
     assert "No module named 'optuna': the image " + TF_IMAGE in result.failure_reason
     assert "record aws-tensorflow-training-2.14" in result.failure_reason
+    if job_env.find_python("3.10"):  # the image's Python: the module is found nowhere, and still named so
+        assert "(Python 3.10: the image's Python" in (tmp_path / "job" / "job.log").read_text()
     probed = run_job(local_storage, tmp_path, {"user.py": PROBE}, {}, name="probe")
     assert probed.status == "Completed", probed.failure_reason
     # The requirements.txt that installs it (here: satisfied by this machine) lets it through.
@@ -202,6 +204,24 @@ def test_an_import_the_image_lacks_fails_in_the_job_naming_the_image(local_stora
     unknown = run_job(local_storage, tmp_path, {"user.py": DYNAMIC}, {}, name="unknown",
                       image="123456789012.dkr.ecr.us-east-1.amazonaws.com/my-own:latest")
     assert unknown.status == "Completed", unknown.failure_reason
+
+
+@pytest.mark.skipif(job_env.find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
+def test_an_image_module_the_code_imports_out_of_sight_is_named_so(local_storage, tmp_path):
+    # On the image's Python the job's environment holds the image's packages its code imports by
+    # name; pandas is the image's, imported by a name built at run time: the error says which.
+    sklearn_image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+    script = "import importlib\nimportlib.import_module('pan' + 'das')\n"
+    result = run_job(local_storage, tmp_path, {"user.py": script}, {}, image=sklearn_image)
+    assert result.status == "Failed"
+    readme_record.record(result.failure_reason)
+    assert (f"No module named 'pandas': the image {sklearn_image} (record aws-sklearn-1.2-1) has it, but trainpipe "
+            f"made this job's environment on the image's Python with only the image's packages the code "
+            f"imports") in result.failure_reason, result.failure_reason
+    # Named, it is there (the image's pandas), and a library's optional imports are Python's own answer.
+    named = run_job(local_storage, tmp_path, {"user.py": "import pandas\nassert pandas.__version__ == '1.1.3'\n"},
+                    {}, name="named", image=sklearn_image)
+    assert named.status == "Completed", named.failure_reason
 
 
 def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path, monkeypatch):
@@ -239,9 +259,10 @@ SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-l
     ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n", TF_IMAGE, None, False, []),  # the runner's TF
     # Installs nothing, but this machine's pandas is not the image's 1.1.3: the image's Python (issue 47).
     ("import pandas\n", SKLEARN_IMAGE, "3.9", True, ["pandas"]),
-    ("import json\n", SKLEARN_IMAGE, None, False, []),  # installs nothing, imports nothing pinned: the runner's
+    # Installs nothing, imports nothing of its image: still the image's Python (its standard library).
+    ("import json\n", SKLEARN_IMAGE, "3.9", True, []),
 ])
-def test_the_jobs_python_is_the_images_where_it_installs_and_this_machine_has_it(tmp_path, code, image, version,
+def test_the_jobs_python_is_the_images_where_this_machine_has_it(tmp_path, code, image, version,
                                                                                   seeded, wanted):
     (tmp_path / "evaluate.py").write_text(code)
     interpreter = job_env.choose(image, job_env.facts(image, None, [tmp_path]), {})
@@ -267,7 +288,7 @@ def test_an_image_package_that_cannot_be_installed_for_its_python_is_one_line(tm
     record = catalog.parse({"name": "example-image", "uri_patterns": ["/example:"], "python": "3.10",
                             "packages": {"tp-absent": "1.0"}, "modules": ["tp_absent"],
                             "sources": [{"url": "https://github.com/aws/x"}], "retrieved": "2026-11-27"})
-    code = job_env.CodeFacts(record, frozenset({"tp_absent"}), frozenset(), False, installs=True)
+    code = job_env.CodeFacts(record, frozenset({"tp_absent"}), frozenset(), False)
     python = job_env.find_python("3.10")
     interpreter = job_env.Interpreter(python, True, "3.10", seed=tmp_path / "seed")
     with pytest.raises(job_env.InstallFailed) as failed:

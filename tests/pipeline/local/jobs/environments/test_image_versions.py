@@ -1,4 +1,4 @@
-"""A job that installs nothing still runs its image's versions of what it imports (issue 47):
+"""A job that installs nothing still runs its image's Python and versions of what it imports (issue 47):
 AWS's SKLearn 1.2-1 image holds scikit-learn 1.2.1 under Python 3.9, so a ScriptProcessor
 calling ``sklearn.metrics.root_mean_squared_error`` (new in scikit-learn 1.4) fails here as it
 fails there, though this machine's scikit-learn has it. Through ``trainpipe run --local
@@ -90,3 +90,44 @@ def test_a_job_that_installs_nothing_runs_the_images_scikit_learn(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (report,) = (older / "work").glob("store/**/versions.json")
     assert json.loads(report.read_text()) == {"sklearn": "1.2.1", "python": "3.9", "mse": 1.0}
+
+
+# Installs nothing and imports nothing of its image: its Python is still the image's 3.9, whose
+# standard library has no datetime.UTC (3.11's); the pre-run check reads module names, not names
+# inside them, so only the image's Python finds it.
+NEW_STDLIB = """\
+from datetime import UTC
+
+print(UTC)
+"""
+OLD_STDLIB = """\
+import json
+import os
+import sys
+from datetime import timezone
+
+os.makedirs("/opt/ml/processing/report", exist_ok=True)
+with open("/opt/ml/processing/report/versions.json", "w") as f:
+    json.dump({"python": "%d.%d" % sys.version_info[:2], "utc": str(timezone.utc)}, f)
+"""
+
+
+@pytest.mark.skipif(find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
+def test_a_job_importing_only_the_standard_library_runs_the_images_python(tmp_path):
+    from datetime import UTC  # noqa: F401  (this machine's Python has it)
+
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    done = run(newer, build(newer, NEW_STDLIB))
+    assert done.returncode != 0, done.stdout[-3000:]
+    (log,) = (newer / "work").glob("runs/*/jobs/*/job.log")
+    text = log.read_text()
+    assert "ImportError: cannot import name 'UTC' from 'datetime'" in text, text[-3000:]
+    assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports" in text
+
+    older = tmp_path / "older"
+    older.mkdir()
+    done = run(older, build(older, OLD_STDLIB))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (report,) = (older / "work").glob("store/**/versions.json")
+    assert json.loads(report.read_text()) == {"python": "3.9", "utc": "UTC"}
