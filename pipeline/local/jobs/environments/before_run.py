@@ -45,13 +45,18 @@ def note(job, environ: Mapping[str, str] = os.environ) -> str | None:
         return None
     code = facts_of(record, job.files, [job.requirements or ""], job.entry_points)
     chosen = choose(job.image_uri, code, environ)
-    if chosen.mapped or chosen.version == record.python:
+    if chosen.mapped:  # the image's Python (seeded), or the one TRAINPIPE_IMAGE_PYTHON names
         return None
     image = f"the image's Python {record.python}"
     heavy = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.named)
     if heavy:
         here = ", ".join(f"{m} {_here(m) or '(none)'}" for m in heavy)
         theirs = [f"{m} {v}" for m in heavy if (v := _image_version(record, m)) and v != _here(m)]
+        if chosen.version == record.python:  # the same Python: only the framework's version can differ
+            return None if not theirs else (
+                f"runs this machine's {here}, not the image's {', '.join(theirs)} (record {record.name}): a "
+                f"framework is not installed again for the image's Python ({IMAGE_PYTHON_ENV} maps the image "
+                f"to an interpreter that has it)")
         return (f"runs this machine's Python {chosen.version} and its {here}, not {image}"
                 f"{' and ' + ', '.join(theirs) if theirs else ''} (record {record.name}): a framework is not "
                 f"installed again for the image's Python ({IMAGE_PYTHON_ENV} maps the image to an "

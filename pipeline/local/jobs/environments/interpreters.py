@@ -175,9 +175,8 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
     if mapped.mapped or record is None:
         return mapped
     runner = mapped.version
-    if record.python == runner:
-        return Interpreter(mapped.python, False, runner, why=f"the image's Python is {runner} too")
-    judged = f"the image's Python is {record.python}, whose syntax the pre-run check judged"
+    judged = f"the image's Python is {record.python}, " + (
+        "this machine's too" if record.python == runner else "whose syntax the pre-run check judged")
     # A framework the requirements only pull in (DeepSpeed's torch) is the image's: pip keeps it.
     from_image = sorted((code.imports & HEAVY_FRAMEWORKS & record.modules) - code.named)
     if from_image:
@@ -187,7 +186,9 @@ def choose(image_uri: str, code: CodeFacts | None, environ: Mapping[str, str] = 
     # Every other job runs the image's Python, whether it installs anything or not: a job that
     # installs nothing still imports the image's versions (scikit-learn 1.2.1 on SKLearn 1.2-1,
     # where this machine's 1.9 has root_mean_squared_error) and the image's standard library
-    # (``from datetime import UTC`` is 3.11's, an ImportError on the image's 3.9).
+    # (``from datetime import UTC`` is 3.11's, an ImportError on the image's 3.9). An image of
+    # this machine's Python version too: its pins, not this machine's packages (a PyTorch 2.5
+    # image's processing job importing pandas gets the image's pandas).
     found = find_python(record.python)
     if found is None:
         differ = versions_differ(record, code)

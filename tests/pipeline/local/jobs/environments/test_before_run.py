@@ -51,6 +51,16 @@ def test_a_framework_at_another_version_names_both():
                            f"image's Python 3.13 and torch 2.10.0 (record aws-pytorch-training-2.10-cpu)"), line
 
 
+def test_a_framework_of_another_version_under_the_same_python_is_said():
+    image = f"{ECR}/pytorch-training:2.5.1-cpu-py311-ubuntu22.04-sagemaker"
+    line = before_run.note(JobCode("Train", image, {"train.py": "import torch\n"}, ["train.py"]))
+    from importlib.metadata import version
+
+    assert line == (f"runs this machine's torch {version('torch')}, not the image's torch 2.5.1+cpu (record "
+                    f"aws-pytorch-training-2.5-cpu): a framework is not installed again for the image's Python "
+                    f"(TRAINPIPE_IMAGE_PYTHON maps the image to an interpreter that has it)"), line
+
+
 def test_the_images_python_missing_names_each_version_that_differs(monkeypatch):
     job = JobCode("Evaluate", SKLEARN_IMAGE, {"evaluate.py": "import sklearn\n"}, ["evaluate.py"])
     monkeypatch.setattr(interpreters, "find_python", lambda version: None)

@@ -300,6 +300,22 @@ def test_an_image_package_that_cannot_be_installed_for_its_python_is_one_line(tm
     assert not (tmp_path / "seed").exists()  # nothing half-made is left to be taken for ready
 
 
+def test_an_image_of_this_machines_python_still_gets_its_own_pins(tmp_path):
+    """A PyTorch 2.5 image has Python 3.11, this machine's: a job importing its pandas still gets
+    the image's pandas over the image's Python, not this machine's packages; one importing its
+    torch keeps this machine's (a framework is not installed again)."""
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5.1-cpu-py311-ubuntu22.04-sagemaker"
+    runner = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (tmp_path / "prepare.py").write_text("import pandas\n")
+    pandas = job_env.choose(image, job_env.facts(image, None, [tmp_path]), {})
+    assert runner == "3.11" and job_env.find_python("3.11")
+    assert (pandas.version, pandas.mapped) == ("3.11", True) and pandas.seed.name.startswith("aws-pytorch-training-2.5")
+    (tmp_path / "prepare.py").write_text("import torch\n")
+    torch = job_env.choose(image, job_env.facts(image, None, [tmp_path]), {})
+    assert (torch.python, torch.seed) == (sys.executable, None)
+    assert torch.why == "the image's torch is this machine's; the image's Python is 3.11, this machine's too"
+
+
 def test_a_framework_a_requirement_only_pulls_in_is_the_images(tmp_path):
     """DeepSpeed's requirements name torch; on a PyTorch image pip finds it installed and keeps
     it, so the job runs under this machine's torch (the image's framework), not an environment
