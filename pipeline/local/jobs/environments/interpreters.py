@@ -237,17 +237,20 @@ def versions_differ(record, code: CodeFacts) -> list[str]:
 
 def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
     """(what to install: the image's distributions providing what the code imports and does
-    not install itself, then ``code.runtime``; constraints: every exact version the record
-    gives)."""
+    not install itself, and those its requirements or its own pip installs name (the image has
+    them already: pip leaves ``pandas`` at the image's 1.1.3 unless a version is asked for, as
+    on SageMaker), less a framework the runner holds; then ``code.runtime``; constraints: every
+    exact version the record gives)."""
     from pipeline.images.distributions import modules_of
 
+    asked = (code.imports - code.wanted) | (code.named - HEAVY_FRAMEWORKS)
     wanted, constraints = [], []
     for distribution, version in sorted(record.packages.items()):
         name = distribution.split(" ", 1)[0]
         exact = re.fullmatch(r"(?:==)?\s*([0-9][0-9A-Za-z.+!-]*)(?:\s.*)?", str(version))
         if exact and not str(version).startswith(("dependency", "unpinned")):
             constraints.append(f"{name}=={exact.group(1)}")
-        if set(modules_of(name).modules) & (code.imports - code.wanted):
+        if set(modules_of(name).modules) & asked:
             wanted.append(name)
     wanted += [name for name in code.runtime if name not in wanted]
     return wanted, constraints

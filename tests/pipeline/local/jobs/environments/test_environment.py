@@ -222,6 +222,13 @@ def test_an_image_module_the_code_imports_out_of_sight_is_named_so(local_storage
     named = run_job(local_storage, tmp_path, {"user.py": "import pandas\nassert pandas.__version__ == '1.1.3'\n"},
                     {}, name="named", image=sklearn_image)
     assert named.status == "Completed", named.failure_reason
+    # Named in requirements.txt, as the message says: pip finds the image's pandas there and keeps
+    # it (SageMaker's image has it installed), not the newest pandas for Python 3.9.
+    listed_script = ("import importlib\npandas = importlib.import_module('pan' + 'das')\n"
+                     "assert pandas.__version__ == '1.1.3', pandas.__version__\n")
+    listed = run_job(local_storage, tmp_path, {"user.py": listed_script, "requirements.txt": "pandas\n"}, {},
+                     name="listed", image=sklearn_image)
+    assert listed.status == "Completed", listed.failure_reason
 
 
 def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path, monkeypatch):
