@@ -83,6 +83,7 @@ class Scanned:
     pip_installs: list[str] = field(default_factory=list)  # requirement strings the code installs
     pip_opaque: bool = False  # the code runs pip with arguments not known before it runs
     syntax_errors: list[str] = field(default_factory=list)  # "file:line: message"
+    every: set[str] = field(default_factory=set)  # each top-level module an import names, optional ones too
 
 
 @dataclass
@@ -409,6 +410,7 @@ def scan(files: Mapping[str, str], entry_points: Iterable[str] | None, python: s
         for top, line in facts.imports:
             if top not in local:
                 scanned.imports.setdefault(top, f"{path}:{line}")
+        scanned.every.update(t for m, level, _ in facts.follow if m and not level and (t := m.split(".")[0]) not in local)
         scanned.pip_installs.extend(facts.pip_installs)
         scanned.pip_opaque |= facts.pip_opaque
         package = list(PurePosixPath(path).parent.parts)

@@ -93,6 +93,8 @@ RUNNER_PTH = "trainpipe-runner.pth"
 READY_FILE = "trainpipe-ready"
 # The cached environment's digest of its files, written by the runner after it installed.
 SEALED_FILE = "trainpipe-sealed"
+# A seeded image environment's list of the distributions installed into it so far (``seeded``).
+SEEDED_FILE = "trainpipe-seeded"
 # A job's own layer, in its job folder: its site-packages names the shared ones.
 JOB_LAYER = "python-env"
 LAYERS_PTH = "trainpipe-layers.pth"
@@ -329,22 +331,29 @@ def _shared_site_packages(interpreter: Interpreter) -> list[str]:
 
 def seeded(interpreter: Interpreter, code: CodeFacts) -> Path:
     """The image's Python with the image's versions of what the job imports, made once per
-    machine (``~/.cache/trainpipe/image-environments/``, keyed by what it holds) and sealed."""
+    machine and image (``~/.cache/trainpipe/image-environments/``): each job adds what it needs
+    and the environment lacks (``SEEDED_FILE`` lists what was installed), so numpy is installed
+    once for all the image's jobs, and a job sees only the image's packages, at its versions (the
+    guard holds back what the record lacks: a Transform's server). Sealed after each change."""
     root = interpreter.seed
     root.parent.mkdir(parents=True, exist_ok=True)
+    wanted, constraints = _pins(code.record, code)
     with open(root.parent / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (root / READY_FILE).exists() and _intact(root):
+        ready = (root / READY_FILE).exists() and _intact(root)
+        have = set((root / SEEDED_FILE).read_text().split()) if ready and (root / SEEDED_FILE).exists() else set()
+        missing = [name for name in wanted if name not in have]
+        if ready and not missing:
             return root
-        shutil.rmtree(root, ignore_errors=True)
-        _venv(interpreter, root, pip=True)
-        wanted, constraints = _pins(code.record, code)
-        if wanted:
+        if not ready:
+            shutil.rmtree(root, ignore_errors=True)
+            _venv(interpreter, root, pip=True)
+        if missing:
             (root / "constraints.txt").write_text("".join(f"{c}\n" for c in constraints))
             log = root / "install.log"
-            with open(log, "w") as out:
+            with open(log, "a") as out:
                 done = subprocess.run([str(root / "bin" / "python"), "-m", "pip", "install", "-c",
-                                       str(root / "constraints.txt"), *wanted], stdout=out,
+                                       str(root / "constraints.txt"), *missing], stdout=out,
                                       stderr=subprocess.STDOUT, timeout=3600,
                                       env={**_pip_base_env(), "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
             if done.returncode != 0:
@@ -352,12 +361,17 @@ def seeded(interpreter: Interpreter, code: CodeFacts) -> Path:
                 # pip's own reason, before its hint lines: "No matching distribution found for X".
                 errors = [x for x in lines if x.startswith("ERROR: ")]
                 last = next((x for x in errors if _NO_MATCH.search(x)), errors[0] if errors else lines[-1])
-                shutil.rmtree(root, ignore_errors=True)
+                # What earlier jobs installed stays theirs (sealed as it is now); a new one goes.
+                if ready:
+                    seal(root)
+                else:
+                    shutil.rmtree(root, ignore_errors=True)
                 raise InstallFailed(
-                    f"cannot install the image's {' '.join(wanted)} for its Python {interpreter.version} "
+                    f"cannot install the image's {' '.join(missing)} for its Python {interpreter.version} "
                     f"({code.record.name}): {last}; make the package registry reachable, or run the "
                     f"job under this machine's Python: {IMAGE_PYTHON_ENV}='{code.record.uri_patterns[0]}="
                     f"{sys.executable}'")
+        (root / SEEDED_FILE).write_text("".join(f"{name}\n" for name in sorted(have | set(missing))))
         (root / READY_FILE).write_text(interpreter.python + "\n")
         seal(root)
     return root

@@ -84,6 +84,11 @@ class TrainpipeImageMissing:
     def find_spec(cls, name, path=None, target=None):
         if path is not None or name.startswith("_") or name in _ALLOWED and name not in _IMAGE:
             return None
+        # A finder the job added after this one (pyximport, say) is asked first.
+        for finder in sys.meta_path[sys.meta_path.index(cls) + 1:]:
+            spec = getattr(finder, "find_spec", lambda *a: None)(name, path, target)
+            if spec is not None:
+                return spec
         importer, probe = _importer()
         if probe or importer.startswith(_LIBRARIES):
             return None

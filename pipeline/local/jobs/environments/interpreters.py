@@ -88,6 +88,10 @@ def interpreter_for(image_uri: str, environ: Mapping[str, str] = os.environ) -> 
 # framework again for another Python (minutes and gigabytes per run; docs/local-mode.md).
 HEAVY_FRAMEWORKS = frozenset({"tensorflow", "torch", "horovod", "mxnet", "jax", "keras"})
 IMAGE_ENVIRONMENTS_ENV = "TRAINPIPE_IMAGE_ENVIRONMENTS"  # where seeded image environments live
+# What an image is for, in its environment whenever the code uses any of its packages: what the
+# code loads may import it from a library's code, out of the pre-run check's sight (a model
+# joblib.load()s imports sklearn from joblib's pickle).
+IMAGE_FRAMEWORKS = {"aws-sklearn-": "scikit-learn", "aws-xgboost-": "xgboost"}
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,9 @@ class CodeFacts:
     # SageMaker is the image's own server. Installed into the seeded environment only, under
     # the record's constraints (``_pins``).
     runtime: tuple[str, ...] = ()
+    # Modules imported only where their absence is handled (``try: import x``, a ``find_spec``
+    # test): the image's are in its environment, so the code takes the branch it takes there.
+    optional: frozenset[str] = frozenset()
 
 
 def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFacts:
@@ -139,7 +146,7 @@ def facts_of(record, files: Mapping[str, str], texts: list[str], entry_points=No
     imports = frozenset(scanned.imports) - stdlib(record.python)
     named = frozenset(m for d in wanted.distributions for m in modules_of(d).modules)
     return CodeFacts(record, imports, frozenset(wanted.modules), scanned.pip_opaque or bool(wanted.opaque),
-                     named=named)
+                     named=named, optional=frozenset(scanned.every) - imports - stdlib(record.python))
 
 
 @cache
@@ -237,13 +244,14 @@ def versions_differ(record, code: CodeFacts) -> list[str]:
 
 def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
     """(what to install: the image's distributions providing what the code imports and does
-    not install itself, and those its requirements or its own pip installs name (the image has
+    not install itself, those its requirements or its own pip installs name (the image has
     them already: pip leaves ``pandas`` at the image's 1.1.3 unless a version is asked for, as
-    on SageMaker), less a framework the runner holds; then ``code.runtime``; constraints: every
-    exact version the record gives)."""
+    on SageMaker) and those it imports optionally, less a framework the runner holds; with any
+    of them, the image's own framework (``IMAGE_FRAMEWORKS``); then ``code.runtime``;
+    constraints: every exact version the record gives)."""
     from pipeline.images.distributions import modules_of
 
-    asked = (code.imports - code.wanted) | (code.named - HEAVY_FRAMEWORKS)
+    asked = (code.imports - code.wanted) | ((code.named | code.optional) - HEAVY_FRAMEWORKS)
     wanted, constraints = [], []
     for distribution, version in sorted(record.packages.items()):
         name = distribution.split(" ", 1)[0]
@@ -252,13 +260,18 @@ def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
             constraints.append(f"{name}=={exact.group(1)}")
         if set(modules_of(name).modules) & asked:
             wanted.append(name)
+    framework = next((d for prefix, d in IMAGE_FRAMEWORKS.items() if record.name.startswith(prefix)), None)
+    if wanted and framework in record.packages and framework not in wanted:
+        wanted.append(framework)
     wanted += [name for name in code.runtime if name not in wanted]
     return wanted, constraints
 
 
 def _seed_root(python: str, record, code: CodeFacts) -> Path:
-    wanted, constraints = _pins(record, code)
-    digest = hashlib.sha256("\0".join([python, record.name, *wanted, "--", *constraints]).encode()).hexdigest()[:12]
+    """One environment per image and interpreter, which every job of the image adds what it
+    imports to (``environment.seeded``): numpy is installed once, not once per set of imports."""
+    _, constraints = _pins(record, code)
+    digest = hashlib.sha256("\0".join([python, record.name, "--", *constraints]).encode()).hexdigest()[:12]
     return image_environments() / f"{record.name}-py{record.python}-{digest}"
 
 

@@ -231,6 +231,50 @@ def test_an_image_module_the_code_imports_out_of_sight_is_named_so(local_storage
     assert listed.status == "Completed", listed.failure_reason
 
 
+# What a job loads imports the image's framework from a library's code (a pickle joblib reads
+# names sklearn.linear_model._base); an optional import finds the image's pandas as it would
+# there; a finder the job adds itself is asked before trainpipe says a module is missing.
+LOADS = """
+import base64, importlib, importlib.util, io, json, os, pathlib, sys
+import joblib
+try:
+    import pandas
+except ImportError:
+    pandas = None
+impl = pathlib.Path(os.environ["SM_MODEL_DIR"], "impl.py")
+impl.write_text("VALUE = 7\\n")
+
+
+class Finder:
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        return importlib.util.spec_from_file_location(name, impl) if name == "tp_virtual" else None
+
+
+sys.meta_path.append(Finder)
+virtual = importlib.import_module("tp_" + "virtual")
+estimator = joblib.load(io.BytesIO(base64.b64decode("gAJjc2tsZWFybi5saW5lYXJfbW9kZWwuX2Jhc2UKTGluZWFyUmVncmVzc2lvbgpxAC4=")))
+pathlib.Path(os.environ["SM_MODEL_DIR"], "report.json").write_text(json.dumps({
+    "estimator": estimator.__name__, "sklearn": sys.modules["sklearn"].__version__,
+    "pandas": pandas and pandas.__version__, "virtual": virtual.VALUE, "python": "%d.%d" % sys.version_info[:2]}))
+"""
+
+
+@pytest.mark.skipif(job_env.find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
+def test_what_a_job_loads_and_probes_is_the_images(local_storage, tmp_path):
+    sklearn_image = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
+    result = run_job(local_storage, tmp_path, {"user.py": LOADS}, {}, image=sklearn_image)
+    assert result.status == "Completed", result.failure_reason
+    report = json.loads((tmp_path / "job" / "hosts" / "algo-1" / "model" / "report.json").read_text())
+    assert report == {"estimator": "LinearRegression", "sklearn": "1.2.1", "pandas": "1.1.3", "virtual": 7,
+                      "python": "3.9"}
+    # One environment for the image, which each job adds what it imports to (numpy once).
+    facts = job_env.facts(sklearn_image, None, [tmp_path / "job"])
+    seed = job_env.choose(sklearn_image, facts, {}).seed
+    assert seed == job_env.choose(sklearn_image, job_env.facts(sklearn_image, b"requests\n", []), {}).seed
+    assert {"joblib", "pandas", "scikit-learn"} <= set((seed / job_env.SEEDED_FILE).read_text().split())
+
+
 def test_a_librarys_own_imports_are_not_held_back(local_storage, tmp_path, monkeypatch):
     # This machine's scikit-learn imports narwhals, which the 1.2-1 image's (1.2.1) does not:
     # the job's own imports are the image's question, a library's are this machine's versions.
