@@ -52,6 +52,7 @@ nor a library's own imports (this machine's versions of its dependencies); a pro
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import functools
 import hashlib
@@ -86,6 +87,7 @@ from pipeline.local.jobs.environments.interpreters import (  # noqa: F401
     image_python,
     interpreter_for,
     parse_mapping,
+    seeded_modules,
 )
 
 # Written into every job venv: the runner's site-packages, after the venv's own.
@@ -238,6 +240,10 @@ def prepare(directory: Path, image_uri: str, requirements: bytes | None = None,
             seal(root)
     if job_dir is None:
         return environment
+    if interpreter.seed is not None and guard is not None and code is not None:
+        # The image's environment also holds what the image's other jobs added to it: this job's
+        # code sees what its own code put there, on a new machine as on one that ran others.
+        guard = dataclasses.replace(guard, allowed=seeded_modules(code) | code.wanted)
     layer = JobEnvironment(Path(job_dir) / JOB_LAYER, interpreter, str(image_uri or ""), base=root,
                            guard=None if interpreter.mapped and interpreter.seed is None else guard)
     _create_layer(layer)

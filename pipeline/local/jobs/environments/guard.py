@@ -71,7 +71,9 @@ class TrainpipeImageGuard(importlib.machinery.PathFinder):
             return spec
         if probe:
             return None
-        raise ModuleNotFoundError(_CONFIG["message"].format(name=name), name=name)
+        # On the image's Python: a module of the image that this job's code did not name.
+        message = _CONFIG["unseeded" if _CONFIG["seeded"] and name in _IMAGE else "message"]
+        raise ModuleNotFoundError(message.format(name=name), name=name)
 
 
 class TrainpipeImageMissing:
@@ -96,9 +98,9 @@ class TrainpipeImageMissing:
         raise ModuleNotFoundError(message.format(name=name), name=name)
 
 
+_IMAGE = frozenset(_CONFIG["image_modules"])
 sys.meta_path[:] = [TrainpipeImageGuard if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
 if _CONFIG["seeded"]:
-    _IMAGE = frozenset(_CONFIG["image_modules"])
     _LIBRARIES = _HELD + tuple(os.path.join(os.path.realpath(p), "") for p in
                                [*_CONFIG["libraries"], os.path.dirname(os.__file__)])
     sys.meta_path.append(TrainpipeImageMissing)

@@ -267,6 +267,13 @@ def _pins(record, code: CodeFacts) -> tuple[list[str], list[str]]:
     return wanted, constraints
 
 
+def seeded_modules(code: CodeFacts) -> frozenset[str]:
+    """The top-level modules of what ``_pins`` puts in the image's environment for ``code``."""
+    from pipeline.images.distributions import modules_of
+
+    return frozenset(m for name in _pins(code.record, code)[0] for m in modules_of(name).modules)
+
+
 def _seed_root(python: str, record, code: CodeFacts) -> Path:
     """One environment per image and interpreter, which every job of the image adds what it
     imports to (``environment.seeded``): numpy is installed once, not once per set of imports."""

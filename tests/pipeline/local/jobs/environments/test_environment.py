@@ -306,10 +306,11 @@ SKLEARN_IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-l
 
 
 @pytest.mark.parametrize("code, image, version, seeded, wanted", [
-    (CALIFORNIA_EVALUATE, SKLEARN_IMAGE, "3.9", True, ["numpy", "pandas"]),  # installs: the image's Python
+    # Installs: the image's Python; with the image's framework (what its code loads may import it).
+    (CALIFORNIA_EVALUATE, SKLEARN_IMAGE, "3.9", True, ["numpy", "pandas", "scikit-learn"]),
     ("import tensorflow as tf\nimport horovod.tensorflow.keras as hvd\n", TF_IMAGE, None, False, []),  # the runner's TF
     # Installs nothing, but this machine's pandas is not the image's 1.1.3: the image's Python (issue 47).
-    ("import pandas\n", SKLEARN_IMAGE, "3.9", True, ["pandas"]),
+    ("import pandas\n", SKLEARN_IMAGE, "3.9", True, ["pandas", "scikit-learn"]),
     # Installs nothing, imports nothing of its image: still the image's Python (its standard library).
     ("import json\n", SKLEARN_IMAGE, "3.9", True, []),
 ])
