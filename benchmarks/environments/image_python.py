@@ -15,9 +15,8 @@ the path a machine without it takes). A ScriptProcessor-shaped processing job on
 Figures: the median of each; ``RESULT image_python_first_vs_runner`` and
 ``image_python_later_vs_runner``, ratios of medians. ``--script pandas`` runs a job importing
 pandas and scikit-learn instead of the standard library alone: its first run installs the
-image's scikit-learn 1.2.1, pandas 1.1.3, numpy 1.24.1 and scipy 1.8.0 from the package index
-(minutes), so make bench runs the standard-library job and the pandas figures are in
-benchmarks/notes.md.
+image's scikit-learn 1.2.1, pandas 1.1.3, numpy 1.24.1 and scipy 1.8.0 from the package index.
+Not in make bench (its 25-minute budget is spent): run by hand, figures in benchmarks/notes.md.
 
     .venv/bin/python -m benchmarks.environments.image_python [--repeats 3] [--script stdlib|pandas]
 """

@@ -12,6 +12,7 @@ and metrics go through ``job_logs.py``; why a job failed is ``job_failures.py``'
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -287,6 +288,10 @@ class LocalJob:
         # not the runner's, and the rest of trainpipe's venv held back (environment.py).
         code = job_environment.facts(self.image_uri, requirements, self.code_paths()) \
             if self.kind in ("Training", "Processing") else None
+        if code is not None and self.launcher_imports():
+            # SageMaker: the container's launcher imports these in the job's Python (torchrun's
+            # torch), whatever the code itself imports.
+            code = dataclasses.replace(code, imports=code.imports | self.launcher_imports())
         guard = job_environment.guard_for(self.image_uri, code) if code is not None else None
         self.python_env = job_environment.prepare(self.environments, self.image_uri, requirements,
                                                   job_dir=self.job_dir, guard=guard, code=code)
@@ -301,6 +306,10 @@ class LocalJob:
     def code_paths(self) -> list[Path]:
         """The job's code on this machine (files or folders), read by ``ready``."""
         return []
+
+    def launcher_imports(self) -> frozenset[str]:
+        """What the job's launcher itself imports in the job's Python (``ready``)."""
+        return frozenset()
 
     def requirements(self) -> bytes | None:
         """The requirements the job environment is made with (its cache key includes them)."""

@@ -191,6 +191,15 @@ class TrainingJob(LocalJob):
         # pip installs it from the runner, outside the namespaces: only files of the code.
         return requirement_paths.checked_bytes(path, path.parent) if path.is_file() else None
 
+    def launcher_imports(self) -> frozenset[str]:
+        # SageMaker: torchrun is torch's; SMDataParallel's ranks run `python -m mpi4py` over torch.
+        return frozenset({launchers.TORCHRUN: {"torch"}, launchers.PYTORCHDDP: {"torch", "mpi4py"}}
+                         .get(self.launcher, set()) | ({"mpi4py"} if self.mpi4py_ranks() else set()))
+
+    def mpi4py_ranks(self) -> bool:
+        """Whether each rank runs ``python -m mpi4py`` (SDK v3's MPI driver: training_v3.py)."""
+        return False
+
     def ready(self) -> None:
         super().ready()
         path = self.host_dir(self.hosts[0]) / "code" / REQUIREMENTS

@@ -131,8 +131,13 @@ def facts(image_uri: str, requirements: bytes | None, code_paths=()) -> CodeFact
             elif path.name == "requirements.txt":
                 texts.append(path.read_text(errors="replace"))
             elif path.name.endswith(".tar.gz"):
-                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh installs its requirements.txt.
-                texts.extend(_archived_requirements(path))
+                # FrameworkProcessor's sourcedir.tar.gz: runproc.sh unpacks it when the job
+                # starts (its code is not on disk yet) and installs its requirements.txt.
+                for name, data in _archived_code(path).items():
+                    if name.endswith(".py"):
+                        files[f"{path}/{name}"] = data.decode(errors="replace")
+                    else:
+                        texts.append(data.decode(errors="replace"))
     return facts_of(record, files, texts)
 
 
@@ -289,9 +294,9 @@ def image_environments() -> Path:
 
 
 
-def _archived_requirements(path: Path) -> list[str]:
+def _archived_code(path: Path) -> dict[str, bytes]:
+    """An archive's Python files and requirements.txt files (member name -> bytes)."""
     from training_entry import archives
 
-    members = archives.read_members(str(path), lambda name: PurePosixPath(name).name == "requirements.txt",
-                                    10_000, 1 << 20)
-    return [data.decode(errors="replace") for data in members.values()]
+    return archives.read_members(str(path), lambda name: name.endswith(".py") or
+                                 PurePosixPath(name).name == "requirements.txt", 10_000, 4 << 20)

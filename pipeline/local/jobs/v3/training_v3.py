@@ -146,6 +146,9 @@ class TrainingJobV3(TrainingJob):
         # pip installs it from the runner, outside the namespaces: only files of the code.
         return requirement_paths.checked_bytes(path, self.code_dir(self.hosts[0]))
 
+    def mpi4py_ranks(self) -> bool:
+        return self.v3 is not None and self.v3.kind == MPI
+
     def ready(self) -> None:
         super(TrainingJob, self).ready()  # the job's Python; v2's requirements.txt rule is not v3's
         if self.v3 is not None and self.v3.requirements:
