@@ -301,6 +301,7 @@ class LocalJob:
                   + (f": {interpreter.why}" if interpreter.why else "")
                   + f"; installs land in {self.python_env.root}"
                   + (f"; imports: what the image's record {guard.record} and the requirements hold"
+                     + (" (of the image's, what the code names)" if interpreter.seed is not None else "")
                      if self.python_env.guard is not None else "") + ")")
 
     def code_paths(self) -> list[Path]:
