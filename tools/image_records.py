@@ -221,7 +221,8 @@ BUILDSPEC_ARGS = {"transformers_version": "TRANSFORMERS_VERSION", "datasets_vers
 def buildspec_args(text: str, dockerfile_path: str, stage: str | None = None) -> dict[str, str]:
     """The build args of the buildspec's image built from ``dockerfile_path`` (its entry's
     ``docker_file``, relative to the framework folder, ends that path) and, where an entry names
-    one, ``stage`` (its ``target``: the EC2 and SageMaker images share a Dockerfile). One line
+    one, ``stage`` (its ``target``: the EC2 and SageMaker images share a Dockerfile) and, where an
+    entry names one, its ``root`` folder. One line
     naming the buildspec where no entry, or entries that disagree, build it."""
     import yaml
 
@@ -241,6 +242,11 @@ def buildspec_args(text: str, dockerfile_path: str, stage: str | None = None) ->
     entries = [image for image in (document.get("images") or {}).values() if isinstance(image, dict)
                and dockerfile_path.endswith("/" + str(image.get("docker_file", "")).lstrip("/"))]
     entries = [e for e in entries if e.get("target") in (None, stage)] or entries
+    # A buildspec that builds training and inference images (huggingface/pytorch/buildspec.yml until
+    # 2021) names the same docker_file for both: its entry's ``root`` (huggingface/pytorch/training)
+    # says which folder that docker_file is in.
+    entries = [e for e in entries if not e.get("root")
+               or dockerfile_path.startswith(str(e["root"]).strip("/") + "/")] or entries
     found = [{arg: str(image[key]) for key, arg in BUILDSPEC_ARGS.items() if image.get(key) is not None}
              for image in entries]
     if not found or any(f != found[0] for f in found):

@@ -2,8 +2,9 @@
 # Regenerate the records tools/image_records.py made (every pipeline/images/records/aws-* but TF 2.14's
 # training and inference and SKLearn 0.23-1's and 1.2-1's, written by hand) and pipeline/images/support.json, from a
 # clone of aws/deep-learning-containers (its git directory: $1) and one of aws/sagemaker-scikit-learn-container
-# ($2, for the SKLearn records) at the commits named below.
-#     tools/image_records_make.sh /path/to/deep-learning-containers/.git  [SKLEARN_GITDIR [XGBOOST_GITDIR]]
+# ($2, for the SKLearn records) at the commits named below ($3: aws/sagemaker-xgboost-container's, $4:
+# aws/sagemaker-pytorch-container's, for the XGBoost and the sagemaker-pytorch records).
+#     tools/image_records_make.sh /path/to/deep-learning-containers/.git  [SKLEARN_GITDIR [XGBOOST_GITDIR [PYTORCH_CONTAINER_GITDIR]]]
 set -euo pipefail
 D=${1:?the git directory of a clone of aws/deep-learning-containers}
 cd "$(dirname "$0")/.."
@@ -545,3 +546,141 @@ for v in "2.3 cu121 py311 4.48.0 2-3-0" "2.0 cu118 py310 4.28.1 2-0-0" "1.13 cu1
         --output $R/aws-huggingface-pytorch-inference-$ver-$label.json
   done
 done
+# PyTorch training and inference 1.2, 1.3, 1.4 and 1.5 (CPU, GPU; the py3 images): one-stage Dockerfiles
+# (--stage :last) in each version's folder (1.2.0, 1.3.1, 1.4.0, 1.5.0: the SDK's pytorch.json aliases 1.2 to
+# 1.5 to them) at the last commit that held it. Python: the Dockerfile's ARG PYTHON_VERSION (3.6.6, 3.6.13); the
+# SDK's tags name py3 (1.4 and 1.5 also py36), so the pattern matches both and not py2. No GA or end-of-patch
+# date is published. The sagemaker_pytorch_container wheel is a local file and is not read.
+for v in "1.5 1.5.0 37df056d4c0cb482b4369b017c0687e07ef1e0c0 37df056d4c0cb482b4369b017c0687e07ef1e0c0 py3/cu101" \
+         "1.4 1.4.0 37df056d4c0cb482b4369b017c0687e07ef1e0c0 89d9831204d7c4f690beac71d4fbed14a7192441 py3/cu101" \
+         "1.3 1.3.1 9212c1e6d1910e658af970150d3e366ab9e5e698 9212c1e6d1910e658af970150d3e366ab9e5e698 py3" \
+         "1.2 1.2.0 81e4328d69c3fb5221a2548d15498ae10939f911 81e4328d69c3fb5221a2548d15498ae10939f911 py3"; do
+  read ver folder ctrain cinfer gpudir <<< "$v"
+  for kind in training inference; do
+    c=$ctrain; [ $kind = inference ] && c=$cinfer
+    closure=(--closure pandas scikit-learn); [ $kind = inference ] && closure=(--closure torch)
+    for acc in "cpu py3" "gpu $gpudir"; do
+      read label dir <<< "$acc"
+      df=pytorch/$kind/docker/$folder/$dir/Dockerfile.$label
+      pv=$(git --git-dir "$D" show $c:$df | sed -n 's/^ARG PYTHON_VERSION=\([0-9]*\)\.\([0-9]*\).*/\1\2/p')
+      gen --dockerfile $c:$df --stage :last --set version=$ver --set accelerator=$label --set python=py$pv --set-source $c:$df \
+          --set-what "ARG PYTHON_VERSION (Python ${pv:0:1}.${pv:1}); AWS publishes no GA or end-of-patch date for $ver" \
+          --uri-pattern "/pytorch-$kind:${ver//./\\.}(\\.\\d+)?-$label-py3" \
+          --name aws-pytorch-$kind-$ver-$label --repository pytorch-$kind "${closure[@]}" --output $R/aws-pytorch-$kind-$ver-$label.json
+    done
+  done
+done
+# SKLearn 0.20.0 (CPU): the 0.20.0 branch head of aws/sagemaker-scikit-learn-container ($2), read as 1.0-1's: the
+# base Dockerfile's last stage (pip's scikit-learn==0.20.0, conda's pyarrow) and requirements.txt, which the final
+# Dockerfile pip-installs. Python: the base Dockerfile's ARG PYTHON_VERSION (3.7.10; the SDK's sklearn.json says
+# only py3). What pandas and cryptography require: as this venv resolves them (dependency, unpinned).
+if [ -n "$S" ]; then
+  c=d021ef4dc6984e385847c317826f8b96e09c0fb3; df=docker/0.20.0/base/Dockerfile.cpu
+  .venv/bin/python tools/image_records.py --dlc "$S" --github aws/sagemaker-scikit-learn-container --retrieved 2026-11-28 \
+      --dockerfile $c:$df --stage 'ubuntu:${UBUNTU_VERSION}@sha256:${UBUNTU_IMAGE_DIGEST}' --requirements $c:requirements.txt \
+      --set version=0.20.0 --set accelerator=cpu --set python=py37 --set-source $c:$df \
+      --set-what "ARG PYTHON_VERSION (Python 3.7); AWS's DLC data dates no SKLearn image" \
+      --uri-pattern "/sagemaker-scikit-learn:0\\.20\\.0-cpu-py3(?![0-9])" --name aws-sklearn-0.20.0 --repository sagemaker-scikit-learn \
+      --closure pandas cryptography --output $R/aws-sklearn-0.20.0.json
+fi
+# Hugging Face images of 2021-2023 the SDK's image_uri_config/huggingface.json names (PyTorch training 1.6 to 1.10
+# and inference 1.7 to 1.10; TensorFlow training 2.4 to 2.6 and inference 2.4, 2.5, 2.6 and 2.11; and the pairs of
+# later versions whose records above name another transformers version: PyTorch training 2.3 with 4.46.1, inference
+# 2.6 with 4.49.0 and 4.51.3): one record per
+# framework version and transformers version (each was its own image, tag <version>-transformers<v>-<acc>-<py>).
+# Each is read at the last commit whose buildspec built that pair (the buildspec named on its line, which gives
+# TRANSFORMERS_VERSION and DATASETS_VERSION, --buildspec), the Dockerfile at that same commit (--stage sagemaker
+# where it has one, else its last stage). A training image is built FROM AWS's framework training image: its record
+# extends that version's and its Python is the one the FROM tag names; an inference image's Python is its ARG
+# PYTHON_VERSION (the buildspec's tag and the SDK's py_versions agree). No end-of-patch date is published for them.
+# KIND FRAMEWORK VERSION TRANSFORMERS ACCELERATOR COMMIT BUILDSPEC DOCKERFILE (under huggingface/FRAMEWORK/KIND) PYTHON
+while read kind fw ver tv acc c bs dir py; do
+  df=huggingface/$fw/$kind/docker/$ver/$dir/Dockerfile.$acc
+  stage=:last; git --git-dir "$D" show $c:$df | grep -q '^FROM .* AS sagemaker' && stage=sagemaker
+  if [ $kind = training ]; then
+    more=(--extends aws-$fw-training-$ver-$acc); what="python ${py:2:1}.${py:3}: the FROM image's tag ($py)"
+  else
+    more=(); what="python ${py:2:1}.${py:3}: ARG PYTHON_VERSION"
+  fi
+  gen --dockerfile $c:$df --stage $stage --set version=$ver --set accelerator=$acc --set python=$py --set-source $c:$df \
+      --buildspec $c:huggingface/$fw/$bs "${more[@]}" \
+      --set-what "$what; transformers: the buildspec's; AWS publishes no data file or end-of-patch date for this image" \
+      --uri-pattern "/huggingface-$fw-$kind:${ver//./\\.}(\\.\\d+)?-transformers${tv//./\\.}-$acc-$py" \
+      --name aws-huggingface-$fw-$kind-$ver-transformers$tv-$acc --repository huggingface-$fw-$kind \
+      --output $R/aws-huggingface-$fw-$kind-$ver-transformers$tv-$acc.json
+done <<'ROWS'
+training pytorch 1.6 4.4.2 gpu 770954479d0a47a52883830c9178e2218846aa04 buildspec.yml py3/cu110 py36
+training pytorch 1.6 4.5.0 gpu 73215f02f1dfd0b4bbc0cf1dbcb0602de144cd38 buildspec-1-6.yml py3/cu110 py36
+training pytorch 1.6 4.6.1 gpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-1-6.yml py3/cu110 py36
+training pytorch 1.7 4.6.1 gpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec-1-7-1.yml py3/cu110 py36
+training pytorch 1.8 4.6.1 gpu e5535017b4ef1cc36163a3c65237125bb2910448 buildspec.yml py3/cu111 py36
+training pytorch 1.8 4.10.2 gpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-8.yml py3/cu111 py36
+training pytorch 1.9 4.10.2 gpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3/cu111 py38
+training pytorch 1.9 4.11.0 gpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3/cu111 py38
+training pytorch 1.9 4.12.3 gpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-9.yml py3/cu111 py38
+training pytorch 1.10 4.17.0 gpu 4632f3da00d9ad499f653194154f99065569ce3c training/buildspec-1-10-2.yml py3/cu113 py38
+inference pytorch 1.7 4.6.1 cpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec-1-7-1.yml py3 py36
+inference pytorch 1.7 4.6.1 gpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec-1-7-1.yml py3/cu110 py36
+inference pytorch 1.8 4.6.1 cpu e5535017b4ef1cc36163a3c65237125bb2910448 buildspec.yml py3 py36
+inference pytorch 1.8 4.6.1 gpu e5535017b4ef1cc36163a3c65237125bb2910448 buildspec.yml py3/cu111 py36
+inference pytorch 1.8 4.10.2 cpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-8.yml py3 py36
+inference pytorch 1.8 4.10.2 gpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-8.yml py3/cu111 py36
+inference pytorch 1.9 4.10.2 cpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3 py38
+inference pytorch 1.9 4.10.2 gpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3/cu111 py38
+inference pytorch 1.9 4.11.0 cpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3 py38
+inference pytorch 1.9 4.11.0 gpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3/cu111 py38
+inference pytorch 1.9 4.12.3 cpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-9.yml py3 py38
+inference pytorch 1.9 4.12.3 gpu f8ff38ea964bac1f47ce00a25532b2f8041f8408 buildspec-1-9.yml py3/cu111 py38
+inference pytorch 1.10 4.17.0 cpu 447e72722014d228353985a069d566ef1e072846 inference/buildspec-1-10-2.yml py3 py38
+inference pytorch 1.10 4.17.0 gpu 447e72722014d228353985a069d566ef1e072846 inference/buildspec-1-10-2.yml py3/cu113 py38
+training tensorflow 2.4 4.4.2 gpu 024ba77c7ffaa4f086a5fa0d3a93a22068b7a41b buildspec.yml py3/cu110 py37
+training tensorflow 2.4 4.5.0 gpu 573256ac38a1dda8b6fdf9375ed2aa83b6524740 buildspec.yml py3/cu110 py37
+training tensorflow 2.4 4.6.1 gpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec.yml py3/cu110 py37
+training tensorflow 2.4 4.10.2 gpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-4.yml py3/cu110 py37
+training tensorflow 2.5 4.10.2 gpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3/cu112 py37
+training tensorflow 2.5 4.11.0 gpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3/cu112 py37
+training tensorflow 2.5 4.12.3 gpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-5.yml py3/cu112 py37
+training tensorflow 2.6 4.17.0 gpu ad2764a72b3979d5b80d42cfce56eb144418a446 training/buildspec-2-6-3.yml py3/cu112 py38
+inference tensorflow 2.4 4.6.1 cpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec.yml py3 py37
+inference tensorflow 2.4 4.6.1 gpu d6f0762e6e89468375f6b6b52a2783305a07587c buildspec.yml py3/cu110 py37
+inference tensorflow 2.4 4.10.2 cpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-4.yml py3 py37
+inference tensorflow 2.4 4.10.2 gpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-4.yml py3/cu110 py37
+inference tensorflow 2.5 4.10.2 cpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3 py37
+inference tensorflow 2.5 4.10.2 gpu eccaf1f7fce4ff588496b2c8a3046a83a4b80c89 buildspec.yml py3/cu112 py37
+inference tensorflow 2.5 4.11.0 cpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3 py37
+inference tensorflow 2.5 4.11.0 gpu c4f350f9d802e81e06cf9edb1d4f104d9c115847 buildspec.yml py3/cu112 py37
+inference tensorflow 2.5 4.12.3 cpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-5.yml py3 py37
+inference tensorflow 2.5 4.12.3 gpu 07a46fefecb575abd9136d1f53b591a68aac47a2 buildspec-2-5.yml py3/cu112 py37
+inference tensorflow 2.6 4.17.0 cpu f99524574c6e9e8e7be5ae85f9635b17d2aa2f05 inference/buildspec-2-6-3.yml py3 py38
+inference tensorflow 2.6 4.17.0 gpu f99524574c6e9e8e7be5ae85f9635b17d2aa2f05 inference/buildspec-2-6-3.yml py3/cu112 py38
+inference tensorflow 2.11 4.26.0 cpu f99524574c6e9e8e7be5ae85f9635b17d2aa2f05 inference/buildspec.yml py3 py39
+inference tensorflow 2.11 4.26.0 gpu f99524574c6e9e8e7be5ae85f9635b17d2aa2f05 inference/buildspec.yml py3/cu112 py39
+training pytorch 2.3 4.46.1 gpu 3101f57550c1b75a4bef5d3bd63f6d24b8ab49c9 training/buildspec.yml py3/cu121 py311
+inference pytorch 2.6 4.49.0 cpu 1b094b0c87fb52ad0261c3f678fe0c1e9d66b811 inference/buildspec.yml py3 py312
+inference pytorch 2.6 4.49.0 gpu df83469a1da84aa2d247ec98445b0caac009ced7 inference/buildspec.yml py3/cu124 py312
+inference pytorch 2.6 4.51.3 cpu cc7c8dc2a16cfbfb5e6fa562e6ff79d0a763dfd9 inference/buildspec-2-6-0-transformers-4-53-1.yml py3 py312
+inference pytorch 2.6 4.51.3 gpu cc7c8dc2a16cfbfb5e6fa562e6ff79d0a763dfd9 inference/buildspec-2-6-0-transformers-4-53-1.yml py3/cu124 py312
+ROWS
+# PyTorch 0.4, 1.0 and 1.1 (CPU, GPU; the py3 images of repository sagemaker-pytorch, which the SDK's
+# pytorch.json names for training and inference alike): from a clone of aws/sagemaker-pytorch-container ($4; skipped
+# without it), each version's base Dockerfile (one stage) at the last commit that held it; the final Dockerfile only
+# pip-installs the sagemaker_pytorch_container wheel, a local file, which is not read. The base installs both the py2
+# and the py3 branch of one shell `if` (the same torch version in each; fastai only in py3's). Python: the py3
+# branch's interpreter (1.0, 1.1: apt-get install python3.6-dev; 0.4: ubuntu 16.04's python3-dev and the cp35 torch
+# wheel: 3.5); the SDK's tags say only py3. 1.0's GPU base pip-installs torch with no version. No dates are published.
+P=${4:-}
+if [ -n "$P" ]; then
+  for v in "1.1 1.1.0 b11dfc0a251a54b49bcd617f475d53fd415d239d py36 apt-get install python3.6-dev" \
+           "1.0 1.0.0 b11dfc0a251a54b49bcd617f475d53fd415d239d py36 apt-get install python3.6-dev" \
+           "0.4 0.4.0 1f2079e75bafbd3ed9bdad0bb00f031df0dd2981 py35 ubuntu 16.04's python3-dev, the cp35 torch wheel"; do
+    read ver folder c py where <<< "$v"
+    for label in cpu gpu; do
+      df=docker/$folder/base/Dockerfile.$label
+      .venv/bin/python tools/image_records.py --dlc "$P" --github aws/sagemaker-pytorch-container --retrieved 2026-11-28 \
+          --dockerfile $c:$df --stage :last --set version=$ver --set accelerator=$label --set python=$py --set-source $c:$df \
+          --set-what "python ${py:2:1}.${py:3}: the py3 branch's $where; AWS publishes no GA or end-of-patch date for $ver" \
+          --uri-pattern "/sagemaker-pytorch:${ver//./\\.}(\\.\\d+)?-$label-py3" \
+          --name aws-sagemaker-pytorch-$ver-$label --repository sagemaker-pytorch --output $R/aws-sagemaker-pytorch-$ver-$label.json
+    done
+  done
+fi

@@ -437,3 +437,36 @@ def test_a_buildspec_gives_the_build_args_the_dockerfile_leaves_without_a_defaul
     assert record["sources"][-1]["file"] == "pt/buildspec-2-0-sm.yml"
     assert record["sources"][-1]["what"].endswith("TORCHSERVE_VERSION=0.8.2, SM_TOOLKIT_VERSION=2.0.16")
     assert generate()["packages"]["torchserve"] == "unpinned"
+
+
+def test_a_buildspec_for_training_and_inference_gives_each_its_own_entrys_build_args():
+    """Hugging Face's buildspec.yml of 2021 builds the training and the inference image of one version,
+    each entry's docker_file the same relative path (docker/1.9/py3/cu111/Dockerfile.gpu): the entry's
+    ``root`` says which folder's Dockerfile it builds; the inference entry has no DATASETS_VERSION."""
+    from tools.image_records import buildspec_args
+
+    text = """\
+version: &VERSION 1.9.0
+short_version: &SHORT_VERSION 1.9
+repository_info:
+  training_repository: &TRAINING_REPOSITORY
+    image_type: &TRAINING_IMAGE_TYPE training
+    root: !join [ "huggingface/pytorch/", *TRAINING_IMAGE_TYPE ]
+  inference_repository: &INFERENCE_REPOSITORY
+    image_type: &INFERENCE_IMAGE_TYPE inference
+    root: !join [ "huggingface/pytorch/", *INFERENCE_IMAGE_TYPE ]
+images:
+  BuildTraining:
+    <<: *TRAINING_REPOSITORY
+    transformers_version: &TRANSFORMERS_VERSION 4.11.0
+    datasets_version: &DATASETS_VERSION 1.12.1
+    docker_file: !join [ docker/, *SHORT_VERSION, /py3/cu111/Dockerfile.gpu ]
+  BuildInference:
+    <<: *INFERENCE_REPOSITORY
+    transformers_version: &TRANSFORMERS_VERSION 4.11.0
+    docker_file: !join [ docker/, *SHORT_VERSION, /py3/cu111/Dockerfile.gpu ]
+"""
+    assert buildspec_args(text, "huggingface/pytorch/training/docker/1.9/py3/cu111/Dockerfile.gpu") == {
+        "TRANSFORMERS_VERSION": "4.11.0", "DATASETS_VERSION": "1.12.1"}
+    assert buildspec_args(text, "huggingface/pytorch/inference/docker/1.9/py3/cu111/Dockerfile.gpu") == {
+        "TRANSFORMERS_VERSION": "4.11.0"}

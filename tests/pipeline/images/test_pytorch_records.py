@@ -47,7 +47,9 @@ def test_the_sources_pin_a_commit_and_its_date():
                    "aws-pytorch-training-1.9-", "aws-pytorch-training-1.10-", "aws-pytorch-training-1.11-",
                    "aws-pytorch-training-1.12-", "aws-pytorch-inference-1.11-", "aws-pytorch-inference-1.12-",
                    "aws-pytorch-inference-1.6-", "aws-pytorch-inference-1.7-", "aws-pytorch-inference-1.8-",
-                   "aws-pytorch-inference-1.9-", "aws-pytorch-inference-1.10-")
+                   "aws-pytorch-inference-1.9-", "aws-pytorch-inference-1.10-",
+                   # 1.2 to 1.5 (training and inference): their Dockerfiles, no published dates.
+                   *(f"aws-pytorch-{kind}-1.{minor}-" for kind in ("training", "inference") for minor in range(2, 6)))
         assert record.eop or record.name.startswith(undated), record.name
 
 
