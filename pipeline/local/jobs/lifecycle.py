@@ -289,8 +289,7 @@ class LocalJob:
         code = job_environment.facts(self.image_uri, requirements, self.code_paths()) \
             if self.kind in ("Training", "Processing") else None
         if code is not None and self.launcher_imports():
-            # SageMaker: the container's launcher imports these in the job's Python (torchrun's
-            # torch), whatever the code itself imports.
+            # SageMaker: the container's launcher imports these in the job's Python (torchrun: torch).
             code = dataclasses.replace(code, imports=code.imports | self.launcher_imports())
         guard = job_environment.guard_for(self.image_uri, code) if code is not None else None
         self.python_env = job_environment.prepare(self.environments, self.image_uri, requirements,
