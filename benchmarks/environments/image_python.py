@@ -30,13 +30,13 @@ import shutil
 import time
 
 from benchmarks import harness as h
+from benchmarks.training.scaling import p6_namespaces
 from pipeline.local.jobs.environments import interpreters
 from pipeline.local.jobs.processing import ProcessingJob
 from pipeline.local.store.storage import LocalStorage
 
 BUCKET = "image-python-bench"
 IMAGE = "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-scikit-learn:1.2-1-cpu-py3"
-ROLE = "arn:aws:iam::000000000000:role/bench"
 SCRIPTS = {
     "stdlib": "import json, sys\nprint(json.dumps({'python': '%d.%d' % sys.version_info[:2]}))\n",
     "pandas": "import sys\nimport pandas\nimport sklearn\nprint(sys.version_info[:2], pandas.__version__, "
@@ -45,17 +45,12 @@ SCRIPTS = {
 
 
 def request() -> dict:
-    return {
-        "ProcessingResources": {"ClusterConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
-                                                  "VolumeSizeInGB": 30}},
-        "AppSpecification": {"ImageUri": IMAGE, "ContainerEntrypoint": [
-            "python3", "/opt/ml/processing/input/code/job.py"]},
-        "RoleArn": ROLE,
-        "ProcessingInputs": [{"InputName": "code", "S3Input": {
-            "S3Uri": f"s3://{BUCKET}/code/job.py", "LocalPath": "/opt/ml/processing/input/code",
-            "S3DataType": "S3Prefix", "S3InputMode": "File", "S3DataDistributionType": "FullyReplicated"}}],
-        "ProcessingOutputConfig": {"Outputs": []},
-    }
+    """P6's one-script processing request (``p6_namespaces.processing_request``), on one
+    instance of the SKLearn image."""
+    made = p6_namespaces.processing_request(BUCKET)
+    made["ProcessingResources"]["ClusterConfig"]["InstanceCount"] = 1
+    made["AppSpecification"]["ImageUri"] = IMAGE
+    return made
 
 
 def main() -> int:

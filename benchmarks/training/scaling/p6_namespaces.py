@@ -31,7 +31,7 @@ SCRIPT = "import socket; print(socket.gethostname())\n"
 ROLE = "arn:aws:iam::000000000000:role/bench"
 
 
-def processing_request() -> dict:
+def processing_request(bucket: str = BUCKET) -> dict:
     return {
         "ProcessingResources": {"ClusterConfig": {"InstanceType": "ml.m5.xlarge", "InstanceCount": 2,
                                                   "VolumeSizeInGB": 30}},
@@ -39,7 +39,7 @@ def processing_request() -> dict:
             "python3", "/opt/ml/processing/input/code/job.py"]},
         "RoleArn": ROLE,
         "ProcessingInputs": [{"InputName": "code", "S3Input": {
-            "S3Uri": f"s3://{BUCKET}/code/job.py", "LocalPath": "/opt/ml/processing/input/code",
+            "S3Uri": f"s3://{bucket}/code/job.py", "LocalPath": "/opt/ml/processing/input/code",
             "S3DataType": "S3Prefix", "S3InputMode": "File", "S3DataDistributionType": "FullyReplicated"}}],
         "ProcessingOutputConfig": {"Outputs": []},
     }

@@ -70,26 +70,33 @@ def run(tmp_path: Path, definition: Path) -> subprocess.CompletedProcess:
                           cwd=REPO, capture_output=True, text=True, timeout=1800)
 
 
+def newer_fails_older_reports(tmp_path: Path, newer_script: str, failure: str, older_script: str, report: dict) -> None:
+    """The script using what the image lacks fails in the job, on the image's Python; the one
+    that does not writes ``report`` (versions.json)."""
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    done = run(newer, build(newer, newer_script))
+    assert done.returncode != 0, done.stdout[-3000:]
+    (log,) = (newer / "work").glob("runs/*/jobs/*/job.log")
+    text = log.read_text()
+    assert failure in text, text[-3000:]
+    assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports" in text
+
+    older = tmp_path / "older"
+    older.mkdir()
+    done = run(older, build(older, older_script))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (written,) = (older / "work").glob("store/**/versions.json")
+    assert json.loads(written.read_text()) == report
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(find_python("3.9") is None, reason="the image's Python (3.9) is not on this machine")
 def test_a_job_that_installs_nothing_runs_the_images_scikit_learn(tmp_path):
     from sklearn.metrics import root_mean_squared_error  # noqa: F401  (this machine has the API)
 
-    newer = tmp_path / "newer"
-    newer.mkdir()
-    done = run(newer, build(newer, NEW_API))
-    assert done.returncode != 0, done.stdout[-3000:]
-    (log,) = (newer / "work").glob("runs/*/jobs/*/job.log")
-    text = log.read_text()
-    assert "ImportError: cannot import name 'root_mean_squared_error' from 'sklearn.metrics'" in text, text[-3000:]
-    assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports" in text
-
-    older = tmp_path / "older"
-    older.mkdir()
-    done = run(older, build(older, OLD_API))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (report,) = (older / "work").glob("store/**/versions.json")
-    assert json.loads(report.read_text()) == {"sklearn": "1.2.1", "python": "3.9", "mse": 1.0}
+    newer_fails_older_reports(tmp_path, NEW_API, "ImportError: cannot import name 'root_mean_squared_error' from "
+                              "'sklearn.metrics'", OLD_API, {"sklearn": "1.2.1", "python": "3.9", "mse": 1.0})
 
 
 # Installs nothing and imports nothing of its image: its Python is still the image's 3.9, whose
@@ -116,18 +123,5 @@ with open("/opt/ml/processing/report/versions.json", "w") as f:
 def test_a_job_importing_only_the_standard_library_runs_the_images_python(tmp_path):
     from datetime import UTC  # noqa: F401  (this machine's Python has it)
 
-    newer = tmp_path / "newer"
-    newer.mkdir()
-    done = run(newer, build(newer, NEW_STDLIB))
-    assert done.returncode != 0, done.stdout[-3000:]
-    (log,) = (newer / "work").glob("runs/*/jobs/*/job.log")
-    text = log.read_text()
-    assert "ImportError: cannot import name 'UTC' from 'datetime'" in text, text[-3000:]
-    assert "(Python 3.9: the image's Python, with its aws-sklearn-1.2-1 packages the code imports" in text
-
-    older = tmp_path / "older"
-    older.mkdir()
-    done = run(older, build(older, OLD_STDLIB))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    (report,) = (older / "work").glob("store/**/versions.json")
-    assert json.loads(report.read_text()) == {"python": "3.9", "utc": "UTC"}
+    newer_fails_older_reports(tmp_path, NEW_STDLIB, "ImportError: cannot import name 'UTC' from 'datetime'",
+                              OLD_STDLIB, {"python": "3.9", "utc": "UTC"})
