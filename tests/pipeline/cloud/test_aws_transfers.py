@@ -29,7 +29,11 @@ from tests.moto_aws import REGION
 from tests.pipeline.cloud.test_aws_deadlines import GENEROUS_S, _Server, trickle_proxy
 
 BUCKET = "transfers"
-SIZE = 64 << 10  # at 64 KiB/s: a 1 s floor plus 1 s for the bytes
+SIZE = 64 << 10  # at 64 KiB/s: the floor plus 1 s for the bytes
+# Each call's floor (TRAINPIPE_AWS_DEADLINE_S). The calls before a trickled transfer (HeadObject,
+# CreateMultipartUpload) pass the proxy at once but must still answer within it; CI's loaded
+# 2 cores once took over 1 s for a HeadObject to moto, so the floor is well above that.
+FLOOR_S = 4
 # Through the proxy the body alone takes 64 Ki x 0.2 s, about 3.6 hours; straight to moto, ms.
 
 
@@ -39,14 +43,14 @@ def s3(aws, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     client = boto3.client("s3", region_name=REGION, endpoint_url=aws)
     client.create_bucket(Bucket=BUCKET)
-    monkeypatch.setenv(aws_clients.DEADLINE_ENV, "1")
+    monkeypatch.setenv(aws_clients.DEADLINE_ENV, str(FLOOR_S))
     monkeypatch.setenv(aws_clients.MIN_RATE_ENV, "64")
     return client
 
 
 @contextlib.contextmanager
 def _unhurried():
-    """Straight to moto, a transfer completes in ms on an idle machine but may not within the 1 s
+    """Straight to moto, a transfer completes in ms on an idle machine but may not within the
     floor on a loaded one (CI read 1 s for a 64 KiB GetObject). The straight calls show the path
     works whole, not that it is fast, so they run with a floor far above any scheduling stall."""
     with pytest.MonkeyPatch.context() as patch:
@@ -55,8 +59,8 @@ def _unhurried():
 
 
 def _deadline_message(operation: str, endpoint: str) -> str:
-    return (f"{operation} of s3://{BUCKET}/model.bin (64.0 KiB, s3 at {endpoint}) did not complete within 2 s: "
-            "TRAINPIPE_AWS_DEADLINE_S (1 s) plus 64.0 KiB at 64 KiB/s (TRAINPIPE_AWS_MIN_RATE_KIB_S): check the "
+    return (f"{operation} of s3://{BUCKET}/model.bin (64.0 KiB, s3 at {endpoint}) did not complete within {FLOOR_S + 1} s: "
+            f"TRAINPIPE_AWS_DEADLINE_S ({FLOOR_S} s) plus 64.0 KiB at 64 KiB/s (TRAINPIPE_AWS_MIN_RATE_KIB_S): check the "
             "network and the endpoint (AWS_ENDPOINT_URL, --s3-endpoint), or lower TRAINPIPE_AWS_MIN_RATE_KIB_S "
             "for a slower link")
 
@@ -125,7 +129,7 @@ def test_a_multipart_upload_that_misses_its_deadline_is_aborted(s3, aws, tmp_pat
     are left behind (S3 parts are 5 MiB at least, so this one is 6 MiB in two)."""
     monkeypatch.setattr(aws_transfers, "MULTIPART_THRESHOLD", 1 << 20)
     monkeypatch.setattr(aws_transfers, "PART_SIZE", 5 << 20)
-    monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: a 2 s deadline
+    monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: the floor plus 1 s
     path = tmp_path / "model.bin"
     path.write_bytes(os.urandom(6 << 20))
     proxy = trickle_proxy(aws, delay=0.001, bodies_only=True, requests=True)
@@ -203,7 +207,7 @@ def test_a_download_whose_body_breaks_off_goes_on_from_where_it_stopped(s3, aws,
 
 def _copy_deadline_message(operation: str, endpoint: str) -> str:
     return (f"{operation} of s3://{BUCKET}/model.bin to s3://{BUCKET}/copy.bin (64.0 KiB, s3 at {endpoint}) did not "
-            "complete within 2 s: TRAINPIPE_AWS_DEADLINE_S (1 s) plus 64.0 KiB at 64 KiB/s "
+            f"complete within {FLOOR_S + 1} s: TRAINPIPE_AWS_DEADLINE_S ({FLOOR_S} s) plus 64.0 KiB at 64 KiB/s "
             "(TRAINPIPE_AWS_MIN_RATE_KIB_S): check the endpoint (AWS_ENDPOINT_URL, --s3-endpoint), or lower "
             "TRAINPIPE_AWS_MIN_RATE_KIB_S for a slower S3")
 
@@ -257,7 +261,7 @@ def test_a_part_copy_is_bounded_by_its_range_and_a_multipart_copy_that_misses_is
         assert str(raised.value) == _copy_deadline_message("UploadPartCopy", proxy.url)
         client.abort_multipart_upload(Bucket=BUCKET, Key="copy.bin", UploadId=upload_id)
 
-        monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: a 2 s deadline
+        monkeypatch.setenv(aws_clients.MIN_RATE_ENV, str(6 << 10))  # 6 MiB at 6 MiB/s: the floor plus 1 s
         with pytest.raises(aws_clients.CopyDeadlineExceeded, match=f"UploadPartCopy of s3://{BUCKET}/model.bin"):
             client.copy({"Bucket": BUCKET, "Key": "model.bin"}, BUCKET, "copy.bin")
     finally:
@@ -294,7 +298,7 @@ def test_fileobj_transfers_are_trainpipes_own_and_bounded(s3, aws):
             endpoint_client(proxy.url, REGION).upload_fileobj(io.BytesIO(os.urandom(SIZE)), BUCKET, "model.bin")
     finally:
         proxy.close()
-    assert str(raised.value) == _deadline_message("PutObject", proxy.url)  # its size known: 2 s, not the floor
+    assert str(raised.value) == _deadline_message("PutObject", proxy.url)  # its size known: the floor plus 1 s
     out = io.BytesIO()
     with _unhurried():
         endpoint_client(aws, REGION).download_fileobj(BUCKET, "model.bin", out)
