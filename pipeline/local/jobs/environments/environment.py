@@ -152,8 +152,14 @@ class JobEnvironment:
     def variables(self) -> dict[str, str]:
         """What a job's processes get so that ``python3``, ``pip`` and ``sys.executable`` are
         this environment's (PATH first; the rest of PATH follows)."""
+        # SageMaker: the image's Python is the system's, and `uv pip install --system` (a job's
+        # own; the SDK's helper in sagemaker-python-sdk PR 5967) installs into it. uv's --system
+        # passes over virtual environments, this one too, and would take the next Python on PATH
+        # (this machine's): UV_PYTHON names the job's, so what uv installs lands where the job
+        # imports from. Its cache beside the job's pip cache: one filesystem, so uv can hardlink.
         return {"VIRTUAL_ENV": str(self.root), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-                "PIP_CACHE_DIR": str(self.root.parent / "pip-cache")}
+                "PIP_CACHE_DIR": str(self.root.parent / "pip-cache"), "UV_PYTHON": self.python,
+                "UV_CACHE_DIR": str(self.root.parent / "uv-cache")}
 
     def path(self, rest: str) -> str:
         return os.pathsep.join([str(self.bin), rest]) if rest else str(self.bin)

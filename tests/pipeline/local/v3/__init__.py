@@ -1,0 +1,1 @@
+"""Tests of SDK v3 definitions run locally."""
