@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
+import time
 import types
 
 import numpy as np
@@ -152,6 +153,12 @@ def test_pipe_epoch_completes_before_the_next_fifo_exists(tmp_path, monkeypatch)
     plan, objects = _pipe_setup(tmp_path, "ShardedByS3Key", hosts, Layout(0, 1, 0, 1))
     feeder = PipeFeeder(tmp_path / "fifos", "train", objects, passes=1).start()
     try:
+        # The 1 s wait is for train_1 alone, which must never be asked for: train_0 is there before the
+        # reader looks (a loaded 2-core machine may not run the feeder's thread within 1 s).
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "fifos" / "train_0").exists():
+            assert time.monotonic() < deadline and feeder.errors == [], feeder.errors
+            time.sleep(0.01)
         iterator = iter(datasets.training_dataset(plan, _context(tmp_path, hosts), epochs=2))
         first_epoch = [next(iterator) for _ in range(plan.steps)]
     finally:
