@@ -173,7 +173,7 @@ def save(*_):
 signal.signal(signal.SIGTERM, save)
 for epoch in range(1, args.epochs + 1):
     print(f"acc={args.lr * 10 * epoch / args.epochs:.4f}", flush=True)
-    time.sleep(1.0 if args.lr > 0.05 else 4.0)
+    time.sleep(1.0 if args.lr > 0.05 else 30.0)  # a weak trial never ends before a strong one's 4 s
 save()
 """
 
@@ -342,7 +342,8 @@ def test_ctrl_c_leaves_a_stopped_tuning_job_with_its_finished_trials(tmp_path, c
 
 
 # Short epochs (0.05 s, under the runner's 0.2 s poll): a stopped trial trains on for a few
-# epochs between the verdict and its processes' stop.
+# epochs between the verdict and its processes' stop. A weak trial, stopped early, has 400 of
+# them (20 s), so that a loaded 2-core machine's verdict still lands before its last.
 FAST_SCRIPT = """
 import argparse, os, signal, sys, time
 
@@ -350,7 +351,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--lr", type=float)
 args, _ = parser.parse_known_args()
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-for epoch in range(1, 41):
+for epoch in range(1, 41 if args.lr >= 0.01 else 401):
     print(f"acc={args.lr * epoch:.4f}", flush=True)
     time.sleep(0.05)
 """
