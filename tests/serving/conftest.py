@@ -103,7 +103,8 @@ def start(argv: list[str], port: int, timeout: float = 60) -> Server:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the server exited {process.returncode}: {process.stdout.read()}")
-        with contextlib.suppress(requests.ConnectionError):
+        # Not listening yet, or (a loaded machine) slow to answer its first /ping: ask again.
+        with contextlib.suppress(requests.ConnectionError, requests.Timeout):
             if requests.get(server.url + "/ping", timeout=5).status_code == 200:
                 return server
         time.sleep(0.1)

@@ -29,6 +29,9 @@ from tests.serving.conftest import (
 )
 
 ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
+# For what takes ms when idle (a fast call's answer, a server acting on a signal): a loaded
+# 2-core CI machine may stall a thread or a process for seconds.
+GENEROUS_S = 30
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +252,10 @@ def test_a_model_slower_than_the_timeout_is_a_504_and_the_server_keeps_serving(m
         status, answer = _asgi_post(app, "/invocations", b'"slow"')
         assert status == 504 and answer == {"error": "the model took more than 1 s to answer"}
         assert not ended.is_set()
-        assert _asgi_post(app, "/invocations", b'"fast"') == (200, {"predictions": [1]})
+        # A fast call answers too (a loaded machine may hold even it past the 1 s: then it asks again).
+        deadline = time.monotonic() + GENEROUS_S
+        while (fast := _asgi_post(app, "/invocations", b'"fast"')) != (200, {"predictions": [1]}):
+            assert fast[0] == 504 and time.monotonic() < deadline, fast
     finally:
         release.set()
 
@@ -337,9 +343,16 @@ def test_sigterm_answers_the_request_in_flight_then_exits_0(table_model, stop_si
         conn.sendall(head.encode() + body[:10])  # in flight: half its body sent
         time.sleep(0.3)
         server.process.send_signal(stop_signal)
-        time.sleep(0.5)
-        with pytest.raises(requests.ConnectionError):  # no new connections while draining
-            requests.get(server.url + "/ping", timeout=5)
+        deadline = time.monotonic() + GENEROUS_S  # no new connections while draining, once it acts on the signal
+        while True:
+            try:
+                requests.get(server.url + "/ping", timeout=5)
+            except requests.ConnectionError:
+                break
+            except requests.ReadTimeout:  # taken just before the signal, and slow to answer
+                pass
+            assert time.monotonic() < deadline, "the server still took new connections"
+            time.sleep(0.1)
         conn.sendall(body[10:])
         reply = b""
         while chunk := conn.recv(65536):
