@@ -94,7 +94,8 @@ def test_a_two_hosts_sharded_pipe_registers_and_a_rerun_is_cached(tmp_path):
     for name in (D.STEP_PREPROCESS, D.STEP_TRAIN, D.STEP_EVALUATE):
         assert rerun[name]["cache_hit"], name
     assert f"{D.STEP_TRAIN}: Succeeded (cache hit" in again.stdout
-    assert again.seconds < result.seconds
+    # No wall-clock comparison of the two runs: a loaded CI machine can slow either one, and
+    # the cache hits above show the rerun trained nothing (benchmarks show what that saves).
 
 
 def test_b_one_host_two_processes_fully_replicated_file(tmp_path):
